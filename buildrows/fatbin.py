@@ -1,0 +1,248 @@
+"""Read the entry headers of a CUDA fat binary (the contents of a ``.nv_fatbin`` section).
+
+A section holds one or more *containers*, back to back (possibly separated by zero padding).
+Each container is a 16-byte header followed by entries; each entry is a header followed by its
+payload (a cubin, PTX text, LTO IR, ...; possibly LZ4- or ZSTD-compressed). Everything needed to
+name an entry the way ``cuobjdump --list-elf`` / ``--list-ptx`` does is in the entry header, so no
+payload is ever decompressed.
+
+Layout (little endian; reverse-engineered by comparing nvcc 13.0 output with cuobjdump 13.5)::
+
+    container header, 16 bytes
+      0  u32  magic 0xBA55ED50
+      4  u16  version (1)
+      6  u16  header size (16)
+      8  u64  size of the entries that follow
+
+    entry header, ``header size`` bytes (64, 80, 112, 120 seen)
+      0  u16  kind: 1 PTX, 2 ELF (cubin), 8 LTO IR
+      2  u16  entry version (0x0101)
+      4  u32  header size
+      8  u64  payload size (padded to 8)
+     16  u32  compressed size (0 when stored uncompressed)
+     20  u32  offset of the options block inside the header (0 when none)
+     24  u16  minor version (cubin ABI / PTX ISA)
+     26  u16  major version
+     28  u32  SM number (75, 90, 100, 121, ...)
+     32  u32  name offset          36  u32  name size
+     40  u64  flags: 0x1 64-bit, 0x2 debug, 0x10 linux host, 0x40 windows host,
+                     0x2000 LZ4, 0x8000 ZSTD, 0x100000 arch-specific ("a"),
+                     0x200000 family-specific ("f")
+     48  u64  (hash for LTO IR, else 0)
+     56  u64  uncompressed size (0 when stored uncompressed)
+
+Naming, as cuobjdump does it: a PTX entry is ``sm_<N>`` plus ``a`` or ``f``; a cubin is
+``sm_<N>`` plus ``a`` only -- cuobjdump names a family cubin (``code=sm_100f``) ``sm_100``, and
+nvcc itself treats it as the same GPU code as ``sm_100`` (it refuses to build both).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, Literal
+
+__all__ = [
+    "FATBIN_MAGIC",
+    "DeviceCode",
+    "FatbinEntry",
+    "FatbinError",
+    "iter_entries",
+    "list_device_code",
+    "parse_fatbin",
+]
+
+FATBIN_MAGIC: Final = 0xBA55ED50
+
+KIND_PTX: Final = 1
+KIND_ELF: Final = 2
+KIND_LTO_IR: Final = 8
+
+FLAG_LZ4: Final = 0x2000
+FLAG_ZSTD: Final = 0x8000
+FLAG_ARCH_SPECIFIC: Final = 0x100000
+FLAG_FAMILY: Final = 0x200000
+
+# A real container never gets near these; they bound the work a hostile input can cause.
+MAX_ENTRIES: Final = 1_000_000
+MAX_ENTRY_HEADER: Final = 4096
+_MIN_ENTRY_HEADER: Final = 64
+
+_CONTAINER = struct.Struct("<IHHQ")
+_ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
+_NONZERO = re.compile(rb"[^\x00]")
+
+EntryKind = Literal["ptx", "elf", "lto-ir", "other"]
+Compression = Literal["none", "lz4", "zstd"]
+
+_KINDS: Final[dict[int, EntryKind]] = {KIND_PTX: "ptx", KIND_ELF: "elf", KIND_LTO_IR: "lto-ir"}
+
+
+class FatbinError(ValueError):
+    """The bytes are not a well-formed CUDA fat binary."""
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinEntry:
+    """One entry of a fat binary, described by its header alone."""
+
+    kind: EntryKind
+    kind_code: int
+    sm: int
+    arch_specific: bool
+    family: bool
+    compression: Compression
+    offset: int
+    header_size: int
+    payload_size: int
+    compressed_size: int
+    uncompressed_size: int
+    version: tuple[int, int]
+    flags: int
+
+    @property
+    def arch(self) -> str:
+        """The architecture as cuobjdump names this entry (``sm_90a``, ``sm_100``, ``sm_120f``)."""
+        suffix = ""
+        if self.arch_specific:
+            suffix = "a"
+        elif self.family and self.kind != "elf":
+            suffix = "f"
+        return f"sm_{self.sm}{suffix}"
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCode:
+    """Architectures of the cubins and PTX of a fat binary, in file order, repeats kept."""
+
+    cubins: tuple[str, ...] = ()
+    ptx: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.cubins or self.ptx)
+
+
+def _skip_zeros(view: memoryview, pos: int) -> int:
+    """Return the offset of the first non-zero byte at or after ``pos`` (``len`` if none)."""
+    match = _NONZERO.search(view, pos)
+    return len(view) if match is None else match.start()
+
+
+def iter_entries(
+    data: bytes | bytearray | memoryview, *, max_entries: int = MAX_ENTRIES
+) -> Iterator[FatbinEntry]:
+    """Yield every entry of every container in ``data``, in file order.
+
+    Zero padding between and after containers is skipped. Anything else that is not a
+    well-formed container raises :class:`FatbinError` naming the offset.
+    """
+    view = memoryview(data).cast("B")
+    end = len(view)
+    count = 0
+    pos = _skip_zeros(view, 0)
+    while pos < end:
+        if end - pos < _CONTAINER.size:
+            raise FatbinError(
+                f"truncated container header at offset {pos:#x}: {end - pos} bytes left, need 16"
+            )
+        magic, _version, header_size, fat_size = _CONTAINER.unpack_from(view, pos)
+        if magic != FATBIN_MAGIC:
+            raise FatbinError(
+                f"bad container magic {magic:#010x} at offset {pos:#x} (expected {FATBIN_MAGIC:#010x})"
+            )
+        if header_size < _CONTAINER.size or header_size > end - pos:
+            raise FatbinError(
+                f"container at offset {pos:#x} has header size {header_size}, past the end of the data"
+            )
+        body = pos + header_size
+        if fat_size > end - body:
+            raise FatbinError(
+                f"container at offset {pos:#x} declares {fat_size} bytes of entries but only {end - body} remain"
+            )
+        container_end = body + fat_size
+        entry_pos = body
+        while entry_pos < container_end:
+            left = container_end - entry_pos
+            if left < _MIN_ENTRY_HEADER:
+                raise FatbinError(
+                    f"truncated entry header at offset {entry_pos:#x}: {left} bytes left in the container, need 64"
+                )
+            (
+                kind_code,
+                _entry_version,
+                entry_header_size,
+                payload_size,
+                compressed_size,
+                _options_offset,
+                minor,
+                major,
+                sm,
+                _name_offset,
+                _name_size,
+                flags,
+                _reserved,
+                uncompressed_size,
+            ) = _ENTRY.unpack_from(view, entry_pos)
+            if not _MIN_ENTRY_HEADER <= entry_header_size <= MAX_ENTRY_HEADER:
+                raise FatbinError(
+                    f"entry at offset {entry_pos:#x} has header size {entry_header_size} (expected 64..{MAX_ENTRY_HEADER})"
+                )
+            if entry_header_size > left or payload_size > left - entry_header_size:
+                raise FatbinError(
+                    f"entry at offset {entry_pos:#x} declares {entry_header_size}+{payload_size} bytes"
+                    f" but only {left} remain in its container"
+                )
+            if compressed_size > payload_size:
+                raise FatbinError(
+                    f"entry at offset {entry_pos:#x} declares compressed size {compressed_size}"
+                    f" larger than its payload ({payload_size})"
+                )
+            count += 1
+            if count > max_entries:
+                raise FatbinError(f"more than {max_entries} entries; refusing to read further")
+            if flags & FLAG_ZSTD:
+                compression: Compression = "zstd"
+            elif flags & FLAG_LZ4:
+                compression = "lz4"
+            else:
+                compression = "none"
+            yield FatbinEntry(
+                kind=_KINDS.get(kind_code, "other"),
+                kind_code=kind_code,
+                sm=sm,
+                arch_specific=bool(flags & FLAG_ARCH_SPECIFIC),
+                family=bool(flags & FLAG_FAMILY),
+                compression=compression,
+                offset=entry_pos,
+                header_size=entry_header_size,
+                payload_size=payload_size,
+                compressed_size=compressed_size,
+                uncompressed_size=uncompressed_size,
+                version=(major, minor),
+                flags=flags,
+            )
+            entry_pos += entry_header_size + payload_size
+        pos = _skip_zeros(view, container_end)
+
+
+def parse_fatbin(
+    data: bytes | bytearray | memoryview, *, max_entries: int = MAX_ENTRIES
+) -> tuple[FatbinEntry, ...]:
+    """All entries of ``data`` (see :func:`iter_entries`)."""
+    return tuple(iter_entries(data, max_entries=max_entries))
+
+
+def list_device_code(
+    data: bytes | bytearray | memoryview, *, max_entries: int = MAX_ENTRIES
+) -> DeviceCode:
+    """The cubin and PTX architectures in ``data``, as ``cuobjdump --list-elf``/``--list-ptx`` order them."""
+    cubins: list[str] = []
+    ptx: list[str] = []
+    for entry in iter_entries(data, max_entries=max_entries):
+        if entry.kind == "elf":
+            cubins.append(entry.arch)
+        elif entry.kind == "ptx":
+            ptx.append(entry.arch)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
