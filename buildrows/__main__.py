@@ -1,0 +1,3 @@
+from buildrows.cli import entry
+
+entry()

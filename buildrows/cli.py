@@ -1,0 +1,87 @@
+"""A thin CLI: `main(argv) -> int`. Each command lives in buildrows/commands/<name>.py.
+
+Command modules keep heavy imports inside `run`, so `buildrows hook` starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from buildrows import __version__
+from buildrows.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BuildrowsError
+from buildrows.ui import UI
+
+# name -> one-line help; the module buildrows.commands.<module> provides add_arguments and run.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "rows": ("rows", "List the policy's rows (names or globs select)."),
+    "show": ("show", "Print every resolved value of one row and where it came from."),
+    "render": ("render", "Render CMake presets for rows and include them from CMakeUserPresets.json."),
+    "env": ("env", "Write a row's environment (TORCH_CUDA_ARCH_LIST, CMAKE_ARGS, ...) as github/shell/powershell/dotenv."),
+    "hook": ("hook", "Pre-build hook: find the CI row, check the toolchain, write BUILD_ENV_FILE and GITHUB_ENV."),
+    "doctor": ("doctor", "Check that this machine has everything a row needs before a long build."),
+    "build": ("build", "Build rows end to end: doctor, render, build, check the wheel."),
+    "matrix": ("matrix", "Narrow the shared generator's matrix to what the policy publishes (the release gate)."),
+    "workflow": ("workflow", "Render the GitHub workflows that use the policy."),
+    "check": ("check", "Check a built wheel: device code per library, declared runtime, RPATH."),
+    "archs": ("archs", "List the device code of a wheel, and optionally write it into the policy."),
+    "schema": ("schema", "Print the JSON Schema of buildrows.toml."),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"buildrows: bad input: {message}\n    fix: see `{self.prog} --help`\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _Parser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
+                        help="policy file: buildrows.toml or a pyproject.toml with [tool.buildrows] (default: current directory)")
+    parser = _Parser(prog="buildrows", description=__doc__.splitlines()[0] if __doc__ else None, parents=[common])
+    parser.add_argument("--version", action="version", version=f"buildrows {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
+        mod = importlib.import_module(f"buildrows.commands.{module}")
+        mod.add_arguments(p)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
+    ui = ui or UI()
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    if not getattr(args, "config", None):
+        args.config = os.environ.get("BUILDROWS_CONFIG") or None
+    if not args.command:
+        parser.print_help(sys.stderr)
+        return EXIT_BAD_INPUT
+    module, _ = COMMANDS[args.command]
+    mod = importlib.import_module(f"buildrows.commands.{module}")
+    try:
+        code: int = mod.run(args, ui)
+        return code
+    except BuildrowsError as e:
+        ui.error(e.title, str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        ui.error("interrupted", "stopped by the user")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as e:  # a bug in buildrows, not bad input
+        ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
+                 "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
+        if os.environ.get("BUILDROWS_DEBUG"):
+            traceback.print_exc()
+        return EXIT_INTERNAL
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""Placeholder: the issue that owns `buildrows matrix` replaces this module."""
+
+from __future__ import annotations
+
+import argparse
+
+from buildrows.commands._common import policy
+from buildrows.errors import BuildrowsError
+from buildrows.ui import UI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--platform")
+    p.add_argument("--from", dest="source")
+
+
+def run(args: argparse.Namespace, ui: UI) -> int:
+    policy(args)
+    raise BuildrowsError("buildrows matrix is not built yet")

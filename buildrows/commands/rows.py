@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import argparse
+import json
+
+from buildrows.commands._common import policy
+from buildrows.ui import UI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("selectors", nargs="*", metavar="SELECTOR", help="row names or globs, e.g. 'linux-*-cu13*-py312'")
+    p.add_argument("--json", action="store_true", help="print a JSON list of row objects")
+
+
+def run(args: argparse.Namespace, ui: UI) -> int:
+    from buildrows.rows import row_json, select
+
+    pol = policy(args)
+    rows = select(pol, args.selectors)
+    if args.json:
+        ui.print(json.dumps([row_json(r) for r in rows], indent=2))
+        return 0
+    for r in rows:
+        if r.empty_reason is not None:
+            ui.print(f"{r.name:32} (empty: {r.empty_reason})")
+        elif r.archs is not None:
+            ui.print(f"{r.name:32} {r.archs.torch_cuda_arch_list}")
+        else:
+            ui.print(f"{r.name:32} cpu")
+    return 0

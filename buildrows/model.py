@@ -1,0 +1,106 @@
+"""The loaded policy: frozen, normalised, trusted downstream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from buildrows.archs import ArchList, Train
+from buildrows.errors import Problem, Refused
+
+Os = Literal["linux", "windows"]
+Machine = Literal["x86_64", "aarch64", "amd64"]
+Driver = Literal["cmake-presets", "scikit-build-core", "setup.py"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a wheel of one CUDA major declares and must reach."""
+
+    requirements: tuple[str, ...]
+    library_dir: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One wheel to build: platform x accelerator x Python."""
+
+    name: str
+    platform: str
+    os: Os
+    machine: Machine
+    cuda: Train | None
+    python: str
+    archs: ArchList | None
+    image: str | None = None
+    empty_reason: str | None = None
+    runtime: Runtime | None = None
+    cache: tuple[tuple[str, str], ...] = ()
+    provenance: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.cuda is not None
+
+    @property
+    def accel(self) -> str:
+        return self.cuda.cu if self.cuda else "cpu"
+
+    @property
+    def local_tag(self) -> str:
+        """The wheel's local version tag: `+cu130` for CUDA rows, none for CPU rows."""
+        return f"+{self.cuda.cu}" if self.cuda else ""
+
+    @property
+    def python_tag(self) -> str:
+        return "cp" + self.python.replace(".", "")
+
+    def require_archs(self, step: str) -> ArchList:
+        """The guard every step runs: a CUDA row without a list never falls back to detection."""
+        if self.empty_reason is not None:
+            raise Refused(f"row {self.name} is declared empty: {self.empty_reason}")
+        if self.cuda is not None and (self.archs is None or not self.archs.archs):
+            raise Refused(
+                f"{step}: row {self.name} is a CUDA {self.cuda.dotted} row with no architecture list; "
+                "buildrows will not fall back to detecting the builder's GPU",
+                [Problem("no architecture list", row=self.name, field="archs", refusal=True,
+                         hint=f"add the train to an archs list under [[platforms.{self.platform}.cuda]]")],
+            )
+        assert self.archs is not None or self.cuda is None
+        return self.archs if self.archs is not None else ArchList((), ())
+
+    def where(self, key: str) -> str:
+        return dict(self.provenance).get(key, "")
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    driver: Driver
+    source_dir: str
+    cuda_option: str | None
+    cache: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything a policy file says, after validation."""
+
+    path: str
+    project: Project
+    pythons: tuple[str, ...]
+    excluded_pythons: tuple[tuple[str, str], ...]
+    trains: tuple[Train, ...]
+    runtimes: tuple[tuple[int, Runtime], ...]
+    platforms: tuple[str, ...]
+    rows: tuple[Row, ...] = field(default=())
+
+    def runtime_for(self, major: int) -> Runtime | None:
+        return dict(self.runtimes).get(major)
+
+    def row(self, name: str) -> Row | None:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        return None

@@ -1,0 +1,398 @@
+"""Load buildrows.toml (or [tool.buildrows] in pyproject.toml) into a frozen Policy.
+
+Every problem of the file is collected and reported at once, each with file, line, row and field.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+from buildrows import schema
+from buildrows.archs import (
+    ArchError,
+    ArchList,
+    Train,
+    check_train_supports,
+    parse_arch_list,
+    train_table,
+)
+from buildrows.errors import BadInput, Problem, raise_problems
+from buildrows.model import Driver, Machine, Os, Policy, Project, Row, Runtime
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+CONFIG_NAMES = ("buildrows.toml", "pyproject.toml")
+_PY = re.compile(r"^3\.(\d{1,2})(t?)$")
+
+
+def find_config(path: str | Path | None) -> Path:
+    """The policy file: PATH itself, PATH/buildrows.toml, or the current directory's."""
+    base = Path(path) if path is not None else Path.cwd()
+    if base.is_dir():
+        for name in CONFIG_NAMES:
+            cand = base / name
+            if cand.is_file() and (name != "pyproject.toml" or "[tool.buildrows" in _read(cand)):
+                return cand
+        raise BadInput(
+            f"no buildrows policy in {base}: looked for buildrows.toml and [tool.buildrows] in pyproject.toml\n"
+            "    fix: pass --config PATH, or create buildrows.toml (see README)"
+        )
+    if not base.is_file():
+        raise BadInput(f"{base}: no such policy file\n    fix: pass --config with an existing buildrows.toml")
+    return base
+
+
+def _read(p: Path) -> str:
+    try:
+        return p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadInput(f"{p}: cannot read the policy file: {e}") from e
+
+
+class Locator:
+    """Finds the line of a dotted key in TOML text (tables, arrays of tables, keys)."""
+
+    _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?")
+    _KEY = re.compile(r"^\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_.\-\" ]+?)\s*=")
+
+    def __init__(self, text: str, prefix: tuple[str, ...] = ()) -> None:
+        self.prefix = prefix
+        self.index: dict[tuple[str | int, ...], int] = {}
+        counts: dict[tuple[str, ...], int] = {}
+        current: tuple[str | int, ...] = ()
+        for n, line in enumerate(text.splitlines(), start=1):
+            m = self._HEADER.match(line)
+            if m:
+                keys = tuple(_split_key(m.group(2)))
+                if m.group(1) == "[[":
+                    i = counts.get(keys, 0)
+                    counts[keys] = i + 1
+                    current = (*keys, i)
+                else:
+                    current = keys
+                for j in range(1, len(current) + 1):
+                    self.index.setdefault(current[:j], n)
+                continue
+            m = self._KEY.match(line)
+            if m:
+                keys = tuple(_split_key(m.group(1)))
+                for j in range(1, len(keys) + 1):
+                    self.index.setdefault((*current, *keys[:j]), n)
+                # inline tables: `archs = { "13.0" = ... }` puts nested keys on this line too
+                for inner in re.findall(r"[{,]\s*(\"[^\"]*\"|[A-Za-z0-9_\-]+)\s*=", line):
+                    self.index.setdefault((*current, *keys, inner.strip('"')), n)
+
+    def __call__(self, path: tuple[str | int, ...]) -> int | None:
+        full: tuple[str | int, ...] = (*self.prefix, *path)
+        while full:
+            if full in self.index:
+                return self.index[full]
+            full = full[:-1]
+        return None
+
+
+def _split_key(text: str) -> list[str]:
+    return [p.strip().strip('"').strip("'") for p in re.findall(r'"[^"]*"|\'[^\']*\'|[^.]+', text)]
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """Read, validate and resolve a policy; raise one error that lists every problem."""
+    cfg = find_config(path)
+    text = _read(cfg)
+    try:
+        doc: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadInput(f"{cfg}: not valid TOML: {e}\n    fix: correct the syntax at the position shown") from e
+    prefix: tuple[str, ...] = ()
+    if cfg.name == "pyproject.toml":
+        tool = doc.get("tool", {})
+        if not isinstance(tool, dict) or not isinstance(tool.get("buildrows"), dict):
+            raise BadInput(f"{cfg}: has no [tool.buildrows] table\n    fix: add one, or pass --config buildrows.toml")
+        doc = tool["buildrows"]
+        prefix = ("tool", "buildrows")
+    return policy_from_dict(doc, str(cfg), Locator(text, prefix))
+
+
+def policy_from_dict(doc: dict[str, Any], file: str, locate: schema.Locate | None = None) -> Policy:
+    loc: schema.Locate = locate or (lambda _p: None)
+    doc = copy.deepcopy(doc)
+    problems = schema.validate(doc, file, loc)
+    if "python" not in doc or "platforms" not in doc:
+        raise_problems(problems, f"{file}: invalid policy")
+    resolver = _Resolver(doc, file, loc)
+    resolver.problems = problems
+    return resolver.resolve()
+
+
+def _defaults() -> dict[str, Any]:
+    path = Path(__file__).with_name("data") / "runtime_defaults.toml"
+    return cast(dict[str, Any], tomllib.loads(path.read_text(encoding="utf-8")))
+
+
+def default_runtimes() -> dict[int, Runtime]:
+    """The seed runtime packages and library directories (used when no policy is given)."""
+    raw = _defaults()["runtime"]
+    return {
+        int(k): Runtime(tuple(v["requirements"]), v["library-dir"], f"default ({Path(__file__).name} seed values)")
+        for k, v in raw.items()
+    }
+
+
+_PLATFORM_PARTS: dict[str, tuple[Os, Machine]] = {
+    "linux-x86_64": ("linux", "x86_64"),
+    "linux-aarch64": ("linux", "aarch64"),
+    "windows-amd64": ("windows", "amd64"),
+}
+
+
+def row_name(platform: str, cuda: Train | None, python: str) -> str:
+    return f"{platform}-{cuda.cu if cuda else 'cpu'}-py{python.replace('.', '')}"
+
+
+class _Resolver:
+    def __init__(self, doc: dict[str, Any], file: str, locate: schema.Locate) -> None:
+        self.doc = doc
+        self.file = file
+        self.locate = locate
+        self.problems: list[Problem] = []
+
+    def problem(self, path: tuple[str | int, ...], message: str, *, row: str | None = None,
+                hint: str | None = None, refusal: bool = False) -> None:
+        self.problems.append(
+            Problem(message, file=self.file, line=self.locate(path), row=row,
+                    field=schema._dotted(path), hint=hint, refusal=refusal)
+        )
+
+    def where(self, path: tuple[str | int, ...]) -> str:
+        line = self.locate(path)
+        return f"{schema._dotted(path)} ({Path(self.file).name}{f':{line}' if line else ''})"
+
+    def resolve(self) -> Policy:
+        d = self.doc
+        project = self._project(d.get("project", {}))
+        pythons = self._pythons(d["python"])
+        excluded = tuple((k, v) for k, v in d["python"].get("excluded", {}).items())
+        trains = self._trains(d.get("cuda", {}).get("trains", []))
+        runtimes = self._runtimes(d.get("cuda", {}).get("runtime", {}))
+        rows: list[Row] = []
+        for pname, pdoc in d["platforms"].items():
+            rows += self._platform_rows(pname, pdoc, pythons, trains, runtimes, project)
+        rows += self._empty_rows(d.get("empty", {}), trains)
+        seen: set[str] = set()
+        for r in rows:
+            if r.name in seen:
+                self.problem(("empty", r.name), f"row {r.name} is declared twice", hint="give the empty row its own name")
+            seen.add(r.name)
+        raise_problems(self.problems, f"{self.file}: the policy cannot be used")
+        return Policy(
+            path=self.file,
+            project=project,
+            pythons=pythons,
+            excluded_pythons=excluded,
+            trains=trains,
+            runtimes=tuple(sorted(runtimes.items())),
+            platforms=tuple(d["platforms"]),
+            rows=tuple(rows),
+        )
+
+    def _project(self, p: dict[str, Any]) -> Project:
+        cache = tuple((k, str(v)) for k, v in p.get("cache", {}).items())
+        return Project(
+            name=p.get("name", Path(self.file).resolve().parent.name),
+            driver=cast(Driver, p.get("driver", "cmake-presets")),
+            source_dir=p.get("source-dir", "."),
+            cuda_option=p.get("cuda-option"),
+            cache=cache,
+        )
+
+    def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
+        out: list[str] = []
+        for i, v in enumerate(p["versions"]):
+            if not _PY.match(v):
+                self.problem(("python", "versions", i), f"{v!r} is not a Python version", hint="write it as '3.12' (or '3.13t' for free-threaded)")
+            elif v in out:
+                self.problem(("python", "versions", i), f"{v!r} is listed twice", hint="list each version once")
+            else:
+                out.append(v)
+        for v in p.get("excluded", {}):
+            if v in out:
+                self.problem(("python", "excluded", v), f"{v!r} is both built and excluded", hint="remove it from one of the lists")
+        if not out and not self.problems:
+            self.problem(("python", "versions"), "no Python version is built", hint="list at least one, e.g. versions = [\"3.12\"]")
+        return tuple(out)
+
+    def _trains(self, items: list[str]) -> tuple[Train, ...]:
+        out: list[Train] = []
+        known = train_table()
+        for i, v in enumerate(items):
+            try:
+                t = Train.parse(v)
+            except ValueError as e:
+                self.problem(("cuda", "trains", i), str(e))
+                continue
+            if t not in known:
+                self.problem(("cuda", "trains", i), f"buildrows does not know which architectures CUDA {t.dotted} compiles",
+                             hint="known trains: " + ", ".join(k.dotted for k in sorted(known)) + "; extend buildrows/data/cuda_trains.toml")
+            elif t in out:
+                self.problem(("cuda", "trains", i), f"{v!r} is listed twice")
+            else:
+                out.append(t)
+        return tuple(out)
+
+    def _runtimes(self, raw: dict[str, Any]) -> dict[int, Runtime]:
+        out = default_runtimes()
+        for k, v in raw.items():
+            if not k.isdigit():
+                self.problem(("cuda", "runtime", k), f"{k!r} is not a CUDA major version", hint="use \"12\" or \"13\"")
+                continue
+            base = out.get(int(k))
+            reqs = v.get("requirements", list(base.requirements) if base else None)
+            libdir = v.get("library-dir", base.library_dir if base else None)
+            if reqs is None or libdir is None:
+                self.problem(("cuda", "runtime", k), "needs both requirements and library-dir")
+                continue
+            out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)))
+        return out
+
+    def _platform_rows(self, pname: str, p: dict[str, Any], pythons: tuple[str, ...],
+                       trains: tuple[Train, ...], runtimes: dict[int, Runtime], project: Project) -> list[Row]:
+        os_, machine = _PLATFORM_PARTS[pname]
+        rows: list[Row] = []
+        base = ("platforms", pname)
+        published: list[Train] = []
+        for i, v in enumerate(p.get("trains", [])):
+            try:
+                t = Train.parse(v)
+            except ValueError as e:
+                self.problem((*base, "trains", i), str(e))
+                continue
+            if t not in trains:
+                self.problem((*base, "trains", i),
+                             f"CUDA {t.dotted} is not on the train allowlist",
+                             hint=f"add \"{t.dotted}\" to [cuda] trains, or remove it from this platform", refusal=True)
+                continue
+            published.append(t)
+        groups: dict[Train, tuple[int, dict[str, Any]]] = {}
+        for gi, g in enumerate(p.get("cuda", [])):
+            if g is None:  # dropped by schema validation, already reported
+                continue
+            for ti, v in enumerate(g["trains"]):
+                try:
+                    t = Train.parse(v)
+                except ValueError as e:
+                    self.problem((*base, "cuda", gi, "trains", ti), str(e))
+                    continue
+                if t in groups:
+                    self.problem((*base, "cuda", gi, "trains", ti), f"CUDA {t.dotted} has two architecture lists",
+                                 hint="keep one list per (platform, train)")
+                elif t not in published:
+                    self.problem((*base, "cuda", gi, "trains", ti),
+                                 f"an architecture list for CUDA {t.dotted}, which this platform does not publish",
+                                 hint=f"add \"{t.dotted}\" to platforms.{pname}.trains, or drop it here")
+                else:
+                    groups[t] = (gi, g)
+        common_cache = list(project.cache) + [(k, str(v)) for k, v in p.get("cache", {}).items()]
+        for py in pythons:
+            if p.get("cpu", False):
+                name = row_name(pname, None, py)
+                cache = list(common_cache)
+                if project.cuda_option:
+                    cache.append((project.cuda_option, "OFF"))
+                rows.append(Row(name=name, platform=pname, os=os_, machine=machine, cuda=None, python=py,
+                                archs=None, image=_image(p.get("image"), None), cache=tuple(cache),
+                                provenance=(("python", self.where(("python", "versions"))),
+                                            ("cpu", self.where((*base, "cpu"))),
+                                            ("image", self.where((*base, "image")) if "image" in p else "default: the generator's image"))))
+        parsed: dict[tuple[str, int], ArchList | None] = {}
+        for t in published:
+            names = [row_name(pname, t, py) for py in pythons]
+            if t not in groups:
+                self.problem((*base, "trains"),
+                             f"CUDA {t.dotted} has no architecture list; rows {', '.join(names)} would fall back to the builder's GPU",
+                             hint=f"add [[platforms.{pname}.cuda]] with trains = [\"{t.dotted}\"] and archs = \"...\"",
+                             refusal=True)
+                continue
+            gi, g = groups[t]
+            gpath = (*base, "cuda", gi)
+            raw = g.get("archs")
+            if raw is None or (isinstance(raw, str) and not raw.strip()) or (isinstance(raw, list) and not "".join(raw).strip()):
+                self.problem((*gpath, "archs"),
+                             f"CUDA {t.dotted} has {'an empty' if raw is not None else 'no'} architecture list; rows "
+                             f"{', '.join(names)} would fall back to the builder's GPU",
+                             hint="list the architectures, e.g. archs = \"8.0 9.0 12.0\"", refusal=True)
+                continue
+            key = (pname, gi)
+            if key not in parsed:
+                try:
+                    parsed[key] = parse_arch_list(raw, ptx=g.get("ptx", "newest"))
+                except ArchError as e:
+                    parsed[key] = None
+                    self.problem((*gpath, "archs"), str(e), hint=e.hint)
+            archs = parsed[key]
+            if archs is None:
+                continue
+            try:
+                check_train_supports(t, archs.archs)
+            except ArchError as e:
+                self.problem((*gpath, "archs"), str(e), row=f"{pname}-{t.cu}-py*", hint=e.hint)
+                continue
+            runtime = runtimes.get(t.major)
+            if runtime is None:
+                self.problem(("cuda", "runtime"), f"no runtime requirement is known for CUDA major {t.major}",
+                             hint=f"add [cuda.runtime.{t.major}] with requirements and library-dir")
+                continue
+            image_src = g.get("image", p.get("image"))
+            cache = list(common_cache) + [(k, str(v)) for k, v in g.get("cache", {}).items()]
+            if project.cuda_option:
+                cache.append((project.cuda_option, "ON"))
+            prov = (
+                ("python", self.where(("python", "versions"))),
+                ("cuda", self.where((*gpath, "trains"))),
+                ("archs", self.where((*gpath, "archs"))),
+                ("ptx", self.where((*gpath, "ptx")) if "ptx" in g else "default: the newest architecture"),
+                ("image", self.where((*gpath, "image")) if "image" in g else
+                 (self.where((*base, "image")) if "image" in p else "default: the generator's image")),
+                ("runtime", runtime.source),
+                ("driver", self.where(("project", "driver")) if "driver" in self.doc.get("project", {}) else "default: cmake-presets"),
+            )
+            for py, name in zip(pythons, names, strict=True):
+                rows.append(Row(name=name, platform=pname, os=os_, machine=machine, cuda=t, python=py,
+                                archs=archs, image=_image(image_src, t), runtime=runtime,
+                                cache=tuple(cache), provenance=prov))
+        return rows
+
+    def _empty_rows(self, raw: dict[str, Any], trains: tuple[Train, ...]) -> list[Row]:
+        out: list[Row] = []
+        for name, e in raw.items():
+            pname = e["platform"]
+            os_, machine = _PLATFORM_PARTS[pname]
+            if not name.startswith(pname + "-"):
+                self.problem(("empty", name), f"the name {name!r} must start with its platform {pname!r}",
+                             hint=f"rename it, e.g. {pname}-jetpack")
+            cuda = None
+            if "cuda" in e:
+                try:
+                    cuda = Train.parse(e["cuda"])
+                except ValueError as err:
+                    self.problem(("empty", name, "cuda"), str(err))
+            if not e["reason"].strip():
+                self.problem(("empty", name, "reason"), "an empty row needs its reason", hint="say why nothing is built")
+            out.append(Row(name=name, platform=pname, os=os_, machine=machine, cuda=cuda,
+                           python=e.get("python", ""), archs=None, empty_reason=e["reason"],
+                           provenance=(("empty_reason", self.where(("empty", name, "reason"))),)))
+        return out
+
+
+def _image(template: str | None, train: Train | None) -> str | None:
+    if template is None:
+        return None
+    if train is None:
+        return template.replace("{cuda}", "cpu").replace("{cu}", "cpu")
+    return template.replace("{cuda}", train.dotted).replace("{cu}", train.cu)

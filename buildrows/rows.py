@@ -1,0 +1,88 @@
+"""Selecting rows by name or glob, and presenting them (rows, show)."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from typing import Any
+
+from buildrows.errors import BadInput
+from buildrows.model import Policy, Row
+
+
+def select(policy: Policy, selectors: list[str] | tuple[str, ...], *, allow_empty_rows: bool = True) -> list[Row]:
+    """Rows matching any selector (exact names or globs such as `linux-*-cu13*-py312`), in policy order."""
+    if not selectors:
+        return list(policy.rows)
+    chosen: list[Row] = []
+    for sel in selectors:
+        hits = [r for r in policy.rows if fnmatch.fnmatchcase(r.name, sel)]
+        if not hits:
+            close = difflib.get_close_matches(sel, [r.name for r in policy.rows], n=3)
+            hint = ("did you mean " + ", ".join(close) + "?") if close else "`buildrows rows` lists the rows"
+            raise BadInput(f"no row of {policy.path} matches {sel!r}\n    fix: {hint}")
+        for r in hits:
+            if r not in chosen:
+                chosen.append(r)
+    if not allow_empty_rows:
+        chosen = [r for r in chosen if r.empty_reason is None]
+    return chosen
+
+
+def select_one(policy: Policy, selector: str) -> Row:
+    rows = select(policy, [selector])
+    if len(rows) != 1:
+        raise BadInput(
+            f"{selector!r} matches {len(rows)} rows ({', '.join(r.name for r in rows[:6])}{', ...' if len(rows) > 6 else ''})\n"
+            "    fix: name exactly one row"
+        )
+    return rows[0]
+
+
+def row_json(row: Row) -> dict[str, Any]:
+    """The row as the stable JSON interface other tools rely on."""
+    out: dict[str, Any] = {
+        "name": row.name,
+        "platform": row.platform,
+        "os": row.os,
+        "machine": row.machine,
+        "cuda": row.cuda.dotted if row.cuda else None,
+        "python": row.python or None,
+        "archs": row.archs.dotted if row.archs else [],
+        "ptx": ([a.dotted for a in row.archs.ptx][-1] if row.archs and row.archs.ptx else None),
+        "torch_cuda_arch_list": row.archs.torch_cuda_arch_list if row.archs else None,
+        "cmake_cuda_architectures": row.archs.cmake_cuda_architectures if row.archs else None,
+        "local_version": row.local_tag or None,
+        "image": row.image,
+        "cache": dict(row.cache),
+    }
+    if row.runtime is not None:
+        out["runtime"] = {"requirements": list(row.runtime.requirements), "library_dir": row.runtime.library_dir}
+    if row.empty_reason is not None:
+        out["empty_reason"] = row.empty_reason
+    return out
+
+
+def show_lines(policy: Policy, row: Row) -> list[str]:
+    """Every resolved value of a row and where it came from."""
+    data = row_json(row)
+    prov = dict(row.provenance)
+    lines = [f"row {row.name}  (policy {policy.path})"]
+    keyed = {
+        "python": "python", "cuda": "cuda", "archs": "archs", "ptx": "ptx",
+        "torch_cuda_arch_list": "archs", "cmake_cuda_architectures": "archs", "image": "image",
+        "runtime": "runtime", "empty_reason": "empty_reason",
+    }
+    for key, value in data.items():
+        if key == "name":
+            continue
+        src = prov.get(keyed.get(key, ""), "")
+        if not src:
+            src = {"os": "platform name", "machine": "platform name", "platform": "platforms." + row.platform,
+                   "local_version": "derived from cuda", "cache": "project.cache + platform cache + cuda-option"}.get(key, "")
+        lines.append(f"  {key:26} {value!s:60}  <- {src}" if src else f"  {key:26} {value!s}")
+    lines.append(f"  {'driver':26} {policy.project.driver!s:60}  <- {prov.get('driver', 'project.driver')}")
+    lines.append(f"  {'source_dir':26} {policy.project.source_dir}")
+    if row.archs is not None:
+        lines.append(f"  {'nvcc_flags':26} {' '.join(row.archs.nvcc_flags)}")
+    return lines

@@ -1,0 +1,313 @@
+"""The policy file's schema as data: validation, "did you mean", and the JSON Schema all come from here."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from buildrows.errors import Problem
+
+
+@dataclass(frozen=True)
+class Node:
+    doc: str
+
+    def json_schema(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def type_name(self) -> str:
+        raise NotImplementedError
+
+    def accepts(self, value: object) -> bool:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Str(Node):
+    enum: tuple[str, ...] = ()
+
+    def json_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "string", "description": self.doc}
+        if self.enum:
+            out["enum"] = list(self.enum)
+        return out
+
+    def type_name(self) -> str:
+        return "one of " + ", ".join(repr(e) for e in self.enum) if self.enum else "a string"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) and (not self.enum or value in self.enum)
+
+
+@dataclass(frozen=True)
+class Bool(Node):
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "boolean", "description": self.doc}
+
+    def type_name(self) -> str:
+        return "true or false"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class StrList(Node):
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "string"}, "description": self.doc}
+
+    def type_name(self) -> str:
+        return "a list of strings"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+@dataclass(frozen=True)
+class StrOrList(Node):
+    def json_schema(self) -> dict[str, Any]:
+        return {
+            "description": self.doc,
+            "oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+        }
+
+    def type_name(self) -> str:
+        return "a string or a list of strings"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, str) or StrList("").accepts(value)
+
+
+@dataclass(frozen=True)
+class Table(Node):
+    fields: Mapping[str, Node] = field(default_factory=dict)
+    required: tuple[str, ...] = ()
+
+    def json_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "type": "object",
+            "description": self.doc,
+            "additionalProperties": False,
+            "properties": {k: v.json_schema() for k, v in self.fields.items()},
+        }
+        if self.required:
+            out["required"] = list(self.required)
+        return out
+
+    def type_name(self) -> str:
+        return "a table"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, dict)
+
+
+@dataclass(frozen=True)
+class MapOf(Node):
+    """A table whose keys are chosen by the user (platform names, trains, variables)."""
+
+    value: Node = field(default_factory=lambda: Str(""))
+    keys: tuple[str, ...] = ()  # closed set of allowed keys, when there is one
+
+    def json_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": "object", "description": self.doc}
+        if self.keys:
+            out["properties"] = {k: self.value.json_schema() for k in self.keys}
+            out["additionalProperties"] = False
+        else:
+            out["additionalProperties"] = self.value.json_schema()
+        return out
+
+    def type_name(self) -> str:
+        return "a table"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, dict)
+
+
+@dataclass(frozen=True)
+class ArrayOf(Node):
+    item: Node = field(default_factory=lambda: Str(""))
+
+    def json_schema(self) -> dict[str, Any]:
+        return {"type": "array", "description": self.doc, "items": self.item.json_schema()}
+
+    def type_name(self) -> str:
+        return "an array of tables ([[...]])"
+
+    def accepts(self, value: object) -> bool:
+        return isinstance(value, list)
+
+
+PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-amd64")
+DRIVERS = ("cmake-presets", "scikit-build-core", "setup.py")
+
+CACHE = MapOf("Extra CMake cache variables (NAME = value), added to every row this table covers.", Str(""))
+
+CUDA_GROUP = Table(
+    "Architecture list for one or more CUDA trains of this platform.",
+    {
+        "trains": StrList("CUDA trains this list applies to, e.g. [\"13.0\", \"13.2\"]."),
+        "archs": StrOrList("GPU architectures, e.g. \"7.5 8.0 9.0 12.0\" (dots optional, a/f suffixes, +PTX)."),
+        "ptx": Str("Which architecture also ships as PTX: \"newest\" (default), \"none\" or one of the list."),
+        "image": Str("Builder image for these trains, overriding the platform's ({cuda} and {cu} are substituted)."),
+        "cache": CACHE,
+    },
+    required=("trains",),
+)
+
+PLATFORM = Table(
+    "One operating system and machine the project publishes wheels for.",
+    {
+        "trains": StrList("CUDA trains this platform publishes; each needs an architecture list in [[platforms.NAME.cuda]]."),
+        "cpu": Bool("Publish CPU rows (CUDA off) for this platform."),
+        "image": Str("Builder image for this platform's rows ({cuda} and {cu} are substituted)."),
+        "cache": CACHE,
+        "cuda": ArrayOf("Architecture lists, one table per group of trains sharing a list.", CUDA_GROUP),
+    },
+)
+
+RUNTIME = Table(
+    "What a wheel of one CUDA major must declare and reach.",
+    {
+        "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\"."),
+        "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach."),
+    },
+)
+
+EMPTY_ROW = Table(
+    "A row declared on purpose with nothing to build, and why.",
+    {
+        "platform": Str("The platform the row would build for.", PLATFORMS),
+        "cuda": Str("The CUDA train the row would use."),
+        "python": Str("The Python the row would use."),
+        "reason": Str("Why the row is empty; printed whenever it is asked for."),
+    },
+    required=("platform", "reason"),
+)
+
+POLICY = Table(
+    "buildrows policy: the rows a project publishes.",
+    {
+        "project": Table(
+            "How the project is built.",
+            {
+                "name": Str("The project's name."),
+                "driver": Str("The build driver.", DRIVERS),
+                "source-dir": Str("The project's source directory, relative to this file."),
+                "cuda-option": Str("CMake cache variable set ON for CUDA rows and OFF for CPU rows, e.g. EXECUTORCH_BUILD_CUDA."),
+                "cache": CACHE,
+            },
+        ),
+        "python": Table(
+            "Python allowlist.",
+            {
+                "versions": StrList("Python versions built, e.g. [\"3.10\", \"3.11\"]; free-threaded as \"3.13t\"."),
+                "excluded": MapOf("Versions deliberately not built, with the reason.", Str("")),
+            },
+            required=("versions",),
+        ),
+        "cuda": Table(
+            "CUDA train allowlist and runtime packaging.",
+            {
+                "trains": StrList("CUDA trains any platform may publish, e.g. [\"12.6\", \"13.0\"]."),
+                "runtime": MapOf("Per CUDA major (\"12\", \"13\"): runtime requirement and library directory.", RUNTIME),
+            },
+        ),
+        "platforms": MapOf("The platforms, by name.", PLATFORM, PLATFORMS),
+        "empty": MapOf("Rows declared but deliberately empty, by row name.", EMPTY_ROW),
+    },
+    required=("python", "platforms"),
+)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of buildrows.toml, generated from POLICY (checked in as data)."""
+    out = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "buildrows.toml"}
+    out.update(POLICY.json_schema())
+    return out
+
+
+Locate = Callable[[tuple[str | int, ...]], int | None]
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (("." if out else "") + p)
+    return out
+
+
+def validate(raw: object, file: str, locate: Locate) -> list[Problem]:
+    """Check types and keys against POLICY; every problem of the file, with 'did you mean'.
+
+    Invalid entries are removed from `raw` (callers pass a copy), so the semantic checks that
+    follow can still run on the rest and every problem is reported at once.
+    """
+    problems: list[Problem] = []
+    _walk(POLICY, raw, (), file, locate, problems)
+    return problems
+
+
+def _walk(
+    node: Node,
+    value: object,
+    path: tuple[str | int, ...],
+    file: str,
+    locate: Locate,
+    problems: list[Problem],
+) -> bool:
+    """Report what is wrong below `value`; False when `value` itself must be dropped."""
+    where = _dotted(path) or "(top level)"
+    if not node.accepts(value):
+        problems.append(
+            Problem(
+                f"expected {node.type_name()}, got {value!r}",
+                file=file,
+                line=locate(path),
+                field=where,
+                hint=node.doc,
+            )
+        )
+        return False
+    if isinstance(node, Table):
+        assert isinstance(value, dict)
+        for key, sub in list(value.items()):
+            if key not in node.fields:
+                close = difflib.get_close_matches(key, list(node.fields), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(node.fields)
+                problems.append(
+                    Problem(f"unknown key {key!r}", file=file, line=locate((*path, key)), field=_dotted((*path, key)), hint=hint)
+                )
+                del value[key]
+                continue
+            if not _walk(node.fields[key], sub, (*path, key), file, locate, problems):
+                del value[key]
+        for req in node.required:
+            if req not in value:
+                problems.append(
+                    Problem(f"missing required key {req!r}", file=file, line=locate(path), field=where, hint=node.fields[req].doc)
+                )
+                return False
+    elif isinstance(node, MapOf):
+        assert isinstance(value, dict)
+        for key, sub in list(value.items()):
+            if node.keys and key not in node.keys:
+                close = difflib.get_close_matches(key, list(node.keys), n=1)
+                hint = f"did you mean {close[0]!r}?" if close else "known names: " + ", ".join(node.keys)
+                problems.append(
+                    Problem(f"unknown name {key!r}", file=file, line=locate((*path, key)), field=_dotted((*path, key)), hint=hint)
+                )
+                del value[key]
+                continue
+            if not _walk(node.value, sub, (*path, key), file, locate, problems):
+                del value[key]
+    elif isinstance(node, ArrayOf):
+        assert isinstance(value, list)
+        keep = [_walk(node.item, sub, (*path, i), file, locate, problems) for i, sub in enumerate(value)]
+        # keep indices stable for line lookup: replace dropped items by None and skip them later
+        for i, ok in enumerate(keep):
+            if not ok:
+                value[i] = None
+    return True

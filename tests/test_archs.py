@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import pytest
+
+from buildrows.archs import Arch, ArchError, Train, parse_arch_list
+
+X86_13 = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"
+
+
+def test_renderings_of_the_seed_list() -> None:
+    al = parse_arch_list(X86_13, train=Train(13, 0))
+    assert al.torch_cuda_arch_list == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
+    assert al.cmake_cuda_architectures == (
+        "75-real;80-real;86-real;89-real;90-real;100-real;120-real;120-virtual"
+    )
+    assert al.nvcc_flags[0] == "-gencode=arch=compute_75,code=sm_75"
+    assert al.nvcc_flags[-2:] == [
+        "-gencode=arch=compute_120,code=sm_120",
+        "-gencode=arch=compute_120,code=compute_120",
+    ]
+    assert al.cubin_names == ["sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"]
+    assert al.ptx_names == ["sm_120"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["75 80 86 89 90 100 120", "12.0;10.0;9.0;8.9;8.6;8.0;7.5", "7.5,8.0, 8.6 ;8.9 9.0 100 12.0",
+     "sm_75 sm_80 sm_86 sm_89 sm_90 sm_100 sm_120"],
+)
+def test_input_spellings_are_one_canonical_list(text: str) -> None:
+    assert parse_arch_list(text) == parse_arch_list(X86_13)
+
+
+def test_ptx_goes_on_the_numerically_newest_not_the_last_written() -> None:
+    al = parse_arch_list("12.0 9.0 10.0")
+    assert al.torch_cuda_arch_list == "9.0;10.0;12.0+PTX"
+
+
+def test_explicit_ptx_and_suffixes() -> None:
+    al = parse_arch_list("8.0+PTX 9.0a 10.0f")
+    assert al.torch_cuda_arch_list == "8.0+PTX;9.0a;10.0f"
+    assert al.cmake_cuda_architectures == "80-real;90a-real;100f-real;80-virtual"
+    assert [a.sm for a in al.archs] == ["sm_80", "sm_90a", "sm_100f"]
+    assert parse_arch_list("8.0 9.0", ptx="none").torch_cuda_arch_list == "8.0;9.0"
+    assert parse_arch_list("8.0 9.0", ptx="8.0").ptx == (Arch(8, 0),)
+
+
+@pytest.mark.parametrize(
+    ("text", "train", "message"),
+    [
+        ("9.0+ptx", None, "'9.0+ptx': PTX must be written '+PTX' in capitals"),
+        ("9.O", None, "'9.O' is not a GPU architecture"),
+        ("native", None, "'native' asks CMake or PyTorch to choose"),
+        ("all", None, "'all' asks CMake or PyTorch to choose"),
+        ("Auto", None, "'Auto' asks CMake or PyTorch to choose"),
+        ("sm90", None, "'sm90' is not a GPU architecture"),
+        ("8.0 80", None, "'80' duplicates '8.0'"),
+        ("", None, "the architecture list is empty"),
+        ("7.0 8.0", Train(13, 0), "'7.0': CUDA 13.0 cannot compile this architecture; CUDA 13.0 compiles nothing below 7.5"),
+        ("9.0 11.0", Train(12, 6), "'11.0': CUDA 12.6 cannot compile this architecture"),
+        ("10.0f", Train(12, 8), "'10.0f': CUDA 12.8 cannot compile"),
+        ("9.0 10.0", Train(9, 9), "does not know which architectures CUDA 9.9 compiles"),
+        ("8.0+PTX 9.0", None, None),
+    ],
+)
+def test_refusals_name_the_token(text: str, train: Train | None, message: str | None) -> None:
+    if message is None:
+        parse_arch_list(text, train=train)
+        return
+    with pytest.raises(ArchError) as e:
+        parse_arch_list(text, train=train)
+    assert message in str(e.value)
+
+
+def test_hints() -> None:
+    with pytest.raises(ArchError) as e:
+        parse_arch_list("9.O")
+    assert e.value.hint == "did you mean 9.0?"
+    with pytest.raises(ArchError) as e:
+        parse_arch_list("8.0 9.0+ptx")
+    assert e.value.hint == "write 9.0+PTX"
+
+
+def test_ptx_choice_conflicts() -> None:
+    with pytest.raises(ArchError, match="conflicts with ptx = 'none'"):
+        parse_arch_list("8.0+PTX 9.0", ptx="none")
+    with pytest.raises(ArchError, match="ptx = '7.5' is not in the row's list"):
+        parse_arch_list("8.0 9.0", ptx="7.5")
+
+
+@pytest.mark.parametrize(("text", "train"), [("13.0", Train(13, 0)), ("cu130", Train(13, 0)), ("cu126", Train(12, 6))])
+def test_train_parse(text: str, train: Train) -> None:
+    assert Train.parse(text) == train
+    assert train.cu == "cu" + train.dotted.replace(".", "")
+
+
+@pytest.mark.parametrize("text", ["cu13.0", "13", "cuda13", ""])
+def test_train_parse_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a CUDA train"):
+        Train.parse(text)

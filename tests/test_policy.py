@@ -1,0 +1,191 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLE_POLICY, REPO, Result
+
+X86_13 = ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"]
+EXPECTED = {
+    ("linux-x86_64", "13.0"): X86_13,
+    ("linux-x86_64", "13.2"): X86_13,
+    ("linux-x86_64", "12.6"): ["7.5", "8.0", "8.6", "8.9", "9.0"],
+    ("linux-aarch64", "13.0"): ["9.0", "10.0", "11.0"],
+    ("linux-aarch64", "13.2"): ["9.0", "10.0", "11.0"],
+    ("linux-aarch64", "12.6"): ["8.0", "9.0"],
+    ("windows-amd64", "13.0"): ["8.0", "8.6", "8.9", "9.0", "10.0", "12.0"],
+    ("windows-amd64", "13.2"): ["8.0", "8.6", "8.9", "9.0", "10.0", "12.0"],
+    ("windows-amd64", "13.4"): ["8.0", "8.6", "8.9", "9.0", "10.0", "12.0"],
+}
+
+
+def test_example_rows_are_the_seed_rows(cli: Callable[..., Result]) -> None:
+    r = cli("--config", str(EXAMPLE_POLICY), "rows", "--json")
+    assert r.code == 0, r.err
+    rows = json.loads(r.out)
+    built = [x for x in rows if "empty_reason" not in x]
+    assert len(built) == 9 * 4
+    for x in built:
+        assert x["python"] in {"3.10", "3.11", "3.12", "3.13"}
+        assert x["archs"] == EXPECTED[(x["platform"], x["cuda"])]
+        assert x["ptx"] == x["archs"][-1]
+        assert x["torch_cuda_arch_list"] == ";".join(x["archs"][:-1] + [x["archs"][-1] + "+PTX"])
+        assert x["cmake_cuda_architectures"].endswith(
+            x["archs"][-1].replace(".", "") + "-real;" + x["archs"][-1].replace(".", "") + "-virtual"
+        )
+        assert x["name"] == f"{x['platform']}-cu{x['cuda'].replace('.', '')}-py{x['python'].replace('.', '')}"
+        assert x["os"] == x["platform"].split("-")[0]
+        assert x["machine"] == x["platform"].split("-")[1]
+    empty = [x for x in rows if "empty_reason" in x]
+    assert [x["name"] for x in empty] == ["linux-aarch64-jetpack"]
+    assert "published PyTorch carries no device code" in empty[0]["empty_reason"]
+
+
+def test_globs_select_rows(cli: Callable[..., Result]) -> None:
+    r = cli("--config", str(EXAMPLE_POLICY), "rows", "linux-*-cu13*-py312", "--json")
+    names = [x["name"] for x in json.loads(r.out)]
+    assert names == [
+        "linux-x86_64-cu130-py312", "linux-x86_64-cu132-py312",
+        "linux-aarch64-cu130-py312", "linux-aarch64-cu132-py312",
+    ]
+    r = cli("--config", str(EXAMPLE_POLICY), "rows", "linux-x86_64-cu130-py3l2")
+    assert r.code == 2
+    assert "did you mean linux-x86_64-cu130-py312" in r.err
+
+
+def test_pyproject_tool_table(tmp_path: Path, example_text: str, cli: Callable[..., Result]) -> None:
+    body = example_text.replace("[project]", "[tool.buildrows.project]")
+    for head in ("[python", "[cuda", "[platforms", "[[platforms", "[empty"):
+        body = body.replace("\n" + head, "\n" + head[: head.index("[") + (2 if head.startswith("[[") else 1)] + "tool.buildrows." + head.lstrip("["))
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "1"\n\n' + body)
+    r = cli("--config", str(tmp_path), "rows", "--json")
+    assert r.code == 0, r.err
+    assert len(json.loads(r.out)) == 37
+
+
+MISSING_LIST = ('trains = ["12.6"]\narchs = "8.0 9.0"\n', 'trains = ["12.6"]\n')
+
+
+@pytest.mark.parametrize("command", [("rows",), ("show", "linux-x86_64-cu130-py312"), ("render", "linux-x86_64-cu130-py312"),
+                                     ("env", "linux-x86_64-cu130-py312"), ("hook",), ("build", "linux-x86_64-cu130-py312"),
+                                     ("doctor", "linux-x86_64-cu130-py312"), ("matrix", "--platform", "linux-x86_64", "--from", "-")])
+def test_missing_list_refuses_every_loading_command(command: tuple[str, ...], policy_copy: Callable[..., Path],
+                                                    cli: Callable[..., Result]) -> None:
+    p = policy_copy(*MISSING_LIST)
+    r = cli("--config", str(p), *command)
+    assert r.code == 3, r.err
+    for py in ("310", "311", "312", "313"):
+        assert f"linux-aarch64-cu126-py{py}" in r.err
+    assert "CUDA 12.6 has no architecture list" in r.err
+    assert "fall back to the builder's GPU" in r.err
+
+
+def test_empty_list_refused(policy_copy: Callable[..., Path], cli: Callable[..., Result]) -> None:
+    p = policy_copy('archs = "8.0 9.0"', 'archs = ""')
+    r = cli("--config", str(p), "rows")
+    assert r.code == 3
+    assert "CUDA 12.6 has an empty architecture list; rows linux-aarch64-cu126-py310" in r.err
+
+
+def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: Callable[..., Result]) -> None:
+    p = policy_copy('[[platforms.linux-aarch64.cuda]]\ntrains = ["12.6"]\narchs = "8.0 9.0"\n', "")
+    r = cli("--config", str(p), "rows")
+    assert r.code == 3
+    assert "[platforms.linux-aarch64.trains]: CUDA 12.6 has no architecture list" in r.err
+
+
+@pytest.mark.parametrize(
+    ("edit", "code", "message"),
+    [
+        (('archs = "8.0 9.0"', 'archs = "8.0 9.0+ptx"'), 2,
+         "[platforms.linux-aarch64.cuda[1].archs]: '9.0+ptx': PTX must be written '+PTX' in capitals"),
+        (('archs = "9.0 10.0 11.0"', 'archs = "9.O 10.0 11.0"'), 2,
+         "[platforms.linux-aarch64.cuda[0].archs]: '9.O' is not a GPU architecture\n    fix: did you mean 9.0?"),
+        (('archs = "9.0 10.0 11.0"', 'archs = "native"'), 2, "'native' asks CMake or PyTorch to choose"),
+        (('archs = "9.0 10.0 11.0"', 'archs = "9.0 90 11.0"'), 2, "'90' duplicates '9.0'"),
+        (('archs = "9.0 10.0 11.0"', 'archs = "7.0 9.0"'), 2,
+         "row linux-aarch64-cu130-py*: '7.0': CUDA 13.0 cannot compile this architecture"),
+        (('[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2"]', '[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2", "12.8"]'), 3,
+         "CUDA 12.8 is not on the train allowlist\n    fix: add \"12.8\" to [cuda] trains"),
+        (('cuda-option =', 'cuda-opton ='), 2, "unknown key 'cuda-opton'\n    fix: did you mean 'cuda-option'?"),
+        (('[platforms.windows-amd64]', '[platforms.windows-amd46]'), 2, "unknown name 'windows-amd46'\n    fix: did you mean 'windows-amd64'?"),
+        (('versions = ["3.10",', 'versions = ["3.9.1",'), 2, "'3.9.1' is not a Python version"),
+        (('trains = ["12.6", "13.0", "13.2", "13.4"]', 'trains = ["12.6", "cu13.0", "13.2", "13.4"]'), 2,
+         "'cu13.0' is not a CUDA train"),
+        (('driver = "setup.py"', 'driver = "make"'), 2, "expected one of 'cmake-presets', 'scikit-build-core', 'setup.py', got 'make'"),
+    ],
+)
+def test_policy_errors_table(edit: tuple[str, str], code: int, message: str, policy_copy: Callable[..., Path],
+                             cli: Callable[..., Result]) -> None:
+    p = policy_copy(*edit)
+    r = cli("--config", str(p), "rows")
+    assert r.code == code, r.err
+    assert message in r.err
+    assert str(p) in r.err
+    assert "Traceback" not in r.err
+
+
+def test_every_error_of_a_file_at_once_with_lines(policy_copy: Callable[..., Path], cli: Callable[..., Result]) -> None:
+    p = policy_copy('archs = "8.0 9.0"', 'archs = "8.0 9.0+ptx"', "cuda-option =", "cuda-opton =", "9.0 10.0 11.0", "9.O 10.0 11.0")
+    r = cli("--config", str(p), "rows")
+    assert r.code == 2
+    assert "(3 problems)" in r.err
+    lines = p.read_text().splitlines()
+    line_of_key = next(i for i, s in enumerate(lines, 1) if s.startswith("cuda-opton"))
+    assert f"{p}:{line_of_key} [project.cuda-opton]" in r.err
+
+
+def test_invalid_toml_and_missing_file(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    bad = tmp_path / "buildrows.toml"
+    bad.write_text("[python\nversions = 1\n")
+    r = cli("--config", str(bad), "rows")
+    assert r.code == 2 and "not valid TOML" in r.err
+    r = cli("--config", str(tmp_path / "nope.toml"), "rows")
+    assert r.code == 2 and "no such policy file" in r.err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = cli("--config", str(empty), "rows")
+    assert r.code == 2 and "no buildrows policy in" in r.err
+
+
+def test_show_gives_provenance(cli: Callable[..., Result]) -> None:
+    r = cli("--config", str(EXAMPLE_POLICY), "show", "linux-aarch64-cu130-py311", "--json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["torch_cuda_arch_list"] == "9.0;10.0;11.0+PTX"
+    assert data["image"] == "pytorch/manylinux2_28_aarch64-builder:cuda13.0"
+    assert data["provenance"]["archs"].startswith("platforms.linux-aarch64.cuda[0].archs (buildrows.toml:")
+    assert data["provenance"]["ptx"] == "default: the newest architecture"
+    assert data["cache"] == {"EXECUTORCH_BUILD_CUDA": "ON"}
+    r = cli("--config", str(EXAMPLE_POLICY), "show", "linux-aarch64-cu130-py311")
+    assert "platforms.linux-aarch64.cuda[0].archs" in r.out
+    assert "nvcc_flags" in r.out
+
+
+def test_schema_is_current() -> None:
+    from buildrows.commands.schema import render
+
+    checked_in = (REPO / "buildrows" / "data" / "buildrows.schema.json").read_text()
+    assert checked_in == render(), "the schema is stale: regenerate it with `buildrows schema --write`"
+
+
+def test_example_policy_validates_against_the_json_schema() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    import tomllib
+
+    schema = json.loads((REPO / "buildrows" / "data" / "buildrows.schema.json").read_text())
+    jsonschema.validate(tomllib.loads(EXAMPLE_POLICY.read_text()), schema)
+
+
+def test_parser_build_imports_nothing_heavy() -> None:
+    """The hook runs on every CI job: building the CLI must not import the heavy libraries."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from buildrows.cli import build_parser; build_parser(); "
+            "print(sorted(m for m in ('jinja2','packaging','elftools','pefile','tomlkit','zipfile') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.strip() == "[]"
