@@ -1,0 +1,150 @@
+"""The wheel check against real nvcc-built wheels, each made to fail one check (scripts/make_check_fixtures.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import EXAMPLE_POLICY, REPO, Result
+
+sys.path.insert(0, str(REPO / "scripts"))
+import make_check_fixtures as mcf
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    return mcf.build_all(tmp_path_factory.mktemp("check-fixtures"))
+
+
+def cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for cand in Path(base).glob("cu*/bin/cuobjdump"):
+            return str(cand)
+    return None
+
+
+@pytest.mark.parametrize("fx", mcf.FIXTURES, ids=[f.name for f in mcf.FIXTURES])
+def test_each_fixture_fails_exactly_its_checks(fx: mcf.Fixture, wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels[fx.name]), "--archs", mcf.ROW_ARCHS, "--json")
+    report = json.loads(r.out)
+    failed = tuple(c["name"] for c in report["checks"] if not c["ok"])
+    assert failed == fx.fails, json.dumps(report, indent=1)
+    assert report["ok"] is (not fx.fails)
+    assert r.code == (5 if fx.fails else 0)
+
+
+EXPECTED_MESSAGES = {
+    "ptx-missing": "fx/_core.so: missing PTX for sm_90",
+    "split-across-libraries": "fx/_core.so: missing device code for sm_90",
+    "extra-arch": "fx/_core.so: device code for sm_80, which the row does not list",
+    "declares-cu11": "unexpected: 'nvidia-cuda-runtime-cu11>=11' is not in the set for CUDA 13.0",
+    "absolute-runpath": "fx/_core.so: search path '/usr/local/cuda-13.0/lib64' is absolute",
+    "origin-to-nowhere": "'$ORIGIN/../build/lib' resolves to site-packages/build/lib, which neither the wheel nor the CUDA runtime",
+    "no-library": "the wheel ships no shared library at all",
+    "cpu-declares-nvidia": "unexpected: \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\" is not in the set for a CPU row",
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_MESSAGES))
+def test_failure_messages_name_library_and_architecture(name: str, wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels[name]), "--archs", mcf.ROW_ARCHS)
+    assert r.code == 5
+    assert EXPECTED_MESSAGES[name] in r.out, r.out
+    assert "verdict: FAIL" in r.out
+    assert "check failed" in r.err
+
+
+def test_no_library_check_never_passes_vacuously(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels["no-library"]), "--archs", mcf.ROW_ARCHS, "--json")
+    checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
+    assert checks["device-code-covers-row"]["details"] == ["inspected no library with device code; expected ['sm_75', 'sm_90']"]
+
+
+def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels["good"]), "--archs", "9.0 7.5", "--json")
+    report = json.loads(r.out)
+    assert report["ok"] is True
+    assert report["row"] == "linux-x86_64-cu130-py311"
+    assert report["libraries"] == {"fx/_core.so": {"elf": ["sm_75", "sm_90"], "ptx": ["sm_90"]}}
+    assert [c["name"] for c in report["checks"]] == [
+        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row"]
+
+
+def test_row_inferred_from_wheel_name_and_policy(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    """+cu130, cp311 and manylinux x86_64 select linux-x86_64-cu130-py311, whose seven architectures the wheel lacks."""
+    r = cli("--config", str(EXAMPLE_POLICY), "check", str(wheels["good"]))
+    assert r.code == 5
+    assert "row linux-x86_64-cu130-py311" in r.out
+    assert "missing device code for sm_80, sm_86, sm_89, sm_100, sm_120" in r.out
+    assert "missing PTX for sm_120" in r.out
+
+
+def test_check_predicts_the_missing_gpu(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels["split-across-libraries"]), "--archs", "9.0")
+    assert r.code == 5
+    assert "fx/_core.so: missing device code for sm_90 (a GPU of that architecture gets 'no kernel image is available')" in r.out
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--archs", "9.0+ptx"], 2, "--archs: '9.0+ptx': PTX must be written '+PTX'"),
+        ([], 2, "a CUDA 13.0 wheel needs the row's architecture list"),
+        (["--archs", "7.0"], 2, "CUDA 13.0 cannot compile this architecture"),
+    ],
+)
+def test_bad_arguments(args: list[str], code: int, message: str, wheels: dict[str, Path], cli: Callable[..., Result],
+                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    r = cli("check", str(wheels["good"]), *args)
+    assert r.code == code, r.err
+    assert message in r.err
+
+
+def test_unreadable_wheels(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    r = cli("check", str(tmp_path / "missing-1.0-cp311-cp311-linux_x86_64.whl"), "--archs", "9.0")
+    assert r.code == 2 and "no such wheel" in r.err
+    bad = tmp_path / "bad-1.0+cu130-cp311-cp311-linux_x86_64.whl"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    r = cli("check", str(bad), "--archs", "9.0")
+    assert r.code == 2 and "Traceback" not in r.err and str(bad) in r.err
+
+
+def _cuobjdump_list(tool: str, flag: str, lib: Path) -> list[str]:
+    out = subprocess.run([tool, flag, str(lib)], capture_output=True, text=True).stdout
+    return sorted(re.findall(r"\.(sm_\d+[a-z]?)\.", out))
+
+
+def test_reader_agrees_with_cuobjdump_on_fixture_libraries(wheels: dict[str, Path], tmp_path: Path) -> None:
+    tool = cuobjdump()
+    if tool is None:
+        pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
+    import zipfile
+
+    from buildrows.wheelread import read_wheel
+
+    compared = 0
+    for wheel in wheels.values():
+        info = read_wheel(wheel)
+        with zipfile.ZipFile(wheel) as zf:
+            for lib in info.libraries:
+                path = tmp_path / f"{compared}.so"
+                path.write_bytes(zf.read(lib.path))
+                assert sorted(lib.cubins) == _cuobjdump_list(tool, "--list-elf", path), lib.path
+                assert sorted(lib.ptx) == _cuobjdump_list(tool, "--list-ptx", path), lib.path
+                compared += 1
+    assert compared >= 10
