@@ -1,18 +1,135 @@
-"""Placeholder: the issue that owns `buildrows hook` replaces this module."""
+"""`buildrows hook`: the pre-build hook of a wheel workflow (SPEC §5).
+
+Finds the CI row from CU_VERSION (falling back to DESIRED_CUDA: reading only one of them once
+made every row fall back to detection), the running Python and the platform; checks the row's
+nvcc; then appends the same values to $BUILD_ENV_FILE (shell) and $GITHUB_ENV (github). Every
+check runs before the first write, so a refusal leaves both files as they were.
+"""
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import sys
+from collections.abc import Mapping
+from pathlib import Path
 
 from buildrows.commands._common import policy
-from buildrows.errors import BuildrowsError
+from buildrows.errors import BadInput, Refused
+from buildrows.model import Policy, Row
 from buildrows.ui import UI
+
+_TRAIN = re.compile(r"^cu(\d{1,2})(\d)$")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.add_argument("--python", metavar="X.Y", help="the row's Python (default: the running interpreter's)")
+    p.add_argument("--platform", metavar="NAME",
+                   help="the row's platform, e.g. linux-x86_64 (default: this machine's)")
+
+
+def detect_platform() -> str:
+    """This machine as a policy platform name: linux-x86_64, linux-aarch64, windows-amd64."""
+    if sys.platform == "win32":
+        machine = os.environ.get("PROCESSOR_ARCHITEW6432") or os.environ.get("PROCESSOR_ARCHITECTURE", "")
+        return "windows-" + {"AMD64": "amd64", "ARM64": "arm64", "X86": "x86"}.get(machine.upper(), machine.lower())
+    machine = os.uname().machine
+    machine = {"arm64": "aarch64", "amd64": "x86_64"}.get(machine, machine)
+    return f"{sys.platform.rstrip('0123456789')}-{machine}"
+
+
+def requested_accel(env: Mapping[str, str]) -> tuple[str, str, str]:
+    """(value, variable, accel) from CU_VERSION, else DESIRED_CUDA; accel is 'cpu' or 'cuXYZ'."""
+    cu = env.get("CU_VERSION", "").strip()
+    desired = env.get("DESIRED_CUDA", "").strip()
+    if cu and desired and cu.lower() != desired.lower():
+        raise Refused(f"CU_VERSION={cu!r} and DESIRED_CUDA={desired!r} name different rows\n"
+                      "    fix: set both to the same value (or only one of them)")
+    value, var = (cu, "CU_VERSION") if cu else (desired, "DESIRED_CUDA")
+    if not value or value.lower() == "cpu":
+        return value, var or "CU_VERSION", "cpu"
+    if not _TRAIN.match(value):
+        raise BadInput(f"{var}={value!r} is neither 'cpu' nor a CUDA train such as 'cu130'\n"
+                       f"    fix: set {var} to cpu or cuXYZ (cu130 for CUDA 13.0)")
+    return value, var, value
+
+
+def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) -> Row:
+    """The policy's row for this CI job, or a refusal that says where the policy must change."""
+    from buildrows.archs import Train, train_table
+    from buildrows.policy import row_name
+
+    value, var, accel = requested_accel(env)
+    file = pol.path
+    if platform not in pol.platforms:
+        raise Refused(f"{file}: platform {platform} has no rows (the policy builds {', '.join(pol.platforms)})\n"
+                      f"    fix: add [platforms.{platform}] to {file}, or pass --platform")
+    if python not in pol.pythons:
+        why = dict(pol.excluded_pythons).get(python)
+        raise Refused(f"{file}: Python {python} is not on the allowlist ({', '.join(pol.pythons)})"
+                      + (f"; it is excluded: {why}" if why else "")
+                      + f"\n    fix: add \"{python}\" to [python] versions in {file}, or pass --python")
+    if accel == "cpu":
+        name = row_name(platform, None, python)
+        if pol.row(name) is None:
+            raise Refused(f"{file}: {var}={value!r} asks for a CPU row, and platform {platform} has no CPU rows\n"
+                          f"    fix: set cpu = true under [platforms.{platform}] in {file}")
+        row = pol.row(name)
+        assert row is not None
+        return row
+    train = Train.parse(accel)
+    if train not in pol.trains:
+        known = "" if train in train_table() else (
+            f"; buildrows also does not know which architectures CUDA {train.dotted} compiles "
+            "(add it to buildrows/data/cuda_trains.toml)")
+        raise Refused(
+            f"{file}: {var}={value} asks for CUDA {train.dotted}, which is not on the train allowlist "
+            f"({', '.join(t.dotted for t in pol.trains)}){known}\n"
+            f"    fix: add \"{train.dotted}\" to [cuda] trains and to [platforms.{platform}] trains in {file}, "
+            f"with its architectures in a [[platforms.{platform}.cuda]] list")
+    name = row_name(platform, train, python)
+    row = pol.row(name)
+    if row is None:
+        raise Refused(
+            f"{file}: {var}={value} asks for CUDA {train.dotted} on {platform}, which that platform does not publish\n"
+            f"    fix: add \"{train.dotted}\" to [platforms.{platform}] trains in {file}, "
+            f"with its architectures in a [[platforms.{platform}.cuda]] list")
+    return row
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    policy(args)
-    raise BuildrowsError("buildrows hook is not built yet")
+    from buildrows.envfile import Format, environment_from_plan, format_env
+    from buildrows.presets import plan_row
+
+    env = os.environ
+    pol = policy(args)
+    python = args.python or f"{sys.version_info.major}.{sys.version_info.minor}"
+    platform = args.platform or detect_platform()
+    row = find_row(pol, env, python, platform)
+    ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
+    plan = plan_row(pol, row, env, step="hook")  # refuses: no list, wrong OS, missing or wrong nvcc
+    if plan.compiler is not None:
+        ui.info(f"CUDA compiler: {plan.compiler.describe()}")
+    ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
+    values = environment_from_plan(plan, env)
+    dests: tuple[tuple[str, Format], ...] = (("BUILD_ENV_FILE", "shell"), ("GITHUB_ENV", "github"))
+    targets = [(env[var], format_env(values, fmt)) for var, fmt in dests if env.get(var)]
+    _write_all(targets)
+    for path, _ in targets:
+        ui.info(f"appended {len(values)} variables to {path}")
+    if not targets:
+        ui.warn("neither BUILD_ENV_FILE nor GITHUB_ENV is set; printing the values instead")
+        ui.print(format_env(values, "shell").rstrip("\n"))
+    return 0
+
+
+def _write_all(targets: list[tuple[str, str]]) -> None:
+    from buildrows.envfile import append_file
+
+    for path, _ in targets:  # fail before writing anything if a destination cannot be written
+        parent = Path(path).parent
+        if not parent.is_dir():
+            raise BadInput(f"{path}: its directory does not exist\n    fix: point the variable at a writable file")
+    for path, text in targets:
+        append_file(path, text)

@@ -1,0 +1,157 @@
+"""A row's environment (SPEC §5) and its exact quoting for GitHub, POSIX shell, PowerShell and dotenv.
+
+Plain code rather than the jinja2 templates in presets/: the hook runs on every CI job and must
+start fast (SPEC §10), and quoting is easier to prove exact in code than in a template.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from buildrows.errors import BadInput
+from buildrows.model import Policy, Row
+from buildrows.presets import RowPlan, plan_row
+from buildrows.toolchain import CudaCompiler, HostOs
+
+Format = Literal["github", "shell", "powershell", "dotenv"]
+FORMATS: tuple[Format, ...] = ("github", "shell", "powershell", "dotenv")
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a wheel build of this row needs, derived from its resolved plan."""
+    row = plan.row
+    values: dict[str, str] = {
+        "BUILDROWS_ROW": row.name,
+        "BUILDROWS_PLATFORM": row.platform,
+        "BUILDROWS_PYTHON": row.python,
+        "BUILDROWS_CUDA": "ON" if row.is_cuda else "OFF",
+    }
+    values.update(plan.environment)  # TORCH_CUDA_ARCH_LIST, CU_VERSION, BUILDROWS_LOCAL_VERSION
+    cache = dict(plan.cache)
+    if row.is_cuda:
+        # CMake reads CUDAARCHS to initialise CMAKE_CUDA_ARCHITECTURES; scripts read the latter.
+        values["CMAKE_CUDA_ARCHITECTURES"] = cache["CMAKE_CUDA_ARCHITECTURES"]
+        values["CUDAARCHS"] = cache["CMAKE_CUDA_ARCHITECTURES"]
+        comp = plan.compiler
+        if comp is not None and not env.get("CUDACXX", "").strip():
+            values["CUDACXX"] = comp.path
+            root = comp.toolkit_root
+            # Only a real toolkit layout: /usr/local/bin/nvcc may be a wrapper script.
+            if not env.get("CUDA_HOME", "").strip() and os.path.isfile(os.path.join(root, "include", "cuda.h")):
+                values["CUDA_HOME"] = root
+    g = plan.generator
+    values["CMAKE_GENERATOR"] = g.generator
+    if g.toolset:
+        values["CMAKE_GENERATOR_TOOLSET"] = g.toolset
+    if g.architecture:
+        values["CMAKE_GENERATOR_PLATFORM"] = g.architecture
+    # CUDACXX carries the compiler for setup.py and scikit-build-core builds, not a -D.
+    ours = [_define(k, v) for k, v in plan.cache if k != "CMAKE_CUDA_COMPILER"]
+    previous = env.get("CMAKE_ARGS", "").strip()
+    values["CMAKE_ARGS"] = " ".join([previous, *ours] if previous else ours)
+    return values
+
+
+def _define(name: str, value: str) -> str:
+    token = f"-D{name}={value}"
+    # CMAKE_ARGS is split on whitespace by its readers; a path with spaces must stay one token.
+    return f'"{token}"' if any(c.isspace() for c in token) else token
+
+
+def row_environment(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs | None = None,
+                    compiler: CudaCompiler | None = None, check_toolchain: bool = True) -> dict[str, str]:
+    """The row's environment on this host: TORCH_CUDA_ARCH_LIST, CU_VERSION, CMAKE_ARGS (the
+    caller's extended, not replaced), the generator variables, CUDACXX (only when unset), the
+    local version tag (BUILDROWS_LOCAL_VERSION=+cu130) and BUILDROWS_ROW. Refuses like render."""
+    plan = plan_row(policy, row, env, host=host, compiler=compiler, check_toolchain=check_toolchain, step="env")
+    return environment_from_plan(plan, env)
+
+
+def _check_names(values: Mapping[str, str]) -> None:
+    for name in values:
+        if not _NAME.match(name):
+            raise BadInput(f"{name!r} is not a valid environment variable name\n"
+                           "    fix: use letters, digits and underscores, not starting with a digit")
+
+
+def format_env(values: Mapping[str, str], fmt: Format) -> str:
+    """Render values so that reading them back yields each value byte for byte."""
+    _check_names(values)
+    lines: list[str] = []
+    for name, value in values.items():
+        if fmt == "github":
+            lines.append(_github(name, value))
+        elif fmt == "shell":
+            lines.append(f"export {name}={_sh_quote(value)}")
+        elif fmt == "powershell":
+            lines.append(f"$env:{name} = {_ps_quote(value)}")
+        elif fmt == "dotenv":
+            lines.append(f"{name}={_dotenv_quote(value)}")
+        else:  # pragma: no cover - argparse restricts the choices
+            raise BadInput(f"unknown format {fmt!r}\n    fix: use one of {', '.join(FORMATS)}")
+    return "".join(line + "\n" for line in lines)
+
+
+def _github(name: str, value: str) -> str:
+    """GitHub's `NAME=value`, or `NAME<<DELIM` ... `DELIM` for values with line breaks."""
+    if "\n" not in value and "\r" not in value:
+        return f"{name}={value}"
+    delim = "BUILDROWS_EOF"
+    while delim in value:
+        delim = f"BUILDROWS_EOF_{os.urandom(8).hex()}"
+    return f"{name}<<{delim}\n{value}\n{delim}"
+
+
+def _sh_quote(value: str) -> str:
+    """Single quotes keep everything literal in POSIX shells, newlines included."""
+    return "'" + value.replace("'", "'\"'\"'") + "'"
+
+
+# PowerShell treats the typographic single quotes as quote characters too.
+_PS_QUOTES = "'\u2018\u2019\u201a\u201b"
+
+
+def _ps_quote(value: str) -> str:
+    """A verbatim string: only quote characters are special, and are doubled."""
+    return "'" + "".join(c + c if c in _PS_QUOTES else c for c in value) + "'"
+
+
+def _dotenv_quote(value: str) -> str:
+    """python-dotenv's single-quoted form: literal (no interpolation), line breaks kept, and only
+    `\\` and `\'` escaped."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def append_file(path: str | Path, text: str) -> None:
+    """Append text in a single write, never truncating; start on a fresh line if the file lacks one."""
+    p = Path(path)
+    prefix = ""
+    try:
+        with p.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() > 0:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    prefix = "\n"
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise BadInput(f"{p}: cannot read the environment file: {e}") from e
+    data = (prefix + text).encode("utf-8")
+    try:
+        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise BadInput(f"{p}: cannot open the environment file for appending: {e}\n"
+                       "    fix: check the path and its permissions") from e
+    try:
+        written = os.write(fd, data)
+        if written != len(data):  # pragma: no cover - regular files take the whole write
+            raise OSError(f"short write ({written} of {len(data)} bytes)")
+    finally:
+        os.close(fd)

@@ -1,0 +1,209 @@
+"""CMake presets for rows (SPEC §5): computed as data, rendered from `presets/*.j2`, then written.
+
+`plan_row` decides everything about one row on this host (compiler, generator, cache variables,
+environment) without side effects; `presets_document` renders the JSON through jinja2;
+`render_presets` writes it and links it from the project's CMakeUserPresets.json.
+jinja2 is imported only when a document is rendered, so the hook and `env` never pay for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from buildrows.errors import BadInput, Refused
+from buildrows.model import Policy, Row
+from buildrows.resources import cmake_module, resource_dir
+from buildrows.toolchain import (
+    CudaCompiler,
+    GeneratorChoice,
+    HostOs,
+    check_cuda_compiler,
+    choose_generator,
+    host_os,
+)
+
+PRESETS_FILE = "buildrows-presets.json"
+USER_PRESETS = "CMakeUserPresets.json"
+#: Workflow presets need schema 6 (CMake 3.25).
+SCHEMA_VERSION = 6
+#: CCCL 13.2+ stops with #error under cl.exe's traditional preprocessor; 13.0 accepts the flag.
+WINDOWS_CUDA_FLAG = "-Xcompiler=/Zc:preprocessor"
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """Everything a row's configure preset and env file fix, decided for this host."""
+
+    row: Row
+    host: HostOs
+    generator: GeneratorChoice
+    compiler: CudaCompiler | None
+    cache: tuple[tuple[str, str], ...]
+    environment: tuple[tuple[str, str], ...]
+
+
+def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs | None = None,
+             compiler: CudaCompiler | None = None, check_toolchain: bool = True, step: str = "render") -> RowPlan:
+    """Resolve one row on this host. Refuses a CUDA row without a list, a row for another OS,
+    and (with `check_toolchain`) a missing nvcc or one of another train."""
+    archs = row.require_archs(step)
+    host = host or host_os(env)
+    if row.os != host:
+        raise Refused(
+            f"{step}: row {row.name} is built on {row.os}, and this host is {host}\n"
+            f"    fix: run it on a {row.os} builder (or set BUILDROWS_HOST_OS={row.os} to render a dry run)")
+    if row.is_cuda and compiler is None and check_toolchain:
+        compiler = check_cuda_compiler(row, env, host)
+    generator = choose_generator(row, env, host)
+    cudacxx_set = bool(env.get("CUDACXX", "").strip())
+
+    cache: list[tuple[str, str]] = [
+        ("BUILDROWS_ROW", row.name),
+        ("BUILDROWS_CUDA", "ON" if row.is_cuda else "OFF"),
+        ("CMAKE_PROJECT_TOP_LEVEL_INCLUDES", cmake_module().as_posix()),
+    ]
+    if policy.project.cuda_option:
+        cache.append(("BUILDROWS_CUDA_OPTION", policy.project.cuda_option))
+    cache += list(generator.cache)
+    environment: list[tuple[str, str]] = [("CU_VERSION", row.accel),
+                                          ("BUILDROWS_LOCAL_VERSION", row.local_tag)]
+    if row.is_cuda:
+        cache.append(("CMAKE_CUDA_ARCHITECTURES", archs.cmake_cuda_architectures))
+        # Only when CUDACXX is unset: options a user put there (-allow-unsupported-compiler) must apply.
+        if compiler is not None and not cudacxx_set:
+            cache.append(("CMAKE_CUDA_COMPILER", compiler.path.replace("\\", "/")))
+        if host == "windows":
+            flags = " ".join(f for f in (env.get("CUDAFLAGS", "").strip(), WINDOWS_CUDA_FLAG) if f)
+            cache.append(("CMAKE_CUDA_FLAGS", flags))
+        environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list))
+    # The row's own cache (project, platform, train, and the cuda-option ON/OFF) comes last: it wins.
+    cache += list(row.cache)
+    return RowPlan(row, host, generator, compiler, tuple(_dedupe(cache)), tuple(environment))
+
+
+def _dedupe(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    out: dict[str, str] = {}
+    for k, v in items:
+        out.pop(k, None)
+        out[k] = v
+    return list(out.items())
+
+
+def presets_data(plans: Sequence[RowPlan]) -> dict[str, Any]:
+    """The presets document for these rows, as data (rendered through presets/buildrows-presets.json.j2)."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(resource_dir("presets"))),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    env.filters["tojson"] = lambda v: json.dumps(v)
+    text = env.get_template("buildrows-presets.json.j2").render(
+        version=SCHEMA_VERSION,
+        rows=[_template_row(p) for p in plans],
+    )
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _template_row(plan: RowPlan) -> dict[str, Any]:
+    g = plan.generator
+    return {
+        "name": plan.row.name,
+        "display": f"{plan.row.name} ({'CUDA ' + plan.row.cuda.dotted if plan.row.cuda else 'CPU'}, "
+                   f"Python {plan.row.python}, {g.generator})",
+        "generator": g.generator,
+        "toolset": g.toolset,
+        "architecture": g.architecture,
+        "cache": dict(plan.cache),
+        "environment": dict(plan.environment),
+    }
+
+
+def presets_text(plans: Sequence[RowPlan]) -> str:
+    return json.dumps(presets_data(plans), indent=2) + "\n"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What `render_presets` wrote and decided."""
+
+    paths: tuple[Path, ...]
+    plans: tuple[RowPlan, ...]
+
+
+def render_presets(policy: Policy, rows: Sequence[Row], project_dir: str | Path, env: Mapping[str, str], *,
+                   host: HostOs | None = None, check_toolchain: bool = True) -> Rendered:
+    """Write `buildrows-presets.json` for the rows into project_dir and include it from
+    CMakeUserPresets.json (created if absent; the user's own presets kept; idempotent).
+
+    Every row is planned before anything is written, so a refusal leaves the project untouched.
+    """
+    project = Path(project_dir)
+    if not project.is_dir():
+        raise BadInput(f"the project directory {project} does not exist\n    fix: pass --project DIR")
+    plans = [plan_row(policy, r, env, host=host, check_toolchain=check_toolchain) for r in rows]
+    if not plans:
+        raise BadInput("no rows to render\n    fix: name at least one row")
+    _refuse_name_clash(project, [p.row.name for p in plans])
+    user_path = project / USER_PRESETS
+    user_text = _updated_user_presets(user_path)
+    out = project / PRESETS_FILE
+    _write(out, presets_text(plans))
+    if user_text is not None:
+        _write(user_path, user_text)
+    return Rendered((out, user_path), tuple(plans))
+
+
+def _refuse_name_clash(project: Path, names: list[str]) -> None:
+    """A row named like a preset of the project's own CMakePresets.json would make cmake fail."""
+    path = project / "CMakePresets.json"
+    if not path.is_file():
+        return
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # cmake reports its own file's problems
+    theirs = {p.get("name") for key, items in data.items() if key.endswith("Presets") and isinstance(items, list)
+              for p in items if isinstance(p, dict)}
+    clash = sorted(set(names) & theirs)
+    if clash:
+        raise Refused(f"{path} already has presets named {', '.join(clash)}; cmake refuses duplicate names\n"
+                      "    fix: rename those presets in CMakePresets.json")
+
+
+def _updated_user_presets(path: Path) -> str | None:
+    """The new text of CMakeUserPresets.json, or None when it already includes our file."""
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise BadInput(f"{path}: not valid JSON ({e}); buildrows will not overwrite it\n"
+                           "    fix: correct or remove the file, then render again") from e
+        if not isinstance(data, dict):
+            raise BadInput(f"{path}: expected a JSON object\n    fix: correct or remove the file")
+    else:
+        data = {"version": SCHEMA_VERSION}
+    includes = data.get("include", [])
+    if not isinstance(includes, list):
+        raise BadInput(f"{path}: `include` must be a list\n    fix: correct the file")
+    if PRESETS_FILE in includes:
+        return None
+    data["include"] = [*includes, PRESETS_FILE]
+    version = data.get("version")
+    if not isinstance(version, int) or version < 4:  # `include` needs schema 4
+        data["version"] = SCHEMA_VERSION
+    return json.dumps(data, indent=2) + "\n"
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,208 @@
+"""The toolchain a row is built with: the CUDA compiler and its train, and the CMake generator.
+
+Everything here is decided from an environment mapping (never `os.environ` directly) so that a
+test can simulate a host - a Windows developer prompt included - with fake executables on a
+temporary PATH. The only subprocess is `nvcc --version`. Imports stay light: the hook runs this.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from buildrows.archs import Train
+from buildrows.errors import BadInput, Problem, Refused
+from buildrows.model import Row
+
+HostOs = Literal["linux", "windows"]
+
+#: Set to `windows` or `linux` to make buildrows believe it runs there (tests, dry runs).
+HOST_OS_VARIABLE = "BUILDROWS_HOST_OS"
+
+_RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)*)")
+_NINJA_MULTI = "Ninja Multi-Config"
+
+
+def host_os(env: Mapping[str, str]) -> HostOs:
+    """The operating system buildrows renders for: BUILDROWS_HOST_OS, else the running one."""
+    forced = env.get(HOST_OS_VARIABLE, "").strip().lower()
+    if forced in ("linux", "windows"):
+        return "windows" if forced == "windows" else "linux"
+    if forced:
+        raise BadInput(f"{HOST_OS_VARIABLE}={forced!r} is not a host buildrows knows\n"
+                       "    fix: set it to 'linux' or 'windows', or unset it")
+    return "windows" if sys.platform == "win32" else "linux"
+
+
+def which(name: str, env: Mapping[str, str], host: HostOs) -> str | None:
+    """Find an executable on env's PATH as the host would (`name` or `name.exe` on Windows)."""
+    names = [name]
+    if host == "windows" and not name.lower().endswith(".exe"):
+        names = [name + ".exe", name]
+    for d in env.get("PATH", "").split(os.pathsep):
+        if not d:
+            continue
+        for n in names:
+            p = os.path.join(d, n)
+            if os.path.isfile(p) and (host == "windows" or os.access(p, os.X_OK)):
+                return p
+    return None
+
+
+@dataclass(frozen=True)
+class CudaCompiler:
+    """An nvcc, where it came from, and the train it reports."""
+
+    path: str
+    argv: tuple[str, ...]  # the command prefix: path plus any options CUDACXX carries
+    source: str  # "CUDACXX", "CUDA_HOME", "CUDA_PATH" or "PATH"
+    train: Train | None = None  # None until `nvcc --version` has been read
+    version: str = ""  # the full version, e.g. 13.0.88
+
+    @property
+    def toolkit_root(self) -> str:
+        """The toolkit directory (the parent of nvcc's bin/)."""
+        return str(Path(self.path).parent.parent)
+
+    def describe(self) -> str:
+        what = f"CUDA {self.version or (self.train.dotted if self.train else '?')}"
+        return f"{self.path} ({what}, found through {self.source})"
+
+
+def locate_cuda_compiler(env: Mapping[str, str], host: HostOs | None = None) -> CudaCompiler | None:
+    """The nvcc a build would use, without running it: CUDACXX, CUDA_HOME, CUDA_PATH, then PATH.
+
+    CUDACXX may carry options (`nvcc -allow-unsupported-compiler`); they are kept in `argv`.
+    A CUDACXX that names no executable is bad input: CMake would fail on it later.
+    """
+    host = host or host_os(env)
+    exe = "nvcc.exe" if host == "windows" else "nvcc"
+    cudacxx = env.get("CUDACXX", "").strip()
+    if cudacxx:
+        try:
+            argv = shlex.split(cudacxx, posix=host != "windows")
+        except ValueError as e:
+            raise BadInput(f"CUDACXX={cudacxx!r} cannot be split into a command: {e}\n"
+                           "    fix: quote the compiler path properly, or unset CUDACXX") from e
+        path = argv[0].strip('"')
+        found = path if os.path.isfile(path) else which(path, env, host)
+        if found is None:
+            raise BadInput(f"CUDACXX={cudacxx!r} names {path!r}, which does not exist\n"
+                           "    fix: point CUDACXX at the row's nvcc, or unset it to use CUDA_HOME or PATH")
+        return CudaCompiler(found, (found, *argv[1:]), "CUDACXX")
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        root = env.get(var, "").strip()
+        if root:
+            cand = os.path.join(root, "bin", exe)
+            if os.path.isfile(cand):
+                return CudaCompiler(cand, (cand,), var)
+    found = which("nvcc", env, host)
+    if found is not None:
+        return CudaCompiler(found, (found,), "PATH")
+    return None
+
+
+def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:
+    """Run `nvcc --version` and return the compiler with its train; refuse one that does not run."""
+    argv = [*compiler.argv, "--version"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise Refused(f"the CUDA compiler {compiler.path} (from {compiler.source}) does not run: {e}\n"
+                      "    fix: repair or reinstall the toolkit, or point CUDA_HOME/CUDACXX at a working one") from e
+    text = proc.stdout + proc.stderr
+    m = _RELEASE.search(text)
+    if proc.returncode != 0 or m is None:
+        tail = text.strip().splitlines()[-1:] or ["(no output)"]
+        raise Refused(f"the CUDA compiler {compiler.path} (from {compiler.source}) did not report its version: "
+                      f"`{shlex.join(argv)}` exited {proc.returncode}: {tail[0]}\n"
+                      "    fix: repair or reinstall the toolkit, or point CUDA_HOME/CUDACXX at a working one")
+    return CudaCompiler(compiler.path, compiler.argv, compiler.source,
+                        Train(int(m.group(1)), int(m.group(2))), m.group(3))
+
+
+def find_cuda_compiler(env: Mapping[str, str], host: HostOs | None = None) -> CudaCompiler | None:
+    """Locate nvcc and read its train; None when there is none anywhere."""
+    found = locate_cuda_compiler(env, host)
+    return read_train(found, env) if found is not None else None
+
+
+def check_cuda_compiler(row: Row, env: Mapping[str, str], host: HostOs | None = None) -> CudaCompiler:
+    """The row's nvcc: it must exist, run, and be the row's train (major and minor), else Refused."""
+    if row.cuda is None:
+        raise ValueError(f"{row.name} is a CPU row; it has no CUDA compiler to check")
+    found = locate_cuda_compiler(env, host)
+    if found is None:
+        raise Refused(
+            f"row {row.name} needs a CUDA {row.cuda.dotted} compiler and none was found "
+            "(looked at CUDACXX, CUDA_HOME/bin, CUDA_PATH/bin and nvcc on PATH)",
+            [Problem("no nvcc", row=row.name, field="cuda", refusal=True,
+                     hint=f"install CUDA {row.cuda.dotted} and set CUDA_HOME to it (or put its nvcc on PATH)")],
+        )
+    comp = read_train(found, env)
+    if comp.train != row.cuda:
+        raise Refused(
+            f"row {row.name} is CUDA {row.cuda.dotted}, but the toolkit found is CUDA {comp.version} "
+            f"({comp.path}, through {comp.source}); a wheel tagged {row.local_tag} must be compiled by "
+            f"CUDA {row.cuda.dotted}\n"
+            f"    fix: point CUDA_HOME (or CUDACXX) at a CUDA {row.cuda.dotted} toolkit, or build the "
+            f"{comp.train.cu if comp.train else 'matching'} row instead",
+        )
+    return comp
+
+
+@dataclass(frozen=True)
+class GeneratorChoice:
+    """The CMake generator of a row on this host, why it was chosen, and what it fixes."""
+
+    generator: str
+    reason: str
+    cache: tuple[tuple[str, str], ...] = ()  # compilers etc. the preset sets as cache variables
+    toolset: str | None = None
+    architecture: str | None = None
+    tools: tuple[tuple[str, str], ...] = field(default=())  # what was found on PATH, for the report
+
+    @property
+    def is_ninja(self) -> bool:
+        return self.generator.startswith("Ninja")
+
+
+def _vs_generator(env: Mapping[str, str]) -> str:
+    major = env.get("VisualStudioVersion", "17.0").split(".")[0]
+    return {"16": "Visual Studio 16 2019", "18": "Visual Studio 18 2026"}.get(major, "Visual Studio 17 2022")
+
+
+def choose_generator(row: Row, env: Mapping[str, str], host: HostOs | None = None) -> GeneratorChoice:
+    """SPEC §5: Ninja Multi-Config on Linux; on Windows Ninja Multi-Config with clang-cl (and nvcc
+    with cl.exe as host) in a developer environment with ninja, clang-cl and cl on PATH, otherwise
+    the Visual Studio generator with the ClangCL toolset."""
+    host = host or host_os(env)
+    if host != "windows":
+        return GeneratorChoice(_NINJA_MULTI, "Linux host: Ninja Multi-Config keeps the Release/ layout packaging reads")
+    found = {name: which(name, env, "windows") for name in ("ninja", "clang-cl", "cl")}
+    missing = [n for n, p in found.items() if p is None]
+    tools = tuple((n, p) for n, p in found.items() if p is not None)
+    if not missing:
+        # Bare names, not paths: they are on PATH by construction, and a VS path has spaces that
+        # CMAKE_ARGS (split on spaces by some setup.py files) cannot carry.
+        cache = [("CMAKE_C_COMPILER", "clang-cl"), ("CMAKE_CXX_COMPILER", "clang-cl")]
+        if row.is_cuda:
+            cache.append(("CMAKE_CUDA_HOST_COMPILER", "cl"))
+        return GeneratorChoice(
+            _NINJA_MULTI,
+            "Visual Studio developer environment with ninja, clang-cl and cl on PATH: Ninja Multi-Config, "
+            "clang-cl for C/C++" + (", nvcc with cl.exe as its host compiler" if row.is_cuda else ""),
+            tuple(cache), tools=tools)
+    gen = _vs_generator(env)
+    return GeneratorChoice(
+        gen,
+        f"not a Visual Studio developer environment with ninja ({', '.join(missing)} not on PATH): "
+        f"{gen} with the ClangCL toolset",
+        toolset="ClangCL", architecture="x64", tools=tools)
