@@ -1,0 +1,420 @@
+"""Read a wheel's shared libraries, name and metadata straight from the zip, never touching disk.
+
+Each library is inflated once into memory (one read of its compressed bytes, one bounded
+``zlib`` call, a CRC check) and handed to :mod:`buildrows.binfmt` and :mod:`buildrows.fatbin`,
+which only look at headers through a ``memoryview``; inflating is the whole cost. ``zlib`` releases
+the GIL, so libraries are inflated on a few threads, largest first.
+
+The zip is treated as hostile: member names that climb out of the wheel, duplicate names, local
+headers that disagree with the central directory, sizes beyond a cap or beyond the file, and
+members that inflate to anything but their declared size and CRC are refused with a
+:class:`WheelError` naming the member.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import mmap
+import os
+import queue
+import re
+import struct
+import zipfile
+import zlib
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Final
+
+from buildrows.binfmt import BinaryFormat, BinaryFormatError, read_binary
+from buildrows.fatbin import FatbinError
+from buildrows.fatbin import list_device_code as _fatbin_device_code
+
+__all__ = [
+    "DEFAULT_MAX_MEMBER_SIZE",
+    "LibraryInfo",
+    "WheelError",
+    "WheelInfo",
+    "WheelName",
+    "is_shared_library",
+    "iter_libraries",
+    "list_device_code",
+    "parse_wheel_filename",
+    "read_wheel",
+]
+
+DEFAULT_MAX_MEMBER_SIZE: Final = 8 * 2**30
+MAX_METADATA_SIZE: Final = 64 * 2**20
+MAX_MEMBERS: Final = 1_000_000
+DEFAULT_WORKERS: Final = 4
+
+_LIBRARY_NAME = re.compile(r"\.(?:so(?:\.\d+)*|dll|pyd)$", re.IGNORECASE)
+_LOCAL_HEADER = struct.Struct("<4s5H3I2H")
+_LOCAL_MAGIC: Final = b"PK\x03\x04"
+_FLAG_ENCRYPTED: Final = 0x1
+_FLAG_UTF8: Final = 0x800
+_DRIVE = re.compile(r"^[A-Za-z]:")
+_CHUNK: Final = 1 << 20
+
+
+class WheelError(ValueError):
+    """The wheel cannot be read safely; ``member`` names the offending zip member, if any."""
+
+    def __init__(self, wheel: str, message: str, member: str | None = None) -> None:
+        self.wheel = wheel
+        self.member = member
+        where = f"{wheel}: {member}" if member is not None else wheel
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class WheelName:
+    """The parts of a wheel's file name (PEP 427), tags split on ``.``."""
+
+    distribution: str
+    version: str
+    build: str | None
+    python_tags: tuple[str, ...]
+    abi_tags: tuple[str, ...]
+    platform_tags: tuple[str, ...]
+
+    @property
+    def local_version(self) -> str | None:
+        """The local version label (``cu130`` in ``2.9.0+cu130``), if any."""
+        _, plus, local = self.version.partition("+")
+        return local if plus else None
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryInfo:
+    """Device code and dynamic dependencies of one shared library in a wheel.
+
+    ``cubins`` and ``ptx`` list architectures as ``cuobjdump --list-elf``/``--list-ptx`` name
+    them, in file order with repeats (a library built from several objects repeats them).
+    """
+
+    path: str
+    format: BinaryFormat
+    size: int
+    cubins: tuple[str, ...] = ()
+    ptx: tuple[str, ...] = ()
+    needed: tuple[str, ...] = ()
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+    delay_imports: tuple[str, ...] = ()
+
+    @property
+    def has_device_code(self) -> bool:
+        """Whether the library carries any cubin or PTX."""
+        return bool(self.cubins or self.ptx)
+
+    @property
+    def rpaths(self) -> tuple[str, ...]:
+        """DT_RPATH then DT_RUNPATH entries (ELF); empty for PE."""
+        return self.rpath + self.runpath
+
+
+@dataclass(frozen=True, slots=True)
+class WheelInfo:
+    """What ``buildrows check`` needs from a wheel."""
+
+    path: Path
+    name: WheelName
+    requires_dist: tuple[str, ...]
+    libraries: tuple[LibraryInfo, ...]
+    members: tuple[str, ...]
+
+
+def is_shared_library(member: str) -> bool:
+    """Whether a member name looks like a shared library (``.so``, ``.so.N``, ``.dll``, ``.pyd``)."""
+    return _LIBRARY_NAME.search(member) is not None
+
+
+def parse_wheel_filename(filename: str) -> WheelName:
+    """Split ``dist-version[-build]-python-abi-platform.whl``; a bad name raises :class:`WheelError`."""
+    if not filename.endswith(".whl"):
+        raise WheelError(filename, "not a wheel file name (no .whl suffix)")
+    parts = filename[: -len(".whl")].split("-")
+    if len(parts) not in (5, 6) or not all(parts):
+        raise WheelError(
+            filename,
+            "not a wheel file name: expected 'name-version[-build]-python-abi-platform.whl'",
+        )
+    build = parts[2] if len(parts) == 6 else None
+    if build is not None and not build[0].isdigit():
+        raise WheelError(filename, f"build tag {build!r} must start with a digit")
+    python, abi, platform = parts[-3:]
+    return WheelName(
+        distribution=parts[0],
+        version=parts[1],
+        build=build,
+        python_tags=tuple(python.split(".")),
+        abi_tags=tuple(abi.split(".")),
+        platform_tags=tuple(platform.split(".")),
+    )
+
+
+def read_wheel(
+    path: str | os.PathLike[str],
+    *,
+    max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
+    workers: int | None = None,
+) -> WheelInfo:
+    """Read a wheel's name, ``Requires-Dist`` and every shared library's device code and links."""
+    wheel = Path(path)
+    name = parse_wheel_filename(wheel.name)
+    with _open_zip(wheel) as zf:
+        infos = _checked_members(wheel, zf)
+        requires = _requires_dist(wheel, infos, name)
+        libs = [i for i in infos if is_shared_library(i.filename)]
+        libraries = tuple(_read_libraries(wheel, libs, max_member_size, workers))
+    return WheelInfo(
+        path=wheel,
+        name=name,
+        requires_dist=requires,
+        libraries=libraries,
+        members=tuple(i.filename for i in infos),
+    )
+
+
+def iter_libraries(
+    path: str | os.PathLike[str],
+    *,
+    max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
+    workers: int | None = None,
+) -> Iterator[LibraryInfo]:
+    """Yield a :class:`LibraryInfo` for each shared library, in the zip's order."""
+    wheel = Path(path)
+    with _open_zip(wheel) as zf:
+        libs = [i for i in _checked_members(wheel, zf) if is_shared_library(i.filename)]
+    yield from _read_libraries(wheel, libs, max_member_size, workers)
+
+
+def list_device_code(
+    path: str | os.PathLike[str], *, max_member_size: int = DEFAULT_MAX_MEMBER_SIZE
+) -> dict[str, LibraryInfo]:
+    """Every shared library of a wheel, by member name."""
+    return {lib.path: lib for lib in iter_libraries(path, max_member_size=max_member_size)}
+
+
+# --- zip handling ----------------------------------------------------------------------------
+
+
+def _open_zip(wheel: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        raise WheelError(str(wheel), f"cannot open as a zip archive: {exc}") from None
+
+
+def _unsafe_name_reason(name: str) -> str | None:
+    if not name:
+        return "empty member name"
+    if "\0" in name:
+        return "member name contains a NUL byte"
+    if "\\" in name:
+        return "member name contains a backslash"
+    if name.startswith("/") or _DRIVE.match(name):
+        return "absolute member name"
+    if ".." in PurePosixPath(name).parts:
+        return "member name climbs out of the wheel ('..')"
+    return None
+
+
+def _checked_members(wheel: Path, zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
+    """The archive's members after the name checks that apply to the whole wheel."""
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise WheelError(str(wheel), f"{len(infos)} members (more than {MAX_MEMBERS})")
+    seen: set[str] = set()
+    for info in infos:
+        reason = _unsafe_name_reason(info.filename)
+        if reason is not None:
+            raise WheelError(str(wheel), reason, info.filename)
+        if info.filename in seen:
+            raise WheelError(str(wheel), "duplicate member name", info.filename)
+        seen.add(info.filename)
+    return infos
+
+
+class _Buffer:
+    """A reusable output buffer: inflating into warm memory beats a fresh allocation per member.
+
+    Anonymous ``mmap`` rather than ``bytearray``: the kernel hands out zeroed pages lazily, where
+    ``bytearray(n)`` would first write n zeros. Never resized in place (views into it may still be
+    alive); replaced when too small, at ``hint`` bytes at least so that happens once.
+    """
+
+    def __init__(self, hint: int = 0) -> None:
+        self.hint = hint
+        self.data: mmap.mmap | None = None
+        self.chunk = bytearray(_CHUNK)
+
+    def view(self, size: int) -> memoryview:
+        if self.data is None or len(self.data) < size:
+            self.data = mmap.mmap(-1, max(size, self.hint, 1))
+        return memoryview(self.data)[:size]
+
+
+def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buffer) -> memoryview:
+    """Inflate one member into ``buffer``, checking it against the central directory.
+
+    The returned view is valid until ``buffer`` is used again.
+    """
+    member = info.filename
+
+    def fail(message: str) -> WheelError:
+        return WheelError(str(wheel), message, member)
+
+    size = info.file_size
+    if size > max_size:
+        raise fail(f"declares {size} bytes, more than the {max_size}-byte limit")
+    if info.flag_bits & _FLAG_ENCRYPTED:
+        raise fail("is encrypted")
+    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        raise fail(f"uses compression method {info.compress_type} (wheels use stored or deflate)")
+    if info.compress_type == zipfile.ZIP_STORED and info.compress_size != size:
+        raise fail(f"is stored with {info.compress_size} bytes but declares {size}")
+    out = buffer.view(size)
+    with wheel.open("rb", buffering=0) as fp:
+        archive_size = fp.seek(0, os.SEEK_END)
+        if info.header_offset + _LOCAL_HEADER.size > archive_size:
+            raise fail("local header lies past the end of the archive (truncated?)")
+        fp.seek(info.header_offset)
+        header = fp.read(_LOCAL_HEADER.size)
+        magic, *_, name_len, extra_len = _LOCAL_HEADER.unpack(header)
+        if magic != _LOCAL_MAGIC:
+            raise fail("bad local header signature")
+        raw_name = fp.read(name_len)
+        local_name = raw_name.decode("utf-8" if info.flag_bits & _FLAG_UTF8 else "cp437", "replace")
+        if local_name != info.orig_filename:
+            raise fail(f"local header names {local_name!r}, the central directory disagrees")
+        data_start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+        left = info.compress_size
+        if left > archive_size - data_start:
+            raise fail(
+                f"compressed data ({left} bytes at {data_start:#x}) runs past the end"
+                f" of the archive ({archive_size} bytes; truncated?)"
+            )
+        fp.seek(data_start)
+        if info.compress_type == zipfile.ZIP_STORED:
+            if fp.readinto(out) != size:
+                raise fail("stored data is truncated")
+            if zlib.crc32(out) != info.CRC:
+                raise fail("CRC-32 mismatch (corrupt archive)")
+            return out
+        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
+        chunk = memoryview(buffer.chunk)
+        pos = 0
+        crc = 0
+        try:
+            while left:
+                got = fp.readinto(chunk[: min(left, _CHUNK)])
+                if not got:
+                    raise fail("compressed data is truncated")
+                left -= got
+                # Bounded: a member that inflates past its declared size stops one byte over it.
+                piece = inflater.decompress(chunk[:got], size + 1 - pos)
+                if pos + len(piece) > size:
+                    raise fail(f"inflates to more than its declared {size} bytes")
+                out[pos : pos + len(piece)] = piece
+                pos += len(piece)
+                crc = zlib.crc32(piece, crc)
+                if inflater.eof:
+                    break
+        except zlib.error as exc:
+            raise fail(f"corrupt deflate data: {exc}") from None
+    if not inflater.eof:
+        raise fail("deflate stream ends early (truncated or corrupt)")
+    if pos != size:
+        raise fail(f"inflates to {pos} bytes, declares {size}")
+    if crc != info.CRC:
+        raise fail("CRC-32 mismatch (corrupt archive)")
+    return out
+
+
+def _library_info(
+    wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buffer
+) -> LibraryInfo:
+    data = _read_member(wheel, info, max_size, buffer)
+    try:
+        binary = read_binary(data)
+        cubins: list[str] = []
+        ptx: list[str] = []
+        for section in binary.device_code_sections:
+            code = _fatbin_device_code(section)
+            cubins.extend(code.cubins)
+            ptx.extend(code.ptx)
+    except (BinaryFormatError, FatbinError) as exc:
+        raise WheelError(str(wheel), str(exc), info.filename) from exc
+    return LibraryInfo(
+        path=info.filename,
+        format=binary.format,
+        size=info.file_size,
+        cubins=tuple(cubins),
+        ptx=tuple(ptx),
+        needed=binary.needed,
+        rpath=binary.rpath,
+        runpath=binary.runpath,
+        imports=binary.imports,
+        delay_imports=binary.delay_imports,
+    )
+
+
+def _read_libraries(
+    wheel: Path, libs: list[zipfile.ZipInfo], max_size: int, workers: int | None
+) -> Iterator[LibraryInfo]:
+    if workers is None:
+        workers = min(DEFAULT_WORKERS, os.cpu_count() or 1)
+    hint = max((i.file_size for i in libs if i.file_size <= max_size), default=0)
+    if workers <= 1 or len(libs) <= 1:
+        buffer = _Buffer(hint)
+        for info in libs:
+            yield _library_info(wheel, info, max_size, buffer)
+        return
+    # One buffer per worker, handed out through a queue so no two tasks share one.
+    buffers: queue.SimpleQueue[_Buffer] = queue.SimpleQueue()
+    for _ in range(workers):
+        buffers.put(_Buffer(hint))
+
+    def task(info: zipfile.ZipInfo) -> LibraryInfo:
+        buffer = buffers.get()
+        try:
+            return _library_info(wheel, info, max_size, buffer)
+        finally:
+            buffers.put(buffer)
+
+    # Largest first, so one big library does not start last and run alone.
+    order = sorted(range(len(libs)), key=lambda i: libs[i].compress_size, reverse=True)
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {i: pool.submit(task, libs[i]) for i in order}
+        try:
+            for i in range(len(libs)):
+                yield futures[i].result()
+        finally:
+            for future in futures.values():
+                future.cancel()
+
+
+def _requires_dist(wheel: Path, infos: list[zipfile.ZipInfo], name: WheelName) -> tuple[str, ...]:
+    """``Requires-Dist`` values of the wheel's ``.dist-info/METADATA``."""
+    candidates = [
+        i
+        for i in infos
+        if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/METADATA")
+    ]
+    if not candidates:
+        raise WheelError(str(wheel), "no .dist-info/METADATA")
+    if len(candidates) > 1:
+        expected = f"{name.distribution}-{name.version}.dist-info/METADATA"
+        candidates = [i for i in candidates if i.filename == expected]
+        if len(candidates) != 1:
+            raise WheelError(str(wheel), f"several .dist-info/METADATA and none is {expected}")
+    info = candidates[0]
+    data = bytes(_read_member(wheel, info, MAX_METADATA_SIZE, _Buffer()))
+    parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
+    message = parser.parsebytes(data)
+    return tuple(str(value).strip() for value in message.get_all("Requires-Dist") or ())
