@@ -1,18 +1,59 @@
-"""Placeholder: the issue that owns `buildrows workflow` replaces this module."""
+"""`buildrows workflow`: render the GitHub workflows that generate, narrow and build the policy's rows."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from buildrows.commands._common import policy
-from buildrows.errors import BuildrowsError
+from buildrows.errors import Refused
 from buildrows.ui import UI
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("rest", nargs=argparse.REMAINDER)
+    p.add_argument("--out", metavar="DIR", help="where to write the workflows (default: ROOT/.github/workflows)")
+    p.add_argument("--root", metavar="DIR", default=".",
+                   help="the repository root the workflows run in; paths in them are relative to it (default: .)")
+    p.add_argument("--platform", action="append", default=[], metavar="PLATFORM",
+                   help="render only this platform (repeatable; default: every platform with rows)")
+    p.add_argument("--generator-input", action="append", default=[], metavar="NAME=VALUE",
+                   help="override an input of the matrix generator, e.g. with-rocm=disable (switches: enable|disable)")
+    p.add_argument("--pre-script", default="scripts/pre_build_hook.sh", metavar="PATH",
+                   help="the pre-build hook the build job runs, relative to ROOT")
+    p.add_argument("--install", metavar="SPEC",
+                   help="how the filter job installs buildrows (default: this version from PyPI)")
+    p.add_argument("--path", action="append", default=[], metavar="GLOB",
+                   help="another pull-request path filter (the project's build files; repeatable)")
+    p.add_argument("--check", action="store_true",
+                   help="write nothing; fail (exit 3) if a workflow on disk differs from its render")
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    policy(args)
-    raise BuildrowsError("buildrows workflow is not built yet")
+    from buildrows import workflow
+
+    pol = policy(args)
+    root = Path(args.root)
+    out_dir = Path(args.out) if args.out else root / ".github" / "workflows"
+    plans = workflow.plan(
+        pol, root=root, out_dir=out_dir, platforms=args.platform,
+        overrides=workflow.parse_overrides(args.generator_input),
+        pre_script=args.pre_script, install=args.install, extra_paths=args.path,
+    )
+    stale: list[str] = []
+    for p in plans:
+        text = workflow.render(p)
+        dest = out_dir / p.file_name
+        if args.check:
+            current = dest.read_text(encoding="utf-8") if dest.is_file() else None
+            if current != text:
+                stale.append(f"{dest} ({'missing' if current is None else 'differs'})")
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        dest.write_text(text, encoding="utf-8")
+        ui.print(str(dest))
+    if stale:
+        raise Refused("workflows out of date with the policy:\n    " + "\n    ".join(stale)
+                      + "\n    fix: run `buildrows workflow` with the same options and commit the result")
+    if args.check:
+        ui.ok(f"{len(plans)} workflow(s) up to date")
+    return 0
