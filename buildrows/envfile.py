@@ -123,8 +123,9 @@ def _ps_quote(value: str) -> str:
 
 
 def _dotenv_quote(value: str) -> str:
-    """python-dotenv's single-quoted form: literal (no interpolation), line breaks kept, and only
-    `\\` and `\'` escaped."""
+    """Single quotes, line breaks kept, only `\\` and `\'` escaped: exact for docker compose and for
+    python-dotenv with interpolate=False (python-dotenv expands `${NAME}` even in single quotes and
+    has no escape for it; a row's own values never contain `${`)."""
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

@@ -16,6 +16,10 @@
 
 include_guard(GLOBAL)
 
+# Read the variables the presets pass for this module (CMake warns about unread -D variables).
+set(_buildrows_row "${BUILDROWS_ROW}")
+set(_buildrows_option "${BUILDROWS_CUDA_OPTION}")
+
 function(_buildrows_fail what)
   if(DEFINED BUILDROWS_ROW)
     set(_where "row ${BUILDROWS_ROW}: ")
