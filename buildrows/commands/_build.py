@@ -1,0 +1,108 @@
+"""What `buildrows build` and `buildrows doctor` share: choosing rows, and running doctor on them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from buildrows.commands._common import policy
+from buildrows.errors import Refused
+from buildrows.model import Driver, Policy, Row
+from buildrows.toolchain import HostOs
+from buildrows.ui import UI
+
+_MACHINES = {"x86_64": "x86_64", "amd64": "amd64", "aarch64": "aarch64", "arm64": "aarch64"}
+
+
+def setup(args: argparse.Namespace) -> tuple[Policy, dict[str, str], HostOs]:
+    from buildrows.toolchain import host_os
+
+    env = dict(os.environ)
+    return policy(args), env, host_os(env)
+
+
+def this_machines_row(pol: Policy, env: Mapping[str, str], host: HostOs) -> tuple[Row, str]:
+    """The row this machine builds: its platform, this Python, and the train of the nvcc found
+    (CU_VERSION, when set, chooses instead); CPU when there is no nvcc. Returns the row and why."""
+    from buildrows.archs import Train
+    from buildrows.policy import row_name
+    from buildrows.toolchain import find_cuda_compiler
+
+    machine = _MACHINES.get(platform.machine().lower(), platform.machine().lower())
+    if host == "windows" and machine == "x86_64":
+        machine = "amd64"
+    plat = f"{host}-{machine}"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    cu = env.get("CU_VERSION", "").strip()
+    train: Train | None
+    if cu and cu != "cpu":
+        train, why = Train.parse(cu), f"CU_VERSION={cu}"
+    elif cu == "cpu":
+        train, why = None, "CU_VERSION=cpu"
+    else:
+        comp = find_cuda_compiler(env, host)
+        train = comp.train if comp is not None else None
+        why = f"nvcc {comp.version} at {comp.path}" if comp is not None else "no nvcc found"
+    name = row_name(plat, train, python)
+    row = pol.row(name)
+    if row is None and train is not None and not cu:
+        cpu = pol.row(row_name(plat, None, python))
+        if cpu is not None:
+            return cpu, f"{why}, but {pol.path} has no row {name}: building the CPU row"
+    if row is None:
+        raise Refused(f"this machine's row would be {name} ({plat}, Python {python}, {why}), and {pol.path} "
+                      "has no such row\n    fix: name a row (`buildrows rows` lists them), or add this "
+                      "platform, Python or train to the policy")
+    return row, f"{plat}, Python {python}, {why}"
+
+
+def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], host: HostOs, ui: UI) -> list[Row]:
+    from buildrows.rows import select
+
+    if not selectors:
+        row, why = this_machines_row(pol, env, host)
+        ui.info(f"this machine's row: {row.name} ({why})")
+        return [row]
+    rows = select(pol, list(selectors))
+    for r in rows:
+        if r.empty_reason is not None:
+            raise Refused(f"row {r.name} is declared empty: {r.empty_reason}\n"
+                          "    fix: choose another row; an empty row is never built")
+    return rows
+
+
+def driver_of(pol: Policy, args: argparse.Namespace) -> Driver:
+    chosen: Driver = args.driver or pol.project.driver
+    return chosen
+
+
+def project_of(pol: Policy, args: argparse.Namespace) -> Path:
+    from buildrows.drivers import project_dir
+
+    path = project_dir(pol.path, pol.project.source_dir, args.project)
+    if not path.is_dir():
+        from buildrows.errors import BadInput
+
+        raise BadInput(f"the project directory {path} does not exist\n"
+                       "    fix: pass --project DIR, or fix [project] source-dir in the policy")
+    return path
+
+
+def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: HostOs,
+                args: argparse.Namespace, ui: UI) -> None:
+    """Print every finding for each row; refuse (exit 3) when any row has a failed one."""
+    from buildrows.doctor import diagnose, verdict
+
+    driver = driver_of(pol, args)
+    project = project_of(pol, args)
+    for row in rows:
+        ui.step(f"doctor {row.name} (driver {driver}, project {project})")
+        findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation)
+        for f in findings:
+            ui.info("  " + f.render())
+        verdict(findings, row)
+        ui.ok(f"  {row.name}: everything the row needs is here")

@@ -1,0 +1,308 @@
+"""What a row needs on this machine before a long build, as findings: what was seen, and the fix.
+
+`diagnose` runs each check and returns every finding (it does not stop at the first); the
+command prints them and refuses when any failed. The checks themselves are plain functions of
+what was observed (a version string, a path, installed distributions), so tests feed them
+observations; `Probe` is the one place that looks at the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from buildrows.archs import Train
+from buildrows.errors import BadInput, Refused
+from buildrows.model import Driver, Policy, Row
+from buildrows.toolchain import HostOs
+
+Status = Literal["ok", "note", "missing", "refused"]
+
+MIN_CMAKE = (3, 25)  # workflow presets (schema 6)
+MIN_NINJA = (1, 10)  # Ninja Multi-Config
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+#: What a setup.py project without [build-system] builds with (PEP 517's fallback).
+SETUPTOOLS_FALLBACK = ("setuptools>=40.8.0",)
+FRONTEND = "build>=1.0"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's verdict: `seen` says what was found, `fix` how to get what is missing."""
+
+    check: str
+    status: Status
+    seen: str
+    fix: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("missing", "refused")
+
+    def render(self) -> str:
+        mark = {"ok": "ok", "note": "note", "missing": "MISSING", "refused": "REFUSED"}[self.status]
+        text = f"[{mark:7}] {self.check}: {self.seen}"
+        return text + (f"\n          fix: {self.fix}" if self.fix else "")
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    m = _VERSION.search(text)
+    if m is None:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def _dotted(v: tuple[int, ...]) -> str:
+    return ".".join(str(x) for x in v)
+
+
+def check_tool(name: str, path: str | None, output: str | None, minimum: tuple[int, ...], fix: str) -> Finding:
+    """A tool on PATH that reports at least `minimum` from `NAME --version`."""
+    if path is None:
+        return Finding(name, "missing", f"no {name} on PATH", fix)
+    version = parse_version(output or "")
+    if version is None:
+        return Finding(name, "missing", f"{path} did not report a version ({(output or '').strip()[:80]!r})", fix)
+    if version < minimum:
+        return Finding(name, "missing", f"{path} is {_dotted(version)}, older than the {_dotted(minimum)} buildrows needs", fix)
+    return Finding(name, "ok", f"{_dotted(version)} at {path}")
+
+
+def cmake_fix() -> str:
+    return f"pip install 'cmake>={_dotted(MIN_CMAKE)}' (PyPI's cmake puts a current cmake on PATH)"
+
+
+def ninja_fix() -> str:
+    return f"pip install 'ninja>={_dotted(MIN_NINJA)}'"
+
+
+def nvcc_install_hint(train: Train) -> str:
+    """How to get a CUDA compiler of one train without an installer."""
+    if train.major >= 13:
+        pkg, where = f"nvidia-cuda-nvcc=={train.dotted}.*", f"site-packages/nvidia/cu{train.major}/bin/nvcc"
+    else:
+        pkg, where = f"nvidia-cuda-nvcc-cu{train.major}=={train.dotted}.*", "site-packages/nvidia/cuda_nvcc/bin/nvcc"
+    return (f"install the CUDA {train.dotted} toolkit and set CUDA_HOME to it, or `pip install '{pkg}'` "
+            f"and set CUDACXX to the nvcc it installs ({where})")
+
+
+def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -> Finding:
+    """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off."""
+    from buildrows.toolchain import locate_cuda_compiler, read_train
+
+    if row.cuda is None:
+        option = policy.project.cuda_option
+        try:
+            found = locate_cuda_compiler(env, host)
+        except BadInput:
+            found = None
+        present = f"; this builder has nvcc ({found.path}) and the build leaves it unused" if found else ""
+        if option is None:
+            return Finding("cuda", "note", "CPU row, but the policy names no cuda-option, so nothing tells the "
+                           "project to leave CUDA off" + present,
+                           "set [project] cuda-option to the project's CUDA switch (e.g. MYPROJ_BUILD_CUDA)")
+        return Finding("cuda", "ok", f"CPU row: {option}=OFF{present}")
+    try:
+        found = locate_cuda_compiler(env, host)
+    except BadInput as e:
+        return Finding("nvcc", "missing", str(e).splitlines()[0], nvcc_install_hint(row.cuda))
+    if found is None:
+        return Finding("nvcc", "missing", f"no CUDA {row.cuda.dotted} compiler (looked at CUDACXX, CUDA_HOME, "
+                       "CUDA_PATH and nvcc on PATH)", nvcc_install_hint(row.cuda))
+    try:
+        comp = read_train(found, env)
+    except Refused as e:
+        return Finding("nvcc", "refused", str(e).splitlines()[0], nvcc_install_hint(row.cuda))
+    if comp.train != row.cuda:
+        return Finding("nvcc", "refused",
+                       f"row {row.name} is CUDA {row.cuda.dotted}, but the toolkit found is CUDA {comp.version} "
+                       f"({comp.path}, through {comp.source})",
+                       f"point CUDA_HOME (or CUDACXX) at a CUDA {row.cuda.dotted} toolkit; "
+                       + nvcc_install_hint(row.cuda))
+    return Finding("nvcc", "ok", comp.describe())
+
+
+def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Finding]:
+    """The generator the row will use and why; on Windows, whether this is a developer environment."""
+    from buildrows.toolchain import choose_generator
+
+    g = choose_generator(row, env, host)
+    out = [Finding("generator", "ok", f"{g.generator}: {g.reason}")]
+    if host == "windows":
+        vs = env.get("VSCMD_VER") or env.get("VisualStudioVersion")
+        if vs and g.is_ninja:
+            out.append(Finding("developer environment", "ok", f"Visual Studio {vs} developer environment"))
+        elif vs:
+            out.append(Finding("developer environment", "note", f"Visual Studio {vs} developer environment, but "
+                               "not every one of ninja, clang-cl and cl is on PATH",
+                               "pip install ninja, and add the LLVM (clang-cl) component of Visual Studio, to build with Ninja"))
+        else:
+            out.append(Finding("developer environment", "note", "not a Visual Studio developer environment",
+                               "run from an 'x64 Native Tools Command Prompt' (vcvars64.bat) with ninja and clang-cl on "
+                               "PATH to build with Ninja Multi-Config"))
+    return out
+
+
+def check_python(row: Row, python: str | None) -> Finding:
+    if python is None:
+        return Finding("python", "missing", f"no Python {row.python} (neither this interpreter nor python{row.python} on PATH)",
+                       f"install Python {row.python} (e.g. `uv python install {row.python}`) or run buildrows with it")
+    return Finding("python", "ok", f"{row.python} at {python}")
+
+
+def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | None]:
+    """The project's [build-system] requires (PEP 518), or why they cannot be read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    path = project / "pyproject.toml"
+    if not path.is_file():
+        if driver == "setup.py":
+            return list(SETUPTOOLS_FALLBACK), None
+        return [], f"{path} does not exist"
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        return [], f"{path}: {e}"
+    reqs = doc.get("build-system", {}).get("requires")
+    if reqs is None:
+        return list(SETUPTOOLS_FALLBACK), None
+    if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
+        return [], f"{path}: [build-system] requires is not a list of strings"
+    return list(reqs), None
+
+
+def check_requirements(python: str, requirements: Sequence[str], installed: Mapping[str, str | None]) -> list[Finding]:
+    """Each requirement satisfied by a distribution installed for `python` (no isolation)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    out: list[Finding] = []
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as e:
+            out.append(Finding(text, "missing", f"not a valid requirement: {e}", "fix the project's [build-system] requires"))
+            continue
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        have = installed.get(canonicalize_name(req.name))
+        fix = f"{python} -m pip install '{text}' (or build with --isolation, which fetches it from the registry)"
+        if have is None:
+            out.append(Finding(req.name, "missing", f"not installed for {python}", fix))
+        elif req.specifier and not req.specifier.contains(have, prereleases=True):
+            out.append(Finding(req.name, "missing", f"{have} installed, the project needs {req.specifier}", fix))
+        else:
+            out.append(Finding(req.name, "ok", f"{have}"))
+    return out
+
+
+class Probe(Protocol):
+    """What doctor needs to look at on the machine."""
+
+    def tool(self, name: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """(path, `NAME --version` output) or (None, None)."""
+
+    def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
+        """Installed version of each named distribution for that interpreter (canonical names)."""
+
+
+_DIST_SCRIPT = (
+    "import json,sys\nfrom importlib import metadata\nout={}\n"
+    "for n in sys.argv[1:]:\n    try: out[n]=metadata.version(n)\n    except Exception: out[n]=None\n"
+    "print(json.dumps(out))"
+)
+
+
+@dataclass
+class MachineProbe:
+    """The real machine: tools through `buildrows.runner`, distributions in-process when possible."""
+
+    seen: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+
+    def tool(self, name: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        from buildrows.runner import capture, find_tool
+
+        path = find_tool(name, env)
+        if path is None:
+            return None, None
+        got = capture([path, "--version"], env, timeout=30)
+        return path, (got.output if got.error is None else got.error)
+
+    def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
+        if Path(python).resolve() == Path(sys.executable).resolve():
+            from importlib import metadata
+
+            out: dict[str, str | None] = {}
+            for n in names:
+                try:
+                    out[n] = metadata.version(n)
+                except metadata.PackageNotFoundError:
+                    out[n] = None
+            return out
+        from buildrows.runner import capture
+
+        got = capture([python, "-c", _DIST_SCRIPT, *names], timeout=60)
+        try:
+            data = json.loads(got.output.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return dict.fromkeys(names)
+        return {n: data.get(n) for n in names}
+
+
+def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *, driver: Driver,
+             host: HostOs, isolation: bool = False, probe: Probe | None = None) -> list[Finding]:
+    """Every finding for building `row` of `policy` in `project` with `driver` on this machine."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from buildrows.drivers import row_python
+    from buildrows.toolchain import choose_generator
+
+    probe = probe or MachineProbe()
+    row.require_archs("doctor")
+    findings: list[Finding] = []
+    if row.os != host:
+        findings.append(Finding("host", "refused", f"row {row.name} is built on {row.os}, and this host is {host}",
+                                f"run it on a {row.os} builder"))
+        return findings
+    findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
+    if choose_generator(row, env, host).is_ninja:
+        findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
+    findings.append(check_cuda(row, policy, env, host))
+    findings += check_generator(row, env, host)
+    if driver == "cmake-presets":
+        return findings
+    python = row_python(row, env)
+    findings.append(check_python(row, python))
+    if python is None:
+        return findings
+    reqs = [FRONTEND]
+    if not isolation:
+        project_reqs, problem = build_requirements(project, driver)
+        if problem is not None:
+            findings.append(Finding("build requirements", "missing", problem,
+                                    "give the project a pyproject.toml with [build-system] requires"))
+        reqs += project_reqs
+    names: list[str] = []
+    for text in reqs:
+        with contextlib.suppress(InvalidRequirement):
+            names.append(canonicalize_name(Requirement(text).name))
+    findings += check_requirements(python, reqs, probe.distributions(python, names))
+    return findings
+
+
+def verdict(findings: Sequence[Finding], row: Row) -> None:
+    """Refuse (exit 3) when any finding failed, naming each with its fix."""
+    failed = [f for f in findings if f.failed]
+    if failed:
+        body = "\n".join("  " + f.render() for f in failed)
+        raise Refused(f"row {row.name} cannot be built on this machine ({len(failed)} problem"
+                      f"{'s' if len(failed) != 1 else ''}):\n{body}")

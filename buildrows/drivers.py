@@ -1,0 +1,143 @@
+"""The commands each build driver runs for a row: computed here, run by `buildrows.runner`.
+
+Three drivers, as the policy's `project.driver` says:
+
+- ``cmake-presets``: ``cmake --workflow --preset ROW`` over the presets `buildrows render` wrote.
+- ``scikit-build-core``: a PEP 517 wheel build (``python -m build --wheel``) of the project as it
+  is; the row reaches scikit-build-core only through its own settings (``-C cmake.args=-G...``,
+  ``-C cmake.define.X=V``, ``-C build-dir=...``) and the environment, never by editing files.
+- ``setup.py``: the row's environment (``CMAKE_ARGS``, ``TORCH_CUDA_ARCH_LIST``, ``CU_VERSION``,
+  ...) around the same PEP 517 wheel build.
+
+The wheel's per-row metadata travels in two variables a project reads at build time (the
+example does so through a scikit-build-core metadata provider): ``BUILDROWS_LOCAL_VERSION``
+(``+cu130``; empty for CPU rows) and ``BUILDROWS_REQUIRES_DIST`` (the train's runtime
+requirements, one per line; empty for CPU and Windows rows).
+
+By default the frontend runs without build isolation: the build uses the row's Python as it is
+(doctor checks the project's build requirements are there), which needs no package registry
+and does not reinstall cmake and scikit-build-core on every build. ``isolation=True`` lets the
+frontend make a fresh environment from the registry instead, as a release job may prefer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildrows.model import Driver, Row
+from buildrows.presets import RowPlan
+from buildrows.runner import Command
+
+#: Variables a project reads for the wheel's per-row metadata (see the module docstring).
+LOCAL_VERSION_VAR = "BUILDROWS_LOCAL_VERSION"
+REQUIRES_DIST_VAR = "BUILDROWS_REQUIRES_DIST"
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What building one row runs, and where its wheel lands (None: the driver makes no wheel)."""
+
+    row: Row
+    driver: Driver
+    commands: tuple[Command, ...]
+    wheel_dir: Path | None
+
+
+def row_python(row: Row, env: Mapping[str, str]) -> str | None:
+    """The interpreter that builds the row: this one when it is the row's Python, else pythonX.Y on PATH."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == row.python:
+        return sys.executable
+    from buildrows.runner import find_tool
+
+    return find_tool(f"python{row.python}", env)
+
+
+def requires_dist(row: Row) -> list[str]:
+    """The runtime requirements a row's wheel declares: the train's set on Linux, none elsewhere."""
+    if row.runtime is None or row.os != "linux":
+        return []
+    return list(row.runtime.requirements)
+
+
+def metadata_env(row: Row) -> list[tuple[str, str]]:
+    return [(LOCAL_VERSION_VAR, row.local_tag), (REQUIRES_DIST_VAR, "\n".join(requires_dist(row)))]
+
+
+def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:
+    """`cmake --workflow --preset ROW` in the project: configure, build and test, as rendered."""
+    cmd = Command("build (cmake --workflow)", ("cmake", "--workflow", "--preset", row.name), cwd=str(project))
+    return BuildPlan(row, "cmake-presets", (cmd,), None)
+
+
+def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool) -> list[str]:
+    argv = [python, "-m", "build", "--wheel", "--outdir", str(wheel_dir)]
+    if not isolation:
+        argv.append("--no-isolation")
+    argv.append(str(project))
+    return argv
+
+
+def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, *,
+                           isolation: bool = False) -> BuildPlan:
+    """A PEP 517 wheel build with the row's generator, cache and environment as scikit-build-core settings."""
+    row = plan.row
+    g = plan.generator
+    cmake_args = [f"-G{g.generator}"]
+    if g.toolset:
+        cmake_args.append(f"-T{g.toolset}")
+    if g.architecture:
+        cmake_args.append(f"-A{g.architecture}")
+    settings = [f"cmake.args={';'.join(cmake_args)}"]
+    # A list value (75-real;90-real) stays one cache value: cmake.define keeps the semicolons.
+    settings += [f"cmake.define.{k}={v}" for k, v in plan.cache]
+    # One build tree per row beside the project's own build/, so a rebuild is incremental.
+    settings.append(f"build-dir={(project / 'build' / f'skbuild-{row.name}').as_posix()}")
+    argv = _frontend(python, project, wheel_dir, isolation)
+    for s in settings:
+        argv[-1:-1] = ["-C", s]
+    env = [*plan.environment, *metadata_env(row)]
+    env = list(dict(env).items())
+    notes = (f"generator: {g.generator} ({g.reason})",)
+    cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env), str(project), notes)
+    return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir)
+
+
+def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, base_env: Mapping[str, str], *,
+                  isolation: bool = False) -> BuildPlan:
+    """The row's environment (CMAKE_ARGS, TORCH_CUDA_ARCH_LIST, CU_VERSION, ...), then a PEP 517 wheel build."""
+    from buildrows.envfile import environment_from_plan
+
+    values = environment_from_plan(plan, base_env)
+    values.update(metadata_env(plan.row))
+    argv = _frontend(python, project, wheel_dir, isolation)
+    cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
+                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",))
+    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir)
+
+
+def project_dir(policy_path: str, source_dir: str, override: str | None) -> Path:
+    """The project to build: --project, else the policy's source-dir relative to the policy file."""
+    if override:
+        return Path(override).resolve()
+    return (Path(policy_path).resolve().parent / source_dir).resolve()
+
+
+def default_wheel_dir(project: Path, override: str | None) -> Path:
+    return Path(override).resolve() if override else project / "dist"
+
+
+def snapshot(wheel_dir: Path) -> dict[Path, int]:
+    """The wheels in wheel_dir and their modification times, taken before a build."""
+    if not wheel_dir.is_dir():
+        return {}
+    return {p: p.stat().st_mtime_ns for p in wheel_dir.glob("*.whl")}
+
+
+def new_wheels(wheel_dir: Path, before: Mapping[Path, int]) -> list[Path]:
+    """Wheels the build wrote (new, or rewritten since the snapshot), newest first."""
+    now = snapshot(wheel_dir)
+    changed = [p for p, t in now.items() if before.get(p) != t]
+    return sorted(changed, key=lambda p: now[p], reverse=True)
