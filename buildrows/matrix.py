@@ -27,6 +27,9 @@ _GPU_VERSION = re.compile(r"^(\d{1,2})\.(\d)(?:-(aarch64))?$")
 # Accelerators buildrows does not manage; their rows are dropped (never kept, never errors).
 _OTHER_ACCEL = re.compile(r"^(rocm\d+(\.\d+)*|xpu)$")
 
+# A broken generator can make every one of thousands of rows wrong; a log needs the first few.
+_MAX_REPORTED = 20
+
 # The label the shared generator honours to build the whole matrix on a pull request.
 FULL_MATRIX_LABEL = "ciflow/binaries/all"
 
@@ -184,6 +187,10 @@ def validate_rows(rows: Sequence[object], source: str) -> list[Offered]:
         if len(problems) > before or other:
             continue
         out.append(Offered(i, label, py, train, raw))
+    if len(problems) > _MAX_REPORTED:
+        rest = len(problems) - _MAX_REPORTED
+        problems = [*problems[:_MAX_REPORTED],
+                    Problem(f"... and {rest} more problem(s) like these, not shown", file=source)]
     raise_problems(problems, f"{source}: malformed generator matrix")
     return out
 

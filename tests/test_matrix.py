@@ -358,3 +358,13 @@ def test_narrow_is_pure_and_raises_typed_errors() -> None:
         narrow(pol, "linux-x86_64", LINUX_PR.read_text(encoding="utf-8"))
     with pytest.raises(BadInput):
         narrow(pol, "linux-x86_64", "[]")
+
+
+def test_a_flood_of_problems_is_capped(matrix: Callable[..., Result]) -> None:
+    doc = load(LINUX)
+    for r in doc["include"]:
+        r["desired_cuda"] = "cu13.0"
+    r = matrix(doc)
+    assert r.code == 2
+    assert r.err.count("is not a CUDA train") == 20
+    assert "... and 4 more problem(s) like these, not shown" in r.err
