@@ -353,8 +353,7 @@ def _read_pe(data: bytes | bytearray | memoryview) -> BinaryInfo:
     except (struct.error, IndexError, AttributeError, TypeError) as exc:
         # pefile trusts some fields it has not range-checked; keep its failures in our type.
         raise BinaryFormatError(f"malformed PE file: {exc}") from None
-    finally:
-        pe.close()
+    # No pe.close(): it only matters for files pefile mapped itself, and it runs gc.collect().
     return BinaryInfo(
         format="pe",
         fatbin=tuple(fatbin),
