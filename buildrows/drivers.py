@@ -34,6 +34,9 @@ from buildrows.runner import Command
 #: Variables a project reads for the wheel's per-row metadata (see the module docstring).
 LOCAL_VERSION_VAR = "BUILDROWS_LOCAL_VERSION"
 REQUIRES_DIST_VAR = "BUILDROWS_REQUIRES_DIST"
+#: Architecture variables a builder's environment may carry (CUDA images often set them): a CPU
+#: row's build must not see them, so nothing can turn CUDA on with someone else's list.
+CPU_UNSET = ("TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "CMAKE_CUDA_ARCHITECTURES")
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,8 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
     env = [*plan.environment, *metadata_env(row)]
     env = list(dict(env).items())
     notes = (f"generator: {g.generator} ({g.reason})",)
-    cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env), str(project), notes)
+    cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env), str(project), notes,
+                  unset=() if row.is_cuda else CPU_UNSET)
     return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir)
 
 
@@ -114,7 +118,8 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     values.update(metadata_env(plan.row))
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
-                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",))
+                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",),
+                  unset=() if plan.row.is_cuda else CPU_UNSET)
     return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir)
 
 

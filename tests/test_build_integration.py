@@ -1,0 +1,101 @@
+"""Build the example end to end with the real cmake, ninja and nvcc, install each wheel into a
+fresh virtual environment, import it, and hold each wheel to what its row promises."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from buildrows.toolchain import locate_cuda_compiler
+from buildrows.wheelread import read_wheel
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "cuda-extension"
+PYT = f"{sys.version_info.major}{sys.version_info.minor}"
+FULL = 'archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"'
+
+pytestmark = pytest.mark.integration
+
+
+def _needs(*tools: str) -> None:
+    for t in tools:
+        if shutil.which(t) is None:
+            pytest.skip(f"needs {t} on PATH")
+
+
+@pytest.fixture
+def short_policy(tmp_path: Path) -> Path:
+    """The example's policy with a short cu130 list (CI has 2 cores)."""
+    text = (EXAMPLE / "buildrows.toml").read_text(encoding="utf-8")
+    assert FULL in text
+    p = tmp_path / "buildrows.toml"
+    p.write_text(text.replace(FULL, 'archs = "7.5 9.0"', 1), encoding="utf-8")
+    return p
+
+
+def _venv_import(tmp_path: Path, wheel: Path, *, deps: bool, code: str) -> str:
+    venv = tmp_path / f"venv-{wheel.stem[:40]}"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)]
+    subprocess.run(pip if deps else [*pip, "--no-deps"], check=True)
+    done = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def _build(cli: Callable[..., object], policy: Path, row: str, wheel_dir: Path) -> Path:
+    r = cli("--config", str(policy), "build", row, "--project", str(EXAMPLE), "--wheel-dir", str(wheel_dir))
+    assert r.code == 0, r.err  # type: ignore[attr-defined]
+    assert "check PASS" in r.out  # type: ignore[attr-defined]
+    (wheel,) = wheel_dir.glob("*.whl")
+    assert str(wheel) in r.out  # type: ignore[attr-defined]
+    return wheel
+
+
+def test_cuda_row_wheel(cli: Callable[..., object], short_policy: Path, tmp_path: Path) -> None:
+    _needs("cmake", "ninja")
+    comp = locate_cuda_compiler(dict(__import__("os").environ))
+    if comp is None:
+        pytest.skip("needs nvcc (CUDA 13.0)")
+    row = f"linux-x86_64-cu130-py{PYT}"
+    wheel = _build(cli, short_policy, row, tmp_path / "cuda")
+    assert "+cu130" in wheel.name
+    info = read_wheel(wheel)
+    libs = [lib for lib in info.libraries if lib.has_device_code]
+    assert len(libs) == 1
+    assert sorted(set(libs[0].cubins)) == ["sm_75", "sm_90"] and sorted(set(libs[0].ptx)) == ["sm_90"]
+    (req,) = [Requirement(r) for r in info.requires_dist]
+    assert req.name == "nvidia-cuda-runtime" and str(req.specifier) in ("<14,>=13", ">=13,<14")
+    out = _venv_import(tmp_path, wheel, deps=True, code=(
+        "import cuda_extension as ce\n"
+        "print(ce.built_with_cuda, ce.cuda_architectures)\n"
+        "if not ce.cuda_available():\n"
+        "    try:\n"
+        "        ce.add([1.0], [2.0])\n"
+        "    except RuntimeError as e:\n"
+        "        print('error:', e)\n"
+        "else:\n"
+        "    print('add:', ce.add([1.0], [2.0]))\n"))
+    assert out.startswith("True 75-real 90-real 90-virtual"), out
+    assert "error: cudaMalloc failed:" in out or "add: [3.0]" in out, out
+
+
+def test_cpu_row_wheel(cli: Callable[..., object], short_policy: Path, tmp_path: Path) -> None:
+    _needs("cmake", "ninja")
+    row = f"linux-x86_64-cpu-py{PYT}"
+    wheel = _build(cli, short_policy, row, tmp_path / "cpu")
+    assert "+" not in wheel.name
+    info = read_wheel(wheel)
+    assert info.libraries and not any(lib.has_device_code for lib in info.libraries)
+    assert not any(r.lower().startswith("nvidia") for r in info.requires_dist)
+    assert not any("cudart" in n for lib in info.libraries for n in lib.needed)
+    out = _venv_import(tmp_path, wheel, deps=False, code=(
+        "import cuda_extension as ce; print(ce.built_with_cuda, ce.cuda_available(), ce.add([1.5, 2], [2.5, 3]))"))
+    assert out.strip() == "False False [4.0, 5.0]"

@@ -1,0 +1,231 @@
+"""`buildrows doctor`: each check, fed observations, and every guard tripped with its message."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from buildrows.archs import Train
+from buildrows.doctor import (
+    Finding,
+    check_generator,
+    check_python,
+    check_requirements,
+    check_tool,
+    cmake_fix,
+    diagnose,
+    nvcc_install_hint,
+    verdict,
+)
+from buildrows.errors import Refused
+from buildrows.policy import load_policy
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO / "examples" / "cuda-extension"
+EXAMPLE_POLICY = EXAMPLE / "buildrows.toml"
+EXECUTORCH = REPO / "examples" / "executorch" / "buildrows.toml"
+
+
+def _fake_nvcc(tmp_path: Path, release: str) -> dict[str, str]:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    nvcc = bindir / "nvcc"
+    nvcc.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.85'\n")
+    nvcc.chmod(0o755)
+    return {"PATH": str(bindir)}
+
+
+class FakeProbe:
+    def __init__(self, tools: Mapping[str, str], dists: Mapping[str, str | None]) -> None:
+        self.tools, self.dists = tools, dists
+
+    def tool(self, name: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        return (f"/fake/{name}", self.tools[name]) if name in self.tools else (None, None)
+
+    def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
+        return {n: self.dists.get(n) for n in names}
+
+
+GOOD_TOOLS = {"cmake": "cmake version 3.31.6", "ninja": "1.12.1"}
+GOOD_DISTS = {"build": "1.2.2", "scikit-build-core": "0.11.1"}
+
+
+@pytest.mark.parametrize(("path", "output", "expected"), [
+    (None, None, "no cmake on PATH"),
+    ("/usr/bin/cmake", "cmake version 3.22.1", "/usr/bin/cmake is 3.22.1, older than the 3.25 buildrows needs"),
+    ("/usr/bin/cmake", "garbage", "did not report a version"),
+])
+def test_cmake_guard(path: str | None, output: str | None, expected: str) -> None:
+    f = check_tool("cmake", path, output, (3, 25), cmake_fix())
+    assert f.failed and expected in f.seen and "pip install 'cmake>=3.25'" in f.fix
+
+
+def test_cmake_new_enough_passes() -> None:
+    f = check_tool("cmake", "/x/cmake", "cmake version 4.4.5", (3, 25), cmake_fix())
+    assert not f.failed and f.seen == "4.4.5 at /x/cmake"
+
+
+def test_ninja_too_old_for_multi_config() -> None:
+    f = check_tool("ninja", "/x/ninja", "1.8.2", (1, 10), "pip install 'ninja>=1.10'")
+    assert f.failed and "older than the 1.10" in f.seen
+
+
+def test_missing_nvcc_says_how_to_get_it(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row("linux-x86_64-cu130-py311")
+    assert row is not None
+    env = {"PATH": str(tmp_path)}
+    findings = diagnose(pol, row, env, EXAMPLE, driver="scikit-build-core", host="linux",
+                        probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
+    (nvcc,) = [f for f in findings if f.check == "nvcc"]
+    assert nvcc.status == "missing" and "no CUDA 13.0 compiler" in nvcc.seen
+    assert "pip install 'nvidia-cuda-nvcc==13.0.*'" in nvcc.fix and "site-packages/nvidia/cu13/bin/nvcc" in nvcc.fix
+
+
+def test_nvcc_hint_for_cuda_12_uses_the_suffixed_package() -> None:
+    assert "nvidia-cuda-nvcc-cu12==12.6.*" in nvcc_install_hint(Train(12, 6))
+
+
+def test_wrong_toolkit_train_is_refused_naming_both(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row("linux-x86_64-cu130-py311")
+    assert row is not None
+    findings = diagnose(pol, row, _fake_nvcc(tmp_path, "12.6"), EXAMPLE, driver="scikit-build-core",
+                        host="linux", probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
+    (nvcc,) = [f for f in findings if f.check == "nvcc"]
+    assert nvcc.status == "refused"
+    assert "is CUDA 13.0, but the toolkit found is CUDA 12.6.85" in nvcc.seen
+    with pytest.raises(Refused, match=r"cannot be built on this machine \(1 problem\)"):
+        verdict(findings, row)
+
+
+def test_doctor_cli_exits_3_on_the_wrong_train(tmp_path: Path, cli: Callable[..., object],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _fake_nvcc(tmp_path, "12.6")
+    monkeypatch.setenv("PATH", env["PATH"] + os.pathsep + os.environ.get("PATH", ""))
+    for var in ("CUDACXX", "CUDA_HOME", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    r = cli("--config", str(EXAMPLE_POLICY), "doctor", "linux-x86_64-cu130-py311")
+    assert r.code == 3  # type: ignore[attr-defined]
+    assert "toolkit found is CUDA 12.6.85" in r.err  # type: ignore[attr-defined]
+
+
+def test_cpu_row_without_a_cuda_option_is_noted(tmp_path: Path) -> None:
+    text = EXAMPLE_POLICY.read_text().replace('cuda-option = "CUDA_EXTENSION_BUILD_CUDA"\n', "")
+    (tmp_path / "buildrows.toml").write_text(text)
+    pol = load_policy(tmp_path / "buildrows.toml")
+    row = pol.row("linux-x86_64-cpu-py311")
+    assert row is not None
+    findings = diagnose(pol, row, _fake_nvcc(tmp_path, "13.0"), EXAMPLE, driver="cmake-presets", host="linux",
+                        probe=FakeProbe(GOOD_TOOLS, {}))
+    (cuda,) = [f for f in findings if f.check == "cuda"]
+    assert cuda.status == "note" and "policy names no cuda-option" in cuda.seen
+    assert "this builder has nvcc" in cuda.seen
+
+
+def test_cpu_row_with_a_toolkit_present_says_cuda_stays_off(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row("linux-x86_64-cpu-py311")
+    assert row is not None
+    findings = diagnose(pol, row, _fake_nvcc(tmp_path, "13.0"), EXAMPLE, driver="scikit-build-core",
+                        host="linux", probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
+    assert not [f for f in findings if f.failed]
+    (cuda,) = [f for f in findings if f.check == "cuda"]
+    assert cuda.seen.startswith("CPU row: CUDA_EXTENSION_BUILD_CUDA=OFF; this builder has nvcc")
+
+
+def test_missing_build_requirement_names_the_fix(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row("linux-x86_64-cpu-py311")
+    assert row is not None
+    findings = diagnose(pol, row, {"PATH": ""}, EXAMPLE, driver="scikit-build-core", host="linux",
+                        probe=FakeProbe(GOOD_TOOLS, {"build": "1.2.2", "scikit-build-core": "0.9.0"}))
+    (skb,) = [f for f in findings if f.check == "scikit-build-core"]
+    assert skb.status == "missing" and "0.9.0 installed, the project needs >=0.10" in skb.seen
+    assert "-m pip install 'scikit-build-core>=0.10'" in skb.fix and "--isolation" in skb.fix
+
+
+def test_isolation_does_not_need_the_backend_locally() -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row("linux-x86_64-cpu-py311")
+    assert row is not None
+    findings = diagnose(pol, row, {"PATH": ""}, EXAMPLE, driver="scikit-build-core", host="linux", isolation=True,
+                        probe=FakeProbe(GOOD_TOOLS, {"build": "1.2.2"}))
+    assert not [f for f in findings if f.failed]
+
+
+def test_requirements_missing_frontend() -> None:
+    (f,) = check_requirements("python3", ["build>=1.0"], {"build": None})
+    assert f.failed and f.seen == "not installed for python3"
+
+
+def test_missing_python_for_the_row() -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row("linux-x86_64-cpu-py310")
+    assert row is not None
+    f = check_python(row, None)
+    assert f.failed and "no Python 3.10" in f.seen and "uv python install 3.10" in f.fix
+
+
+def test_project_without_pyproject_for_scikit_build_core(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row(f"linux-x86_64-cpu-py{sys.version_info.major}{sys.version_info.minor}")
+    if row is None:
+        pytest.skip("this Python is not on the example's allowlist")
+    findings = diagnose(pol, row, {"PATH": ""}, tmp_path, driver="scikit-build-core", host="linux",
+                        probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
+    (f,) = [f for f in findings if f.check == "build requirements"]
+    assert f.failed and "pyproject.toml does not exist" in f.seen
+
+
+def test_row_for_another_os_is_refused() -> None:
+    pol = load_policy(EXECUTORCH)
+    row = pol.row("windows-amd64-cu130-py311")
+    assert row is not None
+    findings = diagnose(pol, row, {"PATH": ""}, EXAMPLE, driver="setup.py", host="linux",
+                        probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
+    assert findings == [Finding("host", "refused", "row windows-amd64-cu130-py311 is built on windows, and this host is linux",
+                                "run it on a windows builder")]
+
+
+def _fake_exes(tmp_path: Path, names: Sequence[str]) -> str:
+    d = tmp_path / "winbin"
+    d.mkdir()
+    for n in names:
+        (d / f"{n}.exe").write_text("")
+    return str(d)
+
+
+def test_windows_plain_shell_falls_back_to_visual_studio(tmp_path: Path) -> None:
+    row = load_policy(EXECUTORCH).row("windows-amd64-cu130-py311")
+    assert row is not None
+    found = check_generator(row, {"PATH": _fake_exes(tmp_path, ["cl"])}, "windows")
+    assert found[0].seen.startswith("Visual Studio 17 2022: not a Visual Studio developer environment with ninja")
+    assert found[1].status == "note" and found[1].seen == "not a Visual Studio developer environment"
+    assert "vcvars64.bat" in found[1].fix
+
+
+def test_windows_developer_environment_uses_ninja(tmp_path: Path) -> None:
+    row = load_policy(EXECUTORCH).row("windows-amd64-cu132-py311")
+    assert row is not None
+    env = {"PATH": _fake_exes(tmp_path, ["ninja", "clang-cl", "cl"]), "VSCMD_VER": "17.12.3"}
+    gen, dev = check_generator(row, env, "windows")
+    assert gen.seen.startswith("Ninja Multi-Config: Visual Studio developer environment")
+    assert dev.status == "ok" and "17.12.3" in dev.seen
+
+
+def test_doctor_cli_all_good_for_the_cpu_row(cli: Callable[..., object], monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    if shutil.which("cmake") is None or shutil.which("ninja") is None:
+        pytest.skip("needs cmake and ninja on PATH")
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    r = cli("--config", str(EXAMPLE_POLICY), "doctor")
+    if "has no such row" in r.err:  # type: ignore[attr-defined]
+        pytest.skip("this Python is not on the example's allowlist")
+    assert r.code == 0, r.err  # type: ignore[attr-defined]
+    assert "everything the row needs is here" in r.err  # type: ignore[attr-defined]
