@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import EXAMPLE_POLICY, REPO, Result
 
 sys.path.insert(0, str(REPO / "scripts"))
-import make_check_fixtures as mcf  # noqa: E402
+import make_check_fixtures as mcf
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
 
