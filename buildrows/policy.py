@@ -29,7 +29,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_NAMES = ("buildrows.toml", "pyproject.toml")
-_PY = re.compile(r"^3\.(\d{1,2})(t?)$")
+_PY = re.compile(r"3\.([0-9]{1,2})(t?)")  # ASCII digits; fullmatch: no trailing newline
 
 
 def find_config(path: str | Path | None) -> Path:
@@ -215,7 +215,7 @@ class _Resolver:
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []
         for i, v in enumerate(p["versions"]):
-            if not _PY.match(v):
+            if not _PY.fullmatch(v):
                 self.problem(("python", "versions", i), f"{v!r} is not a Python version", hint="write it as '3.12' (or '3.13t' for free-threaded)")
             elif v in out:
                 self.problem(("python", "versions", i), f"{v!r} is listed twice", hint="list each version once")
@@ -249,7 +249,7 @@ class _Resolver:
     def _runtimes(self, raw: dict[str, Any]) -> dict[int, Runtime]:
         out = default_runtimes()
         for k, v in raw.items():
-            if not k.isdigit():
+            if not k.isascii() or not k.isdigit():  # "²".isdigit() is True, int("²") fails
                 self.problem(("cuda", "runtime", k), f"{k!r} is not a CUDA major version", hint="use \"12\" or \"13\"")
                 continue
             base = out.get(int(k))
