@@ -13,8 +13,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-_TOKEN = re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$")
-_SM = re.compile(r"^(?:sm|compute)_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$")
+# re.ASCII: \d would otherwise accept other scripts' digits ('١٣.٠'), which int() then converts.
+_TOKEN = re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$", re.ASCII)
+_SM = re.compile(r"^(?:sm|compute)_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
 _SEPARATORS = re.compile(r"[\s;,]+")
 
 
@@ -49,11 +50,13 @@ class Train:
     @classmethod
     def parse(cls, text: str) -> Train:
         """Accept `13.0` or `cu130`; refuse anything else (`cu13.0`, `13`)."""
+        if not isinstance(text, str):
+            raise ValueError(f"{text!r} is not a CUDA train: write it as a string, '13.0' or 'cu130'")
         s = text.strip()
-        m = re.fullmatch(r"(\d{1,2})\.(\d)", s)
+        m = re.fullmatch(r"(\d{1,2})\.(\d)", s, re.ASCII)
         if m:
             return cls(int(m.group(1)), int(m.group(2)))
-        m = re.fullmatch(r"cu(\d{1,2})(\d)", s)
+        m = re.fullmatch(r"cu(\d{1,2})(\d)", s, re.ASCII)
         if m:
             return cls(int(m.group(1)), int(m.group(2)))
         raise ValueError(
@@ -193,6 +196,8 @@ def parse_arch_list(
     "none", or one architecture. Raises ArchError naming the offending token.
     """
     tokens: list[str] = []
+    if not isinstance(text, (str, list)) or (isinstance(text, list) and not all(isinstance(t, str) for t in text)):
+        raise ArchError(f"{text!r}: an architecture list is a string or a list of strings", repr(text))
     if isinstance(text, str):
         tokens = [t for t in _SEPARATORS.split(text) if t]
     else:
