@@ -20,12 +20,12 @@ from buildrows.archs import Train
 from buildrows.errors import BadInput, Problem, Refused, raise_problems
 from buildrows.model import Policy, Row
 
-_PY = re.compile(r"^3\.\d{1,2}t?$")
-_CU = re.compile(r"^cu(\d{1,2})(\d)$")
+_PY = re.compile(r"^3\.\d{1,2}t?\Z", re.ASCII)
+_CU = re.compile(r"^cu(\d{1,2})(\d)\Z", re.ASCII)
 # gpu_arch_version: "13.0", or "13.0-aarch64" on the aarch64 generator.
-_GPU_VERSION = re.compile(r"^(\d{1,2})\.(\d)(?:-(aarch64))?$")
+_GPU_VERSION = re.compile(r"^(\d{1,2})\.(\d)(?:-(aarch64))?\Z", re.ASCII)
 # Accelerators buildrows does not manage; their rows are dropped (never kept, never errors).
-_OTHER_ACCEL = re.compile(r"^(rocm\d+(\.\d+)*|xpu)$")
+_OTHER_ACCEL = re.compile(r"^(rocm\d+(\.\d+)*|xpu)\Z", re.ASCII)
 
 # A broken generator can make every one of thousands of rows wrong; a log needs the first few.
 _MAX_REPORTED = 20
@@ -76,6 +76,11 @@ def parse_generator_output(text: str, source: str) -> list[object]:
     except json.JSONDecodeError as e:
         raise BadInput(
             f"{source}: not valid JSON: {e.msg} at line {e.lineno} column {e.colno}\n"
+            "    fix: pass the generator's `matrix` output unchanged (a JSON object with an include list)"
+        ) from None
+    except (ValueError, RecursionError) as e:  # a number over int's digit limit; nesting past the recursion limit
+        raise BadInput(
+            f"{source}: JSON the filter will not read: {type(e).__name__}: {str(e)[:200]}\n"
             "    fix: pass the generator's `matrix` output unchanged (a JSON object with an include list)"
         ) from None
     if not isinstance(doc, dict):
