@@ -20,7 +20,7 @@ from buildrows.errors import BadInput, Refused
 from buildrows.model import Policy, Row
 from buildrows.ui import UI
 
-_TRAIN = re.compile(r"^cu(\d{1,2})(\d)$")
+_TRAIN = re.compile(r"^cu(\d{1,2})(\d)\Z", re.ASCII)  # Train.parse accepts only ASCII digits
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
