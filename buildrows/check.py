@@ -16,6 +16,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from buildrows.archs import ArchList, Train
+from buildrows.errors import BadInput
 from buildrows.wheelread import LibraryInfo, WheelInfo
 
 _CUDART_ELF = re.compile(r"^libcudart\.so(\.\d+)*$")
@@ -117,7 +118,11 @@ def check_runtime_declared(exp: Expectation, info: WheelInfo) -> CheckResult:
     expected: dict[tuple[str, frozenset[str]], str] = {}
     if exp.cuda is not None:
         for text in exp.requirements:
-            req = Requirement(text)
+            try:
+                req = Requirement(text)
+            except InvalidRequirement as e:  # the policy's own entry: bad input, not a failed wheel
+                raise BadInput(f"the policy's runtime requirement {text!r} for CUDA {exp.cuda.dotted} does not parse: {e}\n"
+                               f"    fix: correct requirements under [cuda.runtime.{exp.cuda.major}]") from None
             if req.marker is None or req.marker.evaluate(env):
                 expected[_req_key(req)] = text
     declared: dict[tuple[str, frozenset[str]], str] = {}
