@@ -13,7 +13,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-# re.ASCII: \d would otherwise accept other scripts' digits ('١٣.٠'), which int() then converts.
+# re.ASCII: \d would otherwise accept other scripts' digits (Arabic-Indic, fullwidth), which int() then converts.
 _TOKEN = re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$", re.ASCII)
 _SM = re.compile(r"^(?:sm|compute)_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
 _SEPARATORS = re.compile(r"[\s;,]+")
