@@ -20,7 +20,7 @@ from buildrows.toolchain import CudaCompiler, HostOs
 Format = Literal["github", "shell", "powershell", "dotenv"]
 FORMATS: tuple[Format, ...] = ("github", "shell", "powershell", "dotenv")
 
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)  # used with fullmatch: "X\n" is no name
 
 
 def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, str]:
@@ -75,9 +75,13 @@ def row_environment(policy: Policy, row: Row, env: Mapping[str, str], *, host: H
 
 def _check_names(values: Mapping[str, str]) -> None:
     for name in values:
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise BadInput(f"{name!r} is not a valid environment variable name\n"
                            "    fix: use letters, digits and underscores, not starting with a digit")
+        if "\x00" in values[name]:
+            # No environment variable can hold a NUL byte; bash and GitHub would silently cut the value.
+            raise BadInput(f"{name}: the value contains a NUL character, which no environment variable can hold: "
+                           f"{values[name]!r}\n    fix: remove the \\u0000 from the policy value it comes from")
 
 
 def format_env(values: Mapping[str, str], fmt: Format) -> str:
@@ -144,7 +148,8 @@ def append_file(path: str | Path, text: str) -> None:
         pass
     except OSError as e:
         raise BadInput(f"{p}: cannot read the environment file: {e}") from e
-    data = (prefix + text).encode("utf-8")
+    # surrogateescape: a value read from os.environ with undecodable bytes is written back as those bytes.
+    data = (prefix + text).encode("utf-8", "surrogateescape")
     try:
         fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as e:
