@@ -53,9 +53,17 @@ elseif(DEFINED ENV{BUILDROWS_CUDA})
 endif()
 
 # --- 2. The list: TORCH_CUDA_ARCH_LIST (variable, else environment) -------------------------
+# A CPU row (BUILDROWS_CUDA=OFF) ignores any list the builder's environment carries: the
+# row builds no device code, and the end-of-configure check refuses CUDA if the project enables it.
+set(_buildrows_cpu_row OFF)
+if(DEFINED BUILDROWS_CUDA AND NOT BUILDROWS_CUDA)
+  set(_buildrows_cpu_row ON)
+endif()
 set(_buildrows_list "")
 set(_buildrows_list_from "")
-if(DEFINED TORCH_CUDA_ARCH_LIST AND NOT "${TORCH_CUDA_ARCH_LIST}" STREQUAL "")
+if(_buildrows_cpu_row)
+  # nothing to convert
+elseif(DEFINED TORCH_CUDA_ARCH_LIST AND NOT "${TORCH_CUDA_ARCH_LIST}" STREQUAL "")
   set(_buildrows_list "${TORCH_CUDA_ARCH_LIST}")
   set(_buildrows_list_from "the TORCH_CUDA_ARCH_LIST variable")
 elseif(DEFINED ENV{TORCH_CUDA_ARCH_LIST} AND NOT "$ENV{TORCH_CUDA_ARCH_LIST}" STREQUAL "")
@@ -92,7 +100,9 @@ endif()
 
 # --- 3. Reconcile with a CMAKE_CUDA_ARCHITECTURES already given (the preset's cache variable) --
 set(_buildrows_given "")
-if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+if(_buildrows_cpu_row)
+  # nothing to reconcile
+elseif(DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(_buildrows_given "${CMAKE_CUDA_ARCHITECTURES}")
 elseif(DEFINED ENV{CUDAARCHS})
   set(_buildrows_given "$ENV{CUDAARCHS}")

@@ -46,6 +46,8 @@ def configure(cmake: str, tmp_path: Path, defines: list[str], env: dict[str, str
     (["-DBUILDROWS_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=75-real;90-real;90-virtual"],
      {"TORCH_CUDA_ARCH_LIST": "7.5;9.0+PTX"}, "75-real;90-real;90-virtual"),
     (["-DBUILDROWS_CUDA=OFF"], {}, ""),  # a CPU row needs no list
+    # a CPU row ignores a list the builder's environment carries (the GPU image sets one)
+    (["-DBUILDROWS_CUDA=OFF"], {"TORCH_CUDA_ARCH_LIST": "9.0a", "CUDAARCHS": "90a-real"}, ""),
 ])
 def test_converts_the_list(cmake: str, tmp_path: Path, defines: list[str], env: dict[str, str], archs: str) -> None:
     p = configure(cmake, tmp_path, defines, env)
