@@ -8,4 +8,13 @@ PYTHON="${BUILDROWS_PYTHON_EXE:-${PYTHON:-python}}"
 if ! command -v "$PYTHON" >/dev/null 2>&1; then
   PYTHON=python3
 fi
+# The wheel builder's container starts without buildrows: install it once, from
+# BUILDROWS_SPEC (a requirement or a path; default: this checkout, which ships it).
+if ! "$PYTHON" -c 'import buildrows' >/dev/null 2>&1; then
+  here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  spec="${BUILDROWS_SPEC:-}"
+  if [ -z "$spec" ] && [ -f "$here/buildrows/__init__.py" ]; then spec="$here"; fi
+  echo "+ $PYTHON -m pip install -q ${spec:-buildrows}" >&2
+  "$PYTHON" -m pip install -q "${spec:-buildrows}"
+fi
 exec "$PYTHON" -m buildrows hook "$@"
