@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fuzz_tools import EXAMPLE_POLICY, GENERATOR_DIR, mutate_doc, mutate_text, random_value
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -25,13 +24,14 @@ from buildrows.errors import BuildrowsError
 from buildrows.matrix import narrow, parse_generator_output, validate_rows
 from buildrows.model import Policy
 from buildrows.policy import load_policy, policy_from_dict
+from tests.fuzz_tools import EXAMPLE_POLICY, GENERATOR_DIR, mutate_doc, mutate_text, random_value
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-from conftest import Result
+from tests.conftest import Result
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 EXAMPLE_TEXT = EXAMPLE_POLICY.read_text(encoding="utf-8")
