@@ -156,6 +156,7 @@ def render_presets(policy: Policy, rows: Sequence[Row], project_dir: str | Path,
     user_path = project / USER_PRESETS
     user_text = _updated_user_presets(user_path)
     out = project / PRESETS_FILE
+    _refuse_foreign_file(out)
     _write(out, presets_text(plans))
     if user_text is not None:
         _write(user_path, user_text)
@@ -179,14 +180,62 @@ def _refuse_name_clash(project: Path, names: list[str]) -> None:
                       "    fix: rename those presets in CMakePresets.json")
 
 
+def _refuse_foreign_file(path: Path) -> None:
+    """Our presets file is ours to replace; a file of that name that buildrows did not write is not."""
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        data = _strict_json(path)
+        presets = data.get("configurePresets") if isinstance(data, dict) else None
+        ours = isinstance(presets, list) and bool(presets) and all(
+            isinstance(p, dict) and isinstance(p.get("cacheVariables"), dict) and "BUILDROWS_ROW" in p["cacheVariables"]
+            for p in presets)
+    except BadInput:
+        ours = False
+    if not ours:
+        raise BadInput(f"{path}: exists and was not written by buildrows; it will not be overwritten\n"
+                       "    fix: rename or remove that file, then render again")
+
+
+def _strict_json(path: Path) -> Any:
+    """Parse a JSON file that may be rewritten: refuse what a rewrite would silently change
+    (duplicate keys, NaN/Infinity, numbers beyond a double)."""
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                raise ValueError(f"duplicate key {k!r}; rewriting the file would drop one of them")
+            out[k] = v
+        return out
+
+    def number(text: str) -> float:
+        value = float(text)
+        if value in (float("inf"), float("-inf")):
+            raise ValueError(f"the number {text[:40]} is beyond a double")
+        return value
+
+    def constant(text: str) -> Any:
+        raise ValueError(f"{text} is not JSON")
+
+    if not path.is_file():
+        raise BadInput(f"{path}: exists but is not a regular file; buildrows will not replace it\n"
+                       "    fix: move it away, then render again")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=pairs, parse_float=number,
+                          parse_constant=constant)
+    except (ValueError, RecursionError) as e:
+        raise BadInput(f"{path}: not valid JSON, or not JSON buildrows can rewrite unchanged ({e}); "
+                       "buildrows will not overwrite it\n"
+                       "    fix: correct or remove the file, then render again") from e
+    except OSError as e:
+        raise BadInput(f"{path}: cannot be read ({e}); buildrows will not overwrite it\n"
+                       "    fix: check its permissions") from e
+
+
 def _updated_user_presets(path: Path) -> str | None:
     """The new text of CMakeUserPresets.json, or None when it already includes our file."""
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as e:
-            raise BadInput(f"{path}: not valid JSON ({e}); buildrows will not overwrite it\n"
-                           "    fix: correct or remove the file, then render again") from e
+    if path.exists() or path.is_symlink():
+        data = _strict_json(path)
         if not isinstance(data, dict):
             raise BadInput(f"{path}: expected a JSON object\n    fix: correct or remove the file")
     else:
@@ -204,6 +253,12 @@ def _updated_user_presets(path: Path) -> str | None:
 
 
 def _write(path: Path, text: str) -> None:
+    """Replace atomically; through a symlink to its target, keeping an existing file's mode."""
+    if path.is_symlink():
+        path = path.resolve()
+    mode = path.stat().st_mode & 0o7777 if path.is_file() else None
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
+    if mode is not None:
+        os.chmod(tmp, mode)
     os.replace(tmp, path)
