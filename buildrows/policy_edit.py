@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from buildrows.archs import Arch, ArchList
-from buildrows.errors import BadInput, Refused
+from buildrows.errors import BadInput, BuildrowsError, Refused
 from buildrows.model import Policy, Row
 
 
@@ -79,7 +79,10 @@ def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path,
             staged = Path(tmp).with_name("pyproject.toml.buildrows-check")
             os.replace(tmp, staged)
             tmp = str(staged)
-        load_policy(tmp) if path.name != "pyproject.toml" else _load_pyproject(tmp)
+        try:
+            load_policy(tmp) if path.name != "pyproject.toml" else _load_pyproject(tmp)
+        except BuildrowsError as e:  # name the user's file, not the staged copy
+            raise type(e)(str(e).replace(tmp, str(path)) + f"\n    {path} was left as it was") from None
         os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
     finally:
