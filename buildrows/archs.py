@@ -139,7 +139,8 @@ class ArchList:
 
     @property
     def cubin_names(self) -> list[str]:
-        return [a.sm for a in self.archs]
+        """Cubin names as cuobjdump lists them: a family cubin (`10.0f`) is listed as `sm_100`."""
+        return [a.sm.rstrip("f") if a.suffix == "f" else a.sm for a in self.archs]
 
     @property
     def ptx_names(self) -> list[str]:

@@ -41,6 +41,9 @@ def test_explicit_ptx_and_suffixes() -> None:
     assert al.torch_cuda_arch_list == "8.0+PTX;9.0a;10.0f"
     assert al.cmake_cuda_architectures == "80-real;90a-real;100f-real;80-virtual"
     assert [a.sm for a in al.archs] == ["sm_80", "sm_90a", "sm_100f"]
+    # cuobjdump (and our reader) name a family cubin without its f; its PTX keeps it
+    assert al.cubin_names == ["sm_80", "sm_90a", "sm_100"]
+    assert parse_arch_list("9.0 10.0f").ptx_names == ["sm_100f"]
     assert parse_arch_list("8.0 9.0", ptx="none").torch_cuda_arch_list == "8.0;9.0"
     assert parse_arch_list("8.0 9.0", ptx="8.0").ptx == (Arch(8, 0),)
 
