@@ -47,6 +47,7 @@ class Fixture:
     local: str = "+cu130"
     platform: str = "manylinux_2_28_x86_64"
     cpu_lib: bool = False
+    dll: str | None = None  # Windows: "clean" or "cudart" (imports cudart64_13.dll)
 
 
 FIXTURES = [
@@ -65,7 +66,63 @@ FIXTURES = [
     Fixture("no-library", ("cuda-libraries-present", "device-code-covers-row"), {}),
     Fixture("cpu-declares-nvidia", ("runtime-declared",), {}, requires=(RUNTIME_13,), local="", cpu_lib=True),
     Fixture("cpu-good", (), {}, requires=(), local="", cpu_lib=True),
+    # Windows: a MinGW-built DLL carrying the row's real fat binary
+    Fixture("win-good", (), {}, requires=(RUNTIME_13,), platform="win_amd64", dll="clean"),
+    Fixture("win-imports-cudart", ("no-cudart-import",), {}, requires=(), platform="win_amd64", dll="cudart"),
+    Fixture("win-declares-nvidia", ("runtime-declared",), {}, requires=("nvidia-cuda-runtime>=13,<14",),
+            platform="win_amd64", dll="clean"),
 ]
+
+MINGW_GCC = "x86_64-w64-mingw32-gcc"
+MINGW_DLLTOOL = "x86_64-w64-mingw32-dlltool"
+
+
+def mingw_available() -> bool:
+    return all(shutil.which(tool) for tool in (MINGW_GCC, MINGW_DLLTOOL))
+
+
+def build_pe_dll(out_dir: Path, fatbin_bytes: bytes, import_cudart: bool, *, name: str = "devicecode",
+                 long_section_names: bool = False) -> Path:
+    """A Windows DLL with `fatbin_bytes` in a `.nv_fatbin` section, optionally importing cudart64_13.dll.
+
+    Without long section names the linker truncates the name to `.nv_fatb`, as MSVC's link.exe
+    does for nvcc-built DLLs; with them MinGW keeps `.nv_fatbin` through the COFF string table.
+    """
+    if not mingw_available():
+        raise RuntimeError(f"{MINGW_GCC}/{MINGW_DLLTOOL} not found (apt-get install gcc-mingw-w64-x86-64)")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = fatbin_bytes or b"\0"
+    array = ",\n".join(", ".join(str(b) for b in data[i:i + 32]) for i in range(0, len(data), 32))
+    source = out_dir / f"{name}.c"
+    call = "cudaGetDeviceCount(&n);" if import_cudart else ""
+    source.write_text(
+        f"__attribute__((section(\".nv_fatbin\"), used, aligned(8)))\n"
+        f"const unsigned char buildrows_fatbin[{len(data)}] = {{\n{array}\n}};\n"
+        "extern int cudaGetDeviceCount(int *count);\n"
+        f"__declspec(dllexport) int buildrows_probe(void) {{ int n = 0; {call} return n + buildrows_fatbin[0]; }}\n",
+        encoding="utf-8",
+    )
+    cmd = [MINGW_GCC, "-shared", "-O1", "-o", str(out_dir / f"{name}.dll"), str(source)]
+    if import_cudart:
+        definition = out_dir / "cudart64_13.def"
+        definition.write_text("LIBRARY cudart64_13.dll\nEXPORTS\ncudaGetDeviceCount\n", encoding="ascii")
+        subprocess.run([MINGW_DLLTOOL, "-d", str(definition), "-l", str(out_dir / "libcudart64_13.a")],
+                       check=True, capture_output=True)
+        cmd += [f"-L{out_dir}", "-lcudart64_13"]
+    cmd += ["-Wl,--enable-long-section-names"] if long_section_names else ["-s", "-Wl,--disable-long-section-names"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
+    return out_dir / f"{name}.dll"
+
+
+def row_fatbin(work: Path, nvcc: str) -> bytes:
+    """The `.nv_fatbin` section of the row's Linux library: real device code for the DLLs."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from buildrows.binfmt import read_binary
+
+    info = read_binary(build_library(work, "row", GOOD_RPATH, nvcc).read_bytes())
+    return bytes(info.fatbin[0])
 
 
 def _nvcc() -> str:
@@ -131,6 +188,11 @@ def build_all(out: Path) -> dict[str, Path]:
             files[member] = build_library(work, gencode, rpath, nvcc).read_bytes()
         if fx.cpu_lib:
             files["fx/_core.so"] = build_cpu_library(work).read_bytes()
+        if fx.dll is not None:
+            if not mingw_available():
+                continue
+            dll = build_pe_dll(work / f"pe-{fx.dll}", row_fatbin(work, nvcc), fx.dll == "cudart", name="fx_core")
+            files["fx/fx_core.dll"] = dll.read_bytes()
         tag = f"cp311-cp311-{fx.platform}"
         wheel = out / f"fx-1.0{fx.local}-{tag}.whl"
         # one fixture per file name: keep them apart in subdirectories
