@@ -57,6 +57,8 @@ _FLAG_ENCRYPTED: Final = 0x1
 _FLAG_UTF8: Final = 0x800
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _CHUNK: Final = 1 << 20
+# deflate cannot expand its input more than ~1032:1; a member claiming more is lying about its size.
+_MAX_DEFLATE_RATIO: Final = 1032
 
 
 class WheelError(ValueError):
@@ -267,6 +269,15 @@ def _anonymous_map(size: int) -> mmap.mmap:
     return mmap.mmap(-1, size)
 
 
+def _plausible(info: zipfile.ZipInfo, archive_size: int | None) -> bool:
+    """Whether the archive could hold what the member claims (its sizes are not checked yet)."""
+    if archive_size is not None and info.compress_size > archive_size:
+        return False
+    if info.compress_type == zipfile.ZIP_STORED:
+        return info.file_size == info.compress_size
+    return info.file_size <= info.compress_size * _MAX_DEFLATE_RATIO + 64
+
+
 def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buffer) -> memoryview:
     """Inflate one member into ``buffer``, checking it against the central directory.
 
@@ -286,7 +297,8 @@ def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buf
         raise fail(f"uses compression method {info.compress_type} (wheels use stored or deflate)")
     if info.compress_type == zipfile.ZIP_STORED and info.compress_size != size:
         raise fail(f"is stored with {info.compress_size} bytes but declares {size}")
-    out = buffer.view(size)
+    if not _plausible(info, None):
+        raise fail(f"declares {size} bytes from {info.compress_size} compressed bytes, more than deflate can produce")
     with wheel.open("rb", buffering=0) as fp:
         archive_size = fp.seek(0, os.SEEK_END)
         if info.header_offset + _LOCAL_HEADER.size > archive_size:
@@ -307,6 +319,8 @@ def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buf
                 f"compressed data ({left} bytes at {data_start:#x}) runs past the end"
                 f" of the archive ({archive_size} bytes; truncated?)"
             )
+        # Only now, with the claim checked against the archive's real size, allocate for it.
+        out = buffer.view(size)
         fp.seek(data_start)
         if info.compress_type == zipfile.ZIP_STORED:
             if fp.readinto(out) != size:
@@ -377,7 +391,9 @@ def _read_libraries(
 ) -> Iterator[LibraryInfo]:
     if workers is None:
         workers = min(DEFAULT_WORKERS, os.cpu_count() or 1)
-    hint = max((i.file_size for i in libs if i.file_size <= max_size), default=0)
+    # A lying central directory must not size the buffers: only claims the archive could back.
+    archive_size = wheel.stat().st_size
+    hint = max((i.file_size for i in libs if i.file_size <= max_size and _plausible(i, archive_size)), default=0)
     if workers <= 1 or len(libs) <= 1:
         buffer = _Buffer(hint)
         for info in libs:
