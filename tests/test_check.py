@@ -41,7 +41,8 @@ def cuobjdump() -> str | None:
 def test_each_fixture_fails_exactly_its_checks(fx: mcf.Fixture, wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
     if fx.dll is not None and not mcf.mingw_available():
         pytest.skip("MinGW is not installed (apt-get install gcc-mingw-w64-x86-64)")
-    r = cli("check", str(wheels[fx.name]), "--archs", mcf.ROW_ARCHS, "--json")
+    archs = ["--archs", mcf.ROW_ARCHS] if fx.local else []  # a CPU wheel has no list to check against
+    r = cli("check", str(wheels[fx.name]), *archs, "--json")
     report = json.loads(r.out)
     failed = tuple(c["name"] for c in report["checks"] if not c["ok"])
     assert failed == fx.fails, json.dumps(report, indent=1)
@@ -67,7 +68,8 @@ EXPECTED_MESSAGES = {
 def test_failure_messages_name_library_and_architecture(name: str, wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
     if name.startswith("win-") and not mcf.mingw_available():
         pytest.skip("MinGW is not installed (apt-get install gcc-mingw-w64-x86-64)")
-    r = cli("check", str(wheels[name]), "--archs", mcf.ROW_ARCHS)
+    archs = ["--archs", mcf.ROW_ARCHS] if not name.startswith("cpu-") else []
+    r = cli("check", str(wheels[name]), *archs)
     assert r.code == 5
     assert EXPECTED_MESSAGES[name] in r.out, r.out
     assert "verdict: FAIL" in r.out
@@ -119,6 +121,21 @@ def test_bad_arguments(args: list[str], code: int, message: str, wheels: dict[st
     r = cli("check", str(wheels["good"]), *args)
     assert r.code == code, r.err
     assert message in r.err
+
+
+def test_train_for_a_wheel_without_local_tag(wheels: dict[str, Path], cli: Callable[..., Result], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyPI's torch carries no +cu130: --archs alone must not silently check it as a CPU wheel."""
+    monkeypatch.chdir(tmp_path)
+    plain = tmp_path / "fx-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    plain.write_bytes(wheels["good"].read_bytes())
+    r = cli("check", str(plain), "--archs", mcf.ROW_ARCHS)
+    assert r.code == 2
+    assert "the wheel's name carries no +cuXYZ tag, so its CUDA train is unknown" in r.err
+    r = cli("check", str(plain), "--archs", mcf.ROW_ARCHS, "--cuda", "13.0")
+    assert r.code == 0, r.out + r.err
+    r = cli("check", str(wheels["good"]), "--archs", mcf.ROW_ARCHS, "--cuda", "12.6")
+    assert r.code == 2 and "--cuda 12.6 contradicts the wheel's tag +cu130" in r.err
 
 
 def test_unreadable_wheels(tmp_path: Path, cli: Callable[..., Result]) -> None:

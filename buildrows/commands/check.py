@@ -21,6 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--row", help="the row the wheel was built for (default: inferred from the wheel's name)")
     g.add_argument("--archs", metavar="LIST", help="check against this architecture list instead of the row's, e.g. '9.0'")
+    p.add_argument("--cuda", metavar="TRAIN",
+                   help="the wheel's CUDA train (13.0 or cu130) when its name carries no +cuXYZ tag")
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
 
 
@@ -37,7 +39,7 @@ def _policy(args: argparse.Namespace) -> Policy | None:
 
 
 def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None) -> Expectation:
-    from buildrows.archs import ArchError, parse_arch_list
+    from buildrows.archs import ArchError, Train, parse_arch_list
     from buildrows.check import Expectation, platform_of_wheel, python_of_wheel, train_of_wheel
     from buildrows.policy import default_runtimes, row_name
     from buildrows.rows import select_one
@@ -50,6 +52,18 @@ def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None
         platform = platform_of_wheel(info)
         python = python_of_wheel(info)
         train = train_of_wheel(info)
+        if args.cuda:
+            try:
+                given = Train.parse(args.cuda)
+            except ValueError as e:
+                raise BadInput(f"--cuda: {e}") from e
+            if train is not None and given != train:
+                raise BadInput(f"--cuda {given.dotted} contradicts the wheel's tag +{train.cu}\n"
+                               "    fix: drop --cuda, or check the wheel you meant")
+            train = given
+        elif train is None and args.archs:
+            raise BadInput(f"{wheel}: --archs names GPU architectures, but the wheel's name carries no +cuXYZ tag, "
+                           "so its CUDA train is unknown\n    fix: pass --cuda 13.0 (the train it was built with)")
         if platform is None or python is None:
             raise BadInput(f"{wheel}: cannot infer the row (platform tags {'.'.join(info.name.platform_tags)}, "
                            f"python tags {'.'.join(info.name.python_tags)})\n    fix: pass --row ROW --config POLICY")
