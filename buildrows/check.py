@@ -183,37 +183,54 @@ def check_rpath(exp: Expectation, info: WheelInfo) -> CheckResult:
     dirs = _wheel_dirs(info)
     target = exp.library_dir.strip("/") if exp.library_dir else None
     linking = [lib for lib in elf if any(_CUDART_ELF.match(n) for n in lib.needed)]
+    found: list[tuple[str, str]] = []  # (library, problem): grouped below, torch-sized wheels repeat them
     for lib in elf:
         origin = _install_dir(lib.path)
         if origin is None:
-            details.append(f"{lib.path}: not installed into site-packages, so $ORIGIN cannot be reasoned about")
+            found.append((lib.path, "not installed into site-packages, so $ORIGIN cannot be reasoned about"))
             continue
         reaches = False
         for entry in lib.rpaths:
             if not (entry.startswith("$ORIGIN") or entry.startswith("${ORIGIN}")):
-                details.append(f"{lib.path}: search path {entry!r} is absolute (the builder's toolkit or build tree); "
-                               "use an $ORIGIN-relative entry")
+                found.append((lib.path, f"search path {entry!r} is absolute (the builder's toolkit or build tree); "
+                                        "use an $ORIGIN-relative entry"))
                 continue
             rel = entry.replace("${ORIGIN}", "$ORIGIN")[len("$ORIGIN"):].lstrip("/")
             resolved = posixpath.normpath(posixpath.join(origin, rel)) if rel else origin
-            if resolved == "." :
+            if resolved == ".":
                 resolved = ""
             if resolved.startswith(".."):
-                details.append(f"{lib.path}: {entry!r} climbs out of site-packages to {resolved!r}")
+                found.append((lib.path, f"{entry!r} climbs out of site-packages to {resolved!r}"))
                 continue
             if resolved == target:
                 reaches = True
             elif resolved not in dirs:
-                details.append(f"{lib.path}: {entry!r} resolves to site-packages/{resolved}, which neither the wheel "
-                               f"nor the CUDA runtime ({target}) provides")
+                found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which neither the wheel "
+                                        f"nor the CUDA runtime ({target}) provides"))
         if lib in linking and not reaches:
-            details.append(f"{lib.path} links {', '.join(n for n in lib.needed if _CUDART_ELF.match(n))} but no "
-                           f"RPATH/RUNPATH entry reaches site-packages/{target} (has: {list(lib.rpaths) or 'none'})")
+            found.append((lib.path, f"links {', '.join(n for n in lib.needed if _CUDART_ELF.match(n))} but no "
+                                    f"RPATH/RUNPATH entry reaches site-packages/{target} (has: {list(lib.rpaths) or 'none'})"))
+    details = _grouped(found)
     ok = not details
     if ok:
         details.append(f"{len(linking)} libraries link the CUDA runtime and reach site-packages/{target}" if linking
                        else "no library links libcudart dynamically")
     return CheckResult(name, ok, details)
+
+
+def _grouped(found: list[tuple[str, str]]) -> list[str]:
+    """One line per problem, naming every library that has it (the first few by name)."""
+    by_problem: dict[str, list[str]] = {}
+    for lib, problem in found:
+        by_problem.setdefault(problem, []).append(lib)
+    out = []
+    for problem, libs in by_problem.items():
+        if len(libs) == 1:
+            out.append(f"{libs[0]}: {problem}")
+        else:
+            names = ", ".join(libs[:3]) + (f" and {len(libs) - 3} more" if len(libs) > 3 else "")
+            out.append(f"{len(libs)} libraries ({names}): {problem}")
+    return out
 
 
 def check_device_code(exp: Expectation, info: WheelInfo) -> CheckResult:
