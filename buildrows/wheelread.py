@@ -301,7 +301,7 @@ def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buf
         raise fail(f"declares {size} bytes from {info.compress_size} compressed bytes, more than deflate can produce")
     with wheel.open("rb", buffering=0) as fp:
         archive_size = fp.seek(0, os.SEEK_END)
-        if info.header_offset + _LOCAL_HEADER.size > archive_size:
+        if info.header_offset < 0 or info.header_offset + _LOCAL_HEADER.size > archive_size:
             raise fail("local header lies past the end of the archive (truncated?)")
         fp.seek(info.header_offset)
         header = fp.read(_LOCAL_HEADER.size)
