@@ -109,7 +109,7 @@ def nvcc_seed(work: Path) -> bytes | None:
     src = work / "seed.cu"
     src.write_text(KERNEL)
     out = work / "libseed.so"
-    cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_80,code=sm_80",
+    cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-gencode=arch=compute_80,code=sm_80",
            "-gencode=arch=compute_90,code=[sm_90,compute_90]", "-o", str(out), str(src)]
     if subprocess.run(cmd, capture_output=True, check=False).returncode != 0:
         return None

@@ -237,7 +237,7 @@ def mutate_fatbin(data: bytes, rng: random.Random) -> bytes:
 
 def wheel_bytes(members: list[tuple[str, bytes]], *, compression: int = zipfile.ZIP_DEFLATED) -> bytes:
     buf = io.BytesIO()
-    with warnings.catch_warnings(), zipfile.ZipFile(buf, "w", compression=compression) as z:
+    with warnings.catch_warnings(), zipfile.ZipFile(buf, "w", compression=compression, compresslevel=1) as z:
         warnings.simplefilter("ignore")  # duplicate names are made on purpose
         for name, data in members:
             z.writestr(zipfile.ZipInfo(name, date_time=(2024, 1, 1, 0, 0, 0)), data, compress_type=compression)

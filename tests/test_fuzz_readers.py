@@ -61,7 +61,7 @@ def elf_seeds(tmp_path_factory: pytest.TempPathFactory) -> list[bytes]:
     if nvcc is not None:
         d = tmp_path_factory.mktemp("nvcc-seed")
         (d / "k.cu").write_text(KERNEL)
-        cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_80,code=sm_80",
+        cmd = [nvcc, "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared", "-gencode=arch=compute_80,code=sm_80",
                "-gencode=arch=compute_90,code=[sm_90,compute_90]", "-o", str(d / "libk.so"), str(d / "k.cu")]
         if subprocess.run(cmd, capture_output=True, check=False).returncode == 0:
             seeds.append((d / "libk.so").read_bytes())
