@@ -329,7 +329,7 @@ def main_(argv: list[str] | None = None) -> int:
     loop("wheel", wheel_case, (WheelError,))
     loop("cli", cli_case, ())
 
-    leaked = [w for w in watched if listing(w) != before[str(w)]]
+    leaked = [f"{w}: {sorted(listing(w) ^ before[str(w)])[:5]}" for w in watched if listing(w) != before[str(w)]]
     stray = sorted(listing(cwd))
     os.chdir(REPO)
 
@@ -350,7 +350,7 @@ def main_(argv: list[str] | None = None) -> int:
     print(f"{'total':<12} {total.cases:>8} {total.seconds:>8.1f} {total.ok:>8} {total.own_errors:>10} "
           f"{sum(total.unexpected.values()):>10} {total.slowest * 1000:>10.1f}")
     print(f"peak memory: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB; "
-          f"written outside the work directory: {'; '.join(map(str, leaked)) or 'nothing'}; "
+          f"changed in the watched repository folders: {'; '.join(leaked) or 'nothing'}; "
           f"left in the working directory: {stray or 'nothing'}")
     if args.save:
         out = Path(args.save)
