@@ -134,30 +134,35 @@ def _dotenv_quote(value: str) -> str:
 
 
 def append_file(path: str | Path, text: str) -> None:
-    """Append text in a single write, never truncating; start on a fresh line if the file lacks one."""
+    """Append text in a single write, never truncating; start on a fresh line if the file lacks one.
+
+    The last-byte check and the write happen under an exclusive lock (POSIX flock), so two hooks
+    appending at once cannot see each other's half-written block and add a stray newline.
+    """
     p = Path(path)
-    prefix = ""
     try:
-        with p.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() > 0:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    prefix = "\n"
-    except FileNotFoundError:
-        pass
-    except OSError as e:
-        raise BadInput(f"{p}: cannot read the environment file: {e}") from e
-    # surrogateescape: a value read from os.environ with undecodable bytes is written back as those bytes.
-    data = (prefix + text).encode("utf-8", "surrogateescape")
-    try:
-        fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     except OSError as e:
         raise BadInput(f"{p}: cannot open the environment file for appending: {e}\n"
                        "    fix: check the path and its permissions") from e
     try:
+        _lock(fd)
+        size = os.fstat(fd).st_size
+        prefix = "\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else ""
+        # surrogateescape: a value read from os.environ with undecodable bytes is written back as those bytes.
+        data = (prefix + text).encode("utf-8", "surrogateescape")
         written = os.write(fd, data)
         if written != len(data):  # pragma: no cover - regular files take the whole write
             raise OSError(f"short write ({written} of {len(data)} bytes)")
+    except OSError as e:
+        raise BadInput(f"{p}: cannot append to the environment file: {e}") from e
     finally:
-        os.close(fd)
+        os.close(fd)  # closing releases the lock
+
+
+def _lock(fd: int) -> None:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: appends are still one write each
+        return
+    fcntl.flock(fd, fcntl.LOCK_EX)
