@@ -31,10 +31,13 @@ def _needs(*tools: str) -> None:
 
 @pytest.fixture
 def short_policy(tmp_path: Path) -> Path:
-    """The example's policy with a short cu130 list (CI has 2 cores)."""
+    """A copy of the example (the checkout stays clean) whose policy has a short cu130 list (CI has 2 cores)."""
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
+        "build", "dist", "CMakeUserPresets.json", "buildrows-presets.json", "__pycache__"))
     text = (EXAMPLE / "buildrows.toml").read_text(encoding="utf-8")
     assert FULL in text
-    p = tmp_path / "buildrows.toml"
+    p = project / "buildrows.toml"
     p.write_text(text.replace(FULL, 'archs = "7.5 9.0"', 1), encoding="utf-8")
     return p
 
@@ -51,7 +54,7 @@ def _venv_import(tmp_path: Path, wheel: Path, *, deps: bool, code: str) -> str:
 
 
 def _build(cli: Callable[..., object], policy: Path, row: str, wheel_dir: Path) -> Path:
-    r = cli("--config", str(policy), "build", row, "--project", str(EXAMPLE), "--wheel-dir", str(wheel_dir))
+    r = cli("--config", str(policy), "build", row, "--project", str(policy.parent), "--wheel-dir", str(wheel_dir))
     assert r.code == 0, r.err  # type: ignore[attr-defined]
     assert "check PASS" in r.out  # type: ignore[attr-defined]
     (wheel,) = wheel_dir.glob("*.whl")
