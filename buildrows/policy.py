@@ -51,7 +51,8 @@ def find_config(path: str | Path | None) -> Path:
 
 def _read(p: Path) -> str:
     try:
-        return p.read_text(encoding="utf-8")
+        # utf-8-sig: Windows editors often start the file with a byte-order mark
+        return p.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise BadInput(f"{p}: cannot read the policy file: {e}") from e
 

@@ -36,7 +36,8 @@ def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path,
     path = Path(policy.path)
     original = path.read_bytes()
     try:
-        doc = tomlkit.parse(original.decode("utf-8"))
+        bom = original.startswith(b"\xef\xbb\xbf")
+        doc = tomlkit.parse(original.decode("utf-8-sig"))
     except (TOMLKitError, UnicodeDecodeError) as e:
         raise BadInput(f"{path}: cannot be edited: {e}") from e
     root: Any = doc
@@ -69,7 +70,7 @@ def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path,
             elif "ptx" in group:
                 del group["ptx"]
             edited.append(f"{prefix}platforms.{platform}.cuda[{gi}].archs = {text!r}")
-    new_text = tomlkit.dumps(doc)
+    new_text = ("\ufeff" if bom else "") + tomlkit.dumps(doc)  # keep a byte-order mark the user had
     # validate before replacing: a list the train cannot compile is refused and nothing is written
     fd, tmp = tempfile.mkstemp(prefix=".buildrows-", suffix=path.suffix, dir=path.parent)
     try:
@@ -100,7 +101,7 @@ def _load_pyproject(tmp: str) -> None:
         import tomli as tomllib
     from buildrows.policy import Locator, policy_from_dict
 
-    text = Path(tmp).read_text(encoding="utf-8")
+    text = Path(tmp).read_text(encoding="utf-8-sig")
     policy_from_dict(tomllib.loads(text)["tool"]["buildrows"], tmp, Locator(text, ("tool", "buildrows")))
 
 

@@ -75,3 +75,13 @@ def test_refused_write_leaves_the_file_untouched(selector: str, fixture: str, me
     assert message in r.err
     assert policy.read_bytes() == original
     assert [p.name for p in tmp_path.iterdir()] == ["buildrows.toml"]
+
+
+def test_write_keeps_a_byte_order_mark(wheels: dict[str, Path], tmp_path: Path, cli: Callable[..., Result]) -> None:
+    policy = tmp_path / "buildrows.toml"
+    original = EXAMPLE_POLICY.read_text()
+    policy.write_bytes(b"\xef\xbb\xbf" + original.encode())
+    r = cli("--config", str(policy), "archs", "--from-wheel", str(wheels["good"]), "--write", "linux-x86_64-cu13*")
+    assert r.code == 0, r.err
+    expected = original.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "7.5 9.0"', 1)
+    assert policy.read_bytes() == b"\xef\xbb\xbf" + expected.encode()

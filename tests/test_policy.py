@@ -189,3 +189,11 @@ def test_parser_build_imports_nothing_heavy() -> None:
             "print(sorted(m for m in ('jinja2','packaging','elftools','pefile','tomlkit','zipfile') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
     assert out.strip() == "[]"
+
+
+def test_byte_order_mark_is_accepted(tmp_path: Path, example_text: str, cli: Callable[..., Result]) -> None:
+    p = tmp_path / "buildrows.toml"
+    p.write_bytes(b"\xef\xbb\xbf" + example_text.encode())
+    r = cli("--config", str(p), "rows", "--json")
+    assert r.code == 0, r.err
+    assert len(json.loads(r.out)) == 37
