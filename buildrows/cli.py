@@ -39,24 +39,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"buildrows: bad input: {message}\n    fix: see `{self.prog} --help`\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen_command(argv: Sequence[str] | None) -> str | None:
+    """The command named in argv (skipping --config's value), so only its module is imported."""
+    if argv is None:
+        return None
+    skip = False
+    for tok in argv:
+        if skip:
+            skip = False
+        elif tok == "--config":
+            skip = True
+        elif tok in COMMANDS:
+            return tok
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The CLI parser; given argv, only the chosen command's module is imported (the hook starts fast)."""
     common = _Parser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
                         help="policy file: buildrows.toml or a pyproject.toml with [tool.buildrows] (default: current directory)")
     parser = _Parser(prog="buildrows", description=__doc__.splitlines()[0] if __doc__ else None, parents=[common])
     parser.add_argument("--version", action="version", version=f"buildrows {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    chosen = _chosen_command(argv)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
-        mod = importlib.import_module(f"buildrows.commands.{module}")
-        mod.add_arguments(p)
+        if chosen is None or name == chosen:
+            importlib.import_module(f"buildrows.commands.{module}").add_arguments(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
     ui = ui or UI()
-    parser = build_parser()
-    args = parser.parse_args(list(argv) if argv is not None else None)
+    argv = list(argv) if argv is not None else sys.argv[1:]
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
     if not getattr(args, "config", None):
         args.config = os.environ.get("BUILDROWS_CONFIG") or None
     if not args.command:

@@ -197,3 +197,19 @@ def test_byte_order_mark_is_accepted(tmp_path: Path, example_text: str, cli: Cal
     r = cli("--config", str(p), "rows", "--json")
     assert r.code == 0, r.err
     assert len(json.loads(r.out)) == 37
+
+
+def test_help_lists_every_command_and_each_command_parses_its_own_options(cli: Callable[..., Result],
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    from buildrows.cli import COMMANDS
+
+    r = cli("--help")
+    assert r.code == 0
+    top = capsys.readouterr().out
+    for name in COMMANDS:
+        assert name in top
+    r = cli("--config", str(EXAMPLE_POLICY), "check", "--help")
+    assert r.code == 0
+    assert "--archs LIST" in capsys.readouterr().out
+    r = cli("rows", "--config", str(EXAMPLE_POLICY), "--bogus")
+    assert r.code == 2
