@@ -85,6 +85,14 @@ if [ -n "$WHL2" ] && install "$WHL2" "$W/site2"; then
   if [ $rc -eq 3 ] && grep -q "no kernel image is available" <<<"$out"; then echo "OK: failed with CUDA's no-kernel-image error, as the check predicted"; else fail=1; fi
 else fail=1; fi
 
+say "4. the README's row as the example declares it (7.5 ... 12.0, PTX 12.0): runs on sm_90 too"
+"${BR[@]}" --config "$src" build "$ROW" --project examples/cuda-extension --wheel-dir "$W/full" || fail=1
+WHL4=$(ls "$W"/full/*+cu130*.whl 2>/dev/null | head -1)
+if [ -n "$WHL4" ] && install "$WHL4" "$W/site4"; then
+  (cd "$W" && PYTHONPATH="$W/site4" "$PY" -c "$RUN_KERNEL"); rc=$?
+  echo "kernel run exit status: $rc (0 = matches the CPU reference exactly)"; [ $rc -eq 0 ] || fail=1
+else fail=1; fi
+
 say "3. build $CPUROW: no device code, CPU fallback"
 "${BR[@]}" --config "$src" build "$CPUROW" --project examples/cuda-extension --wheel-dir "$W/cpu" || fail=1
 WHL3=$(ls "$W"/cpu/*.whl 2>/dev/null | head -1)
