@@ -213,3 +213,35 @@ def test_help_lists_every_command_and_each_command_parses_its_own_options(cli: C
     assert "--archs LIST" in capsys.readouterr().out
     r = cli("rows", "--config", str(EXAMPLE_POLICY), "--bogus")
     assert r.code == 2
+
+
+@pytest.mark.parametrize("command", [
+    ("render", "linux-x86_64-cu130-py311"),
+    ("env", "linux-x86_64-cu130-py311", "--format", "shell"),
+    ("hook", "--python", "3.11", "--platform", "linux-x86_64"),
+    ("doctor", "linux-x86_64-cu130-py311"),
+    ("build", "linux-x86_64-cu130-py311"),
+])
+def test_a_listless_cuda_row_that_slipped_past_the_loader_is_refused_by_each_command(
+        command: tuple[str, ...], cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Defence in depth: even a row built in code (not loaded) never reaches detection."""
+    import dataclasses
+
+    import buildrows.policy as policy_mod
+
+    real = policy_mod.load_policy
+
+    def bare_load(path: object = None) -> object:
+        pol = real(EXAMPLE_POLICY)
+        rows = tuple(dataclasses.replace(r, archs=None) if r.name == "linux-x86_64-cu130-py311" else r for r in pol.rows)
+        return dataclasses.replace(pol, rows=rows)
+
+    monkeypatch.setattr(policy_mod, "load_policy", bare_load)
+    monkeypatch.setenv("CU_VERSION", "cu130")
+    monkeypatch.setenv("BUILD_ENV_FILE", str(tmp_path / "be"))
+    monkeypatch.chdir(tmp_path)
+    r = cli(*command)
+    assert r.code == 3, r.out + r.err
+    assert "linux-x86_64-cu130-py311 is a CUDA 13.0 row with no architecture list" in r.err
+    assert "will not fall back to detecting the builder's GPU" in r.err
+    assert not (tmp_path / "be").exists()
