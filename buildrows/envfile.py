@@ -141,14 +141,14 @@ def append_file(path: str | Path, text: str) -> None:
     """
     p = Path(path)
     try:
-        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        # O_BINARY: Windows would otherwise write \r\n, and bash would source a trailing CR into each value.
+        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
     except OSError as e:
         raise BadInput(f"{p}: cannot open the environment file for appending: {e}\n"
                        "    fix: check the path and its permissions") from e
     try:
         _lock(fd)
-        size = os.fstat(fd).st_size
-        prefix = "\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else ""
+        prefix = "\n" if _last_byte(fd) not in (b"", b"\n") else ""
         # surrogateescape: a value read from os.environ with undecodable bytes is written back as those bytes.
         data = (prefix + text).encode("utf-8", "surrogateescape")
         written = os.write(fd, data)
@@ -158,6 +158,14 @@ def append_file(path: str | Path, text: str) -> None:
         raise BadInput(f"{p}: cannot append to the environment file: {e}") from e
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _last_byte(fd: int) -> bytes:
+    """The file's last byte (b"" when empty); os.pread does not exist on Windows."""
+    if os.fstat(fd).st_size == 0:
+        return b""
+    os.lseek(fd, -1, os.SEEK_END)
+    return os.read(fd, 1)  # O_APPEND: the next write goes to the end wherever this left the offset
 
 
 def _lock(fd: int) -> None:

@@ -148,6 +148,15 @@ def test_append_keeps_lines_adds_missing_newline_and_writes_once(tmp_path: Path,
     assert f.read_bytes() == b"EXISTING=1\nA=1\nB=2\nC=3\n"
 
 
+def test_append_works_without_pread_as_on_windows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delattr(envfile.os, "pread", raising=False)  # Windows has no os.pread
+    f = tmp_path / "github.env"
+    f.write_bytes(b"EXISTING=1")  # no trailing newline: the last byte must be read
+    append_file(f, "A=1\n")
+    append_file(f, "B=2\n")
+    assert f.read_bytes() == b"EXISTING=1\nA=1\nB=2\n"
+
+
 def test_env_command_writes_the_same_values_everywhere_and_extends_cmake_args(
         cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tool_env(monkeypatch, tmp_path / "bin")
