@@ -11,12 +11,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from buildrows.archs import ArchList, Train
-from buildrows.errors import BadInput
+from buildrows.requirements import applies, expected_requirements
 from buildrows.wheelread import LibraryInfo, WheelInfo
 
 _CUDART_ELF = re.compile(r"^libcudart\.so(\.\d+)*$")
@@ -77,22 +76,13 @@ def train_of_wheel(info: WheelInfo) -> Train | None:
     return None
 
 
-def _env_for(platform: str) -> dict[str, str]:
-    env = {k: str(v) for k, v in default_environment().items()}
-    if platform.startswith("linux"):
-        env.update(platform_system="Linux", sys_platform="linux", os_name="posix")
-    else:
-        env.update(platform_system="Windows", sys_platform="win32", os_name="nt")
-    env["platform_machine"] = platform.split("-", 1)[1].replace("amd64", "AMD64")
-    return env
-
-
 def _is_nvidia(req: Requirement) -> bool:
     return canonicalize_name(req.name).startswith("nvidia-")
 
 
-def _req_key(req: Requirement) -> tuple[str, frozenset[str]]:
-    return canonicalize_name(req.name), frozenset(str(s) for s in req.specifier)
+def _req_key(req: Requirement) -> tuple[str, frozenset[str], frozenset[str]]:
+    """Names normalised, extras and specifiers as sets: pins in any order compare equal."""
+    return canonicalize_name(req.name), frozenset(req.extras), frozenset(str(s) for s in req.specifier)
 
 
 def check_cuda_libraries(exp: Expectation, info: WheelInfo) -> CheckResult:
@@ -114,27 +104,22 @@ def check_runtime_declared(exp: Expectation, info: WheelInfo) -> CheckResult:
     """Requires-Dist's NVIDIA packages equal the train's set, as parsed requirements, both ways."""
     name = "runtime-declared"
     details: list[str] = []
-    env = _env_for(exp.platform)
-    expected: dict[tuple[str, frozenset[str]], str] = {}
-    if exp.cuda is not None:
-        for text in exp.requirements:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement as e:  # the policy's own entry: bad input, not a failed wheel
-                raise BadInput(f"the policy's runtime requirement {text!r} for CUDA {exp.cuda.dotted} does not parse: {e}\n"
-                               f"    fix: correct requirements under [cuda.runtime.{exp.cuda.major}]") from None
-            if req.marker is None or req.marker.evaluate(env):
-                expected[_req_key(req)] = text
-    declared: dict[tuple[str, frozenset[str]], str] = {}
+    expected: dict[tuple[str, frozenset[str], frozenset[str]], str] = {}
+    for text in expected_requirements(exp.platform, exp.cuda, exp.requirements):
+        expected[_req_key(Requirement(text))] = text
+    expected_names = {k[0] for k in expected}
+    declared: dict[tuple[str, frozenset[str], frozenset[str]], str] = {}
     for text in info.requires_dist:
         try:
             req = Requirement(text)
         except InvalidRequirement as e:
             details.append(f"Requires-Dist {text!r} does not parse: {e}")
             continue
-        if not _is_nvidia(req) or "extra" in str(req.marker or ""):
+        if "extra" in str(req.marker or ""):
+            continue  # optional dependencies are not the runtime the row declares
+        if not (_is_nvidia(req) or canonicalize_name(req.name) in expected_names):
             continue
-        if req.marker is not None and not req.marker.evaluate(env):
+        if not applies(req, exp.platform):
             continue  # does not apply on this row's platform (a Linux-only pin in a Windows wheel)
         declared[_req_key(req)] = text
     missing = [v for k, v in expected.items() if k not in declared]

@@ -59,10 +59,10 @@ def row_python(row: Row, env: Mapping[str, str]) -> str | None:
 
 
 def requires_dist(row: Row) -> list[str]:
-    """The runtime requirements a row's wheel declares: the train's set on Linux, none elsewhere."""
-    if row.runtime is None or row.os != "linux":
-        return []
-    return list(row.runtime.requirements)
+    """The runtime requirements a row's wheel declares: the rule `buildrows check` holds it to."""
+    from buildrows.requirements import expected_requirements
+
+    return expected_requirements(row.platform, row.cuda, row.runtime.requirements if row.runtime else ())
 
 
 def metadata_env(row: Row) -> list[tuple[str, str]]:
