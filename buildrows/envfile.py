@@ -6,9 +6,10 @@ start fast (SPEC §10), and quoting is easier to prove exact in code than in a t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -134,20 +135,69 @@ def _dotenv_quote(value: str) -> str:
 
 
 def append_file(path: str | Path, text: str) -> None:
-    """Append text in a single write, never truncating; start on a fresh line if the file lacks one.
+    """Append text to one file: `append_files` with a single destination."""
+    append_files([(path, text)])
 
-    The last-byte check and the write happen under an exclusive lock (POSIX flock), so two hooks
-    appending at once cannot see each other's half-written block and add a stray newline.
+
+def append_files(targets: Sequence[tuple[str | Path, str]]) -> None:
+    """Append each text to its file in a single write, never truncating; start on a fresh line if
+    the file lacks one.
+
+    Every destination is opened and locked before the first write, so one that cannot be opened
+    (a missing directory, a directory, no permission) is refused with its path while every file is
+    still as it was (a file this call created for it is removed again). The last-byte check and the
+    write happen under an exclusive lock (POSIX flock), so two hooks appending at once cannot see
+    each other's half-written block and add a stray newline.
     """
-    p = Path(path)
+    opened: list[tuple[Path, int, bool]] = []  # (path, fd, created by this call)
+    by_file: dict[tuple[int, int], int] = {}  # one fd per file: a second flock on it would wait forever
+    plan: list[tuple[Path, int, str]] = []
     try:
-        # O_BINARY: Windows would otherwise write \r\n, and bash would source a trailing CR into each value.
-        fd = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o644)
+        for path, text in targets:
+            p = Path(path)
+            fd, created = _open_append(p)
+            opened.append((p, fd, created))
+            try:
+                st = os.fstat(fd)
+                key = (st.st_dev, st.st_ino)
+                if key not in by_file:
+                    _lock(fd)
+                    by_file[key] = fd
+            except OSError as e:
+                raise BadInput(f"{p}: cannot lock the environment file: {e}\n"
+                               "    fix: check the path and its permissions") from e
+            plan.append((p, by_file[key], text))
+    except BadInput:
+        for p, fd, created in opened:
+            os.close(fd)
+            if created:
+                with contextlib.suppress(OSError):
+                    p.unlink()
+        raise
+    try:
+        for p, fd, text in plan:
+            _append(fd, p, text)
+    finally:
+        for _, fd, _ in opened:
+            os.close(fd)  # closing releases the lock
+
+
+def _open_append(p: Path) -> tuple[int, bool]:
+    """An fd for appending to p, and whether this call created the file."""
+    # O_BINARY: Windows would otherwise write \r\n, and bash would source a trailing CR into each value.
+    flags = os.O_RDWR | os.O_APPEND | getattr(os, "O_BINARY", 0)
+    try:
+        try:
+            return os.open(p, flags), False
+        except FileNotFoundError:
+            return os.open(p, flags | os.O_CREAT | os.O_EXCL, 0o644), True
     except OSError as e:
         raise BadInput(f"{p}: cannot open the environment file for appending: {e}\n"
-                       "    fix: check the path and its permissions") from e
+                       "    fix: check the path and its permissions; nothing was written") from e
+
+
+def _append(fd: int, p: Path, text: str) -> None:
     try:
-        _lock(fd)
         prefix = "\n" if _last_byte(fd) not in (b"", b"\n") else ""
         # surrogateescape: a value read from os.environ with undecodable bytes is written back as those bytes.
         data = (prefix + text).encode("utf-8", "surrogateescape")
@@ -156,8 +206,6 @@ def append_file(path: str | Path, text: str) -> None:
             raise OSError(f"short write ({written} of {len(data)} bytes)")
     except OSError as e:
         raise BadInput(f"{p}: cannot append to the environment file: {e}") from e
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _last_byte(fd: int) -> bytes:

@@ -186,6 +186,33 @@ def test_env_command_writes_the_same_values_everywhere_and_extends_cmake_args(
     assert "$env:TORCH_CUDA_ARCH_LIST = '7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX'" in out.read_text()
 
 
+def test_env_refuses_before_writing_any_file_when_one_cannot_be_opened(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tool_env(monkeypatch, tmp_path / "bin")
+    fake_nvcc(tmp_path / "bin")
+    gh = tmp_path / "be.txt"
+    gh.write_text("OLD=kept\n")
+    monkeypatch.setenv("GITHUB_ENV", str(gh))
+    bad = tmp_path / "nodir" / "x.env"
+    r = cli("--config", str(EXAMPLE_POLICY), "env", ROW, "--github-env", "--output", str(bad))
+    assert r.code == 2, r.err
+    assert f"{bad}: cannot open the environment file" in r.err
+    assert gh.read_bytes() == b"OLD=kept\n"
+
+
+def test_append_files_removes_a_file_it_created_when_a_later_one_fails(tmp_path: Path) -> None:
+    new = tmp_path / "new.env"
+    with pytest.raises(envfile.BadInput, match="nodir"):
+        envfile.append_files([(new, "A=1\n"), (tmp_path / "nodir" / "x", "A=1\n")])
+    assert not new.exists()
+
+
+def test_append_files_to_the_same_file_twice_writes_both(tmp_path: Path) -> None:
+    f = tmp_path / "same.env"
+    envfile.append_files([(f, "A=1"), (f, "B=2\n")])  # one lock per file: no self-deadlock
+    assert f.read_bytes() == b"A=1\nB=2\n"
+
+
 def test_env_leaves_cudacxx_alone_when_the_user_set_it(cli: Callable[..., Result], tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     tool_env(monkeypatch, tmp_path / "bin")

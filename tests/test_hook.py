@@ -169,3 +169,16 @@ def test_powershell_wrapper_propagates_the_exit_code() -> None:
     text = (REPO / "scripts" / "pre_build_hook.ps1").read_text()
     assert "$ErrorActionPreference = 'Stop'" in text
     assert "-m buildrows hook @args" in text and "exit $LASTEXITCODE" in text
+
+
+def test_an_unwritable_second_file_leaves_the_first_untouched(cli: Callable[..., Result], files: tuple[Path, Path],
+                                                              tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    be, _ = files
+    before = be.read_bytes()
+    fake_nvcc(tmp_path / "bin")
+    monkeypatch.setenv("CU_VERSION", "cu130")
+    monkeypatch.setenv("GITHUB_ENV", str(tmp_path))  # a directory: cannot be appended to
+    r = cli("--config", str(EXAMPLE_POLICY), "hook", *HERE)
+    assert r.code == 2, r.err
+    assert f"{tmp_path}: cannot open the environment file" in r.err
+    assert be.read_bytes() == before

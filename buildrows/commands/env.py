@@ -25,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.envfile import Format, append_file, format_env, row_environment
+    from buildrows.envfile import Format, append_files, format_env, row_environment
     from buildrows.rows import select_one
 
     pol = policy(args)
@@ -44,8 +44,8 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         targets.append((args.output, args.format))
     values = row_environment(pol, row, os.environ, check_toolchain=not args.no_toolchain_check)
     texts = [(path, format_env(values, fmt)) for path, fmt in targets]  # all rendered before any write
-    for path, text in texts:
-        append_file(path, text)
+    append_files(texts)  # opens and locks every file before writing any
+    for path, _ in texts:
         ui.info(f"appended {len(values)} variables of {row.name} to {path}")
     if not targets:
         ui.print(format_env(values, args.format).rstrip("\n"))

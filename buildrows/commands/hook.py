@@ -13,7 +13,6 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from buildrows.commands._common import policy
 from buildrows.errors import BadInput, Refused
@@ -99,7 +98,7 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.envfile import Format, environment_from_plan, format_env
+    from buildrows.envfile import Format, append_files, environment_from_plan, format_env
     from buildrows.presets import plan_row
 
     env = os.environ
@@ -115,7 +114,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     values = environment_from_plan(plan, env)
     dests: tuple[tuple[str, Format], ...] = (("BUILD_ENV_FILE", "shell"), ("GITHUB_ENV", "github"))
     targets = [(env[var], format_env(values, fmt)) for var, fmt in dests if env.get(var)]
-    _write_all(targets)
+    append_files(targets)  # opens and locks every file before writing any
     for path, _ in targets:
         ui.info(f"appended {len(values)} variables to {path}")
     if not targets:
@@ -123,13 +122,3 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         ui.print(format_env(values, "shell").rstrip("\n"))
     return 0
 
-
-def _write_all(targets: list[tuple[str, str]]) -> None:
-    from buildrows.envfile import append_file
-
-    for path, _ in targets:  # fail before writing anything if a destination cannot be written
-        parent = Path(path).parent
-        if not parent.is_dir():
-            raise BadInput(f"{path}: its directory does not exist\n    fix: point the variable at a writable file")
-    for path, text in targets:
-        append_file(path, text)
