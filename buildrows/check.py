@@ -90,7 +90,9 @@ def check_cuda_libraries(exp: Expectation, info: WheelInfo) -> CheckResult:
     name = "cuda-libraries-present"
     if exp.cuda is None:
         if with_code:
-            return CheckResult(name, False, [f"a CPU row's wheel ships device code in {p}" for p in with_code])
+            return CheckResult(name, False, [f"a CPU row's wheel ships device code in {p}" for p in with_code]
+                               + ["if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with "
+                                  "--cuda TRAIN --archs LIST, or --row ROW"])
         return CheckResult(name, True, [f"CPU row: {len(info.libraries)} libraries, none with device code"])
     if not info.libraries:
         return CheckResult(name, False, ["the wheel ships no shared library at all; a CUDA row's wheel needs its CUDA libraries"])

@@ -136,6 +136,25 @@ def test_train_for_a_wheel_without_local_tag(wheels: dict[str, Path], cli: Calla
     assert r.code == 0, r.out + r.err
     r = cli("check", str(wheels["good"]), "--archs", mcf.ROW_ARCHS, "--cuda", "12.6")
     assert r.code == 2 and "--cuda 12.6 contradicts the wheel's tag +cu130" in r.err
+    r = cli("check", str(plain))  # checked as the CPU row its name suggests, with the way out named
+    assert r.code == 5
+    assert "if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with --cuda TRAIN --archs LIST" in r.out
+    r = cli("--config", str(EXAMPLE_POLICY), "check", str(wheels["good"]), "--row", "linux-x86_64-cu130-py311",
+            "--cuda", "12.6")
+    assert r.code == 2 and "--cuda 12.6 contradicts --row linux-x86_64-cu130-py311 (CUDA 13.0)" in r.err
+
+
+def test_policy_in_pyproject_is_found(wheels: dict[str, Path], cli: Callable[..., Result], tmp_path: Path,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """[tool.buildrows] in ./pyproject.toml is the policy, as for every other command."""
+    text = EXAMPLE_POLICY.read_text().replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "7.5 9.0"')
+    body = "\n".join(("[tool.buildrows." + line[1:]) if line.startswith("[") and not line.startswith("[[") else
+                     ("[[tool.buildrows." + line[2:]) if line.startswith("[[") else line for line in text.splitlines())
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "fx"\nversion = "1.0"\n\n' + body + "\n")
+    monkeypatch.chdir(tmp_path)
+    r = cli("check", str(wheels["good"]))
+    assert r.code == 0, r.out + r.err
+    assert "row linux-x86_64-cu130-py311" in r.out
 
 
 def test_unreadable_wheels(tmp_path: Path, cli: Callable[..., Result]) -> None:

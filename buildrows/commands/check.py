@@ -29,13 +29,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _policy(args: argparse.Namespace) -> Policy | None:
     from buildrows.policy import load_policy
 
-    if args.config:
+    from buildrows.policy import find_config
+
+    if args.config or args.row:
         return load_policy(args.config)
-    if args.row:
-        return load_policy(None)
-    if (Path.cwd() / "buildrows.toml").is_file():
-        return load_policy(None)
-    return None
+    try:
+        find_config(None)  # buildrows.toml or [tool.buildrows] in ./pyproject.toml
+    except BadInput:
+        return None  # no policy here: the seed defaults apply
+    return load_policy(None)
 
 
 def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None) -> Expectation:
@@ -48,6 +50,15 @@ def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None
     if args.row:
         assert policy is not None
         row = select_one(policy, args.row)
+        if args.cuda:
+            try:
+                given = Train.parse(args.cuda)
+            except ValueError as e:
+                raise BadInput(f"--cuda: {e}") from e
+            if given != row.cuda:
+                raise BadInput(f"--cuda {given.dotted} contradicts --row {row.name} "
+                               f"({'CPU' if row.cuda is None else 'CUDA ' + row.cuda.dotted})\n"
+                               "    fix: drop --cuda; the row names its train")
     else:
         platform = platform_of_wheel(info)
         python = python_of_wheel(info)
