@@ -27,9 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _policy(args: argparse.Namespace) -> Policy | None:
-    from buildrows.policy import load_policy
-
-    from buildrows.policy import find_config
+    from buildrows.policy import find_config, load_policy
 
     if args.config or args.row:
         return load_policy(args.config)
