@@ -70,9 +70,6 @@ class Row:
         assert self.archs is not None or self.cuda is None
         return self.archs if self.archs is not None else ArchList((), ())
 
-    def where(self, key: str) -> str:
-        return dict(self.provenance).get(key, "")
-
 
 @dataclass(frozen=True)
 class Project:
@@ -95,9 +92,6 @@ class Policy:
     runtimes: tuple[tuple[int, Runtime], ...]
     platforms: tuple[str, ...]
     rows: tuple[Row, ...] = field(default=())
-
-    def runtime_for(self, major: int) -> Runtime | None:
-        return dict(self.runtimes).get(major)
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:

@@ -191,6 +191,9 @@ class _Resolver:
             if r.name in seen:
                 self.problem(("empty", r.name), f"row {r.name} is declared twice", hint="give the empty row its own name")
             seen.add(r.name)
+        if not self.problems and not any(r.empty_reason is None for r in rows):
+            self.problem(("platforms",), "the policy publishes no row",
+                         hint="give a platform `trains = [...]` with their architecture lists, or `cpu = true`")
         raise_problems(self.problems, f"{self.file}: the policy cannot be used")
         return Policy(
             path=self.file,
@@ -335,7 +338,9 @@ class _Resolver:
                     parsed[key] = parse_arch_list(raw, ptx=g.get("ptx", "newest"))
                 except ArchError as e:
                     parsed[key] = None
-                    self.problem((*gpath, "archs"), str(e), hint=e.hint)
+                    # a problem with the PTX choice is reported where the choice is written
+                    about_ptx = "ptx" in g and ("ptx =" in str(e) or e.token == g["ptx"])
+                    self.problem((*gpath, "ptx" if about_ptx else "archs"), str(e), hint=e.hint)
             archs = parsed[key]
             if archs is None:
                 continue

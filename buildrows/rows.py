@@ -10,7 +10,7 @@ from buildrows.errors import BadInput
 from buildrows.model import Policy, Row
 
 
-def select(policy: Policy, selectors: list[str] | tuple[str, ...], *, allow_empty_rows: bool = True) -> list[Row]:
+def select(policy: Policy, selectors: list[str] | tuple[str, ...]) -> list[Row]:
     """Rows matching any selector (exact names or globs such as `linux-*-cu13*-py312`), in policy order."""
     if not selectors:
         return list(policy.rows)
@@ -24,8 +24,6 @@ def select(policy: Policy, selectors: list[str] | tuple[str, ...], *, allow_empt
         for r in hits:
             if r not in chosen:
                 chosen.append(r)
-    if not allow_empty_rows:
-        chosen = [r for r in chosen if r.empty_reason is None]
     return chosen
 
 

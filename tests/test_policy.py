@@ -245,3 +245,25 @@ def test_a_listless_cuda_row_that_slipped_past_the_loader_is_refused_by_each_com
     assert "linux-x86_64-cu130-py311 is a CUDA 13.0 row with no architecture list" in r.err
     assert "will not fall back to detecting the builder's GPU" in r.err
     assert not (tmp_path / "be").exists()
+
+
+def test_a_policy_that_publishes_nothing_is_refused(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    p = tmp_path / "buildrows.toml"
+    p.write_text('[python]\nversions = ["3.12"]\n\n[platforms.linux-x86_64]\ntrains = []\n')
+    r = cli("--config", str(p), "rows")
+    assert r.code == 2
+    assert "[platforms]: the policy publishes no row" in r.err
+    assert "fix: give a platform `trains = [...]`" in r.err
+
+
+@pytest.mark.parametrize(("ptx", "message"), [
+    ('"9.0+PTX"', "'9.0+PTX': +PTX is not allowed here"),
+    ('"7.5"', "ptx = '7.5' is not in the row's list"),
+])
+def test_a_bad_ptx_choice_is_reported_at_ptx(ptx: str, message: str, policy_copy: Callable[..., Path],
+                                               cli: Callable[..., Result]) -> None:
+    p = policy_copy('archs = "8.0 9.0"', f'archs = "8.0 9.0"\nptx = {ptx}')
+    r = cli("--config", str(p), "rows")
+    assert r.code == 2
+    line = p.read_text().splitlines().index(f"ptx = {ptx}") + 1
+    assert f"{p}:{line} [platforms.linux-aarch64.cuda[1].ptx]: {message}" in r.err

@@ -23,7 +23,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.rows import select
 
     pol = policy(args)
-    rows = select(pol, args.rows, allow_empty_rows=True)
+    rows = select(pol, args.rows)
     project = Path(args.project) if args.project else Path(pol.path).parent / pol.project.source_dir
     result = render_presets(pol, rows, project, os.environ, check_toolchain=not args.no_toolchain_check)
     for plan in result.plans:
