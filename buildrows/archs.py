@@ -8,11 +8,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 # re.ASCII: \d would otherwise accept other scripts' digits (Arabic-Indic, fullwidth), which int() then converts.
 _TOKEN = re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$", re.ASCII)
 _SM = re.compile(r"^(?:sm|compute)_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
@@ -272,6 +267,11 @@ def _pairs(items: list[str]) -> frozenset[tuple[int, int]]:
 @cache
 def train_table() -> dict[Train, TrainSupport]:
     """The data table of what each known CUDA train compiles (buildrows/data/cuda_trains.toml)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+
     path = Path(__file__).with_name("data") / "cuda_trains.toml"
     raw = tomllib.loads(path.read_text(encoding="utf-8"))
     return {

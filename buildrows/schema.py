@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -259,6 +258,8 @@ def _walk(
     problems: list[Problem],
 ) -> bool:
     """Report what is wrong below `value`; False when `value` itself must be dropped."""
+    import difflib  # imported here: the loader's happy path never needs it
+
     where = _dotted(path) or "(top level)"
     if not node.accepts(value):
         problems.append(
