@@ -10,7 +10,8 @@ Three drivers, as the policy's `project.driver` says:
   ...) around the same PEP 517 wheel build.
 
 The wheel's per-row metadata travels in two variables a project reads at build time (the
-example does so through a scikit-build-core metadata provider): ``BUILDROWS_LOCAL_VERSION``
+example does so through a scikit-build-core metadata provider; `buildrows.envfile` sets them, so
+`env` and the hook write the same): ``BUILDROWS_LOCAL_VERSION``
 (``+cu130``; empty for CPU rows) and ``BUILDROWS_REQUIRES_DIST`` (the train's runtime
 requirements, one per line; empty for CPU and Windows rows).
 
@@ -30,13 +31,6 @@ from pathlib import Path
 from buildrows.model import Driver, Row
 from buildrows.presets import RowPlan
 from buildrows.runner import Command
-
-#: Variables a project reads for the wheel's per-row metadata (see the module docstring).
-LOCAL_VERSION_VAR = "BUILDROWS_LOCAL_VERSION"
-REQUIRES_DIST_VAR = "BUILDROWS_REQUIRES_DIST"
-#: Architecture variables a builder's environment may carry (CUDA images often set them): a CPU
-#: row's build must not see them, so nothing can turn CUDA on with someone else's list.
-CPU_UNSET = ("TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "CMAKE_CUDA_ARCHITECTURES")
 
 
 @dataclass(frozen=True)
@@ -63,10 +57,6 @@ def requires_dist(row: Row) -> list[str]:
     from buildrows.requirements import expected_requirements
 
     return expected_requirements(row.platform, row.cuda, row.runtime.requirements if row.runtime else ())
-
-
-def metadata_env(row: Row) -> list[tuple[str, str]]:
-    return [(LOCAL_VERSION_VAR, row.local_tag), (REQUIRES_DIST_VAR, "\n".join(requires_dist(row)))]
 
 
 def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:
@@ -101,11 +91,12 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
     argv = _frontend(python, project, wheel_dir, isolation)
     for s in settings:
         argv[-1:-1] = ["-C", s]
-    env = [*plan.environment, *metadata_env(row)]
-    env = list(dict(env).items())
+    # The generator and cache travel as -C settings above; the environment carries the row's own variables.
+    from buildrows.envfile import row_variables
+
+    env = row_variables(plan)
     notes = (f"generator: {g.generator} ({g.reason})",)
-    cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env), str(project), notes,
-                  unset=() if row.is_cuda else CPU_UNSET)
+    cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env.items()), str(project), notes)
     return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir)
 
 
@@ -115,11 +106,9 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     from buildrows.envfile import environment_from_plan
 
     values = environment_from_plan(plan, base_env)
-    values.update(metadata_env(plan.row))
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
-                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",),
-                  unset=() if plan.row.is_cuda else CPU_UNSET)
+                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",))
     return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir)
 
 

@@ -24,8 +24,23 @@ FORMATS: tuple[Format, ...] = ("github", "shell", "powershell", "dotenv")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)  # used with fullmatch: "X\n" is no name
 
 
-def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, str]:
-    """The variables a wheel build of this row needs, derived from its resolved plan."""
+#: Variables a project reads for the wheel's per-row metadata (the example's metadata provider
+#: does): the local version tag (+cu130; empty for CPU rows) and the runtime requirements the wheel
+#: declares, one per line (drivers.requires_dist: the rule `buildrows check` holds the wheel to).
+LOCAL_VERSION_VAR = "BUILDROWS_LOCAL_VERSION"
+REQUIRES_DIST_VAR = "BUILDROWS_REQUIRES_DIST"
+#: Architecture variables a builder's environment may carry (CUDA images often set them). A CPU row
+#: writes them empty, so nothing can turn CUDA on with someone else's list: a GitHub env file
+#: cannot unset a variable, and every reader (the CMake module, CMake's CUDAARCHS, torch's
+#: TORCH_CUDA_ARCH_LIST) treats empty as unset.
+CPU_CLEARED = ("TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "CMAKE_CUDA_ARCHITECTURES")
+
+
+def row_variables(plan: RowPlan) -> dict[str, str]:
+    """The variables that come from the row itself: its identity, architecture list (cleared for a
+    CPU row), CU_VERSION and the wheel's per-row metadata. Every build of the row sees these."""
+    from buildrows.drivers import requires_dist
+
     row = plan.row
     values: dict[str, str] = {
         "BUILDROWS_ROW": row.name,
@@ -33,7 +48,20 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
         "BUILDROWS_PYTHON": row.python,
         "BUILDROWS_CUDA": "ON" if row.is_cuda else "OFF",
     }
+    if not row.is_cuda:
+        values.update(dict.fromkeys(CPU_CLEARED, ""))
     values.update(plan.environment)  # TORCH_CUDA_ARCH_LIST, CU_VERSION, BUILDROWS_LOCAL_VERSION
+    values[LOCAL_VERSION_VAR] = row.local_tag
+    values[REQUIRES_DIST_VAR] = "\n".join(requires_dist(row))
+    return values
+
+
+def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, str]:
+    """The variables a wheel build of this row needs, derived from its resolved plan: the row's
+    own (`row_variables`), then its toolchain, generator and CMAKE_ARGS. The hook, `env` and the
+    setup.py driver of `build` all use this one builder."""
+    row = plan.row
+    values = row_variables(plan)
     cache = dict(plan.cache)
     if row.is_cuda:
         # CMake reads CUDAARCHS to initialise CMAKE_CUDA_ARCHITECTURES; scripts read the latter.

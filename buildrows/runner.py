@@ -30,11 +30,10 @@ class Command:
     env: tuple[tuple[str, str], ...] = ()
     cwd: str | None = None
     notes: tuple[str, ...] = field(default=())  # why this command looks the way it does
-    unset: tuple[str, ...] = ()  # inherited variables the step must not see
 
     def environment(self, base: Mapping[str, str]) -> dict[str, str]:
-        """The full environment the command runs with: base less `unset`, then this step's variables."""
-        out = {k: v for k, v in base.items() if k not in self.unset}
+        """The full environment the command runs with: base, then this step's variables."""
+        out = dict(base)
         out.update(self.env)
         return out
 
@@ -61,8 +60,6 @@ def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None) -> flo
     """Run one step, streaming its output to the UI's error stream; return its wall time in seconds."""
     argv, env = resolve(cmd, os.environ if base is None else base)
     ui.step(cmd.step, argv)
-    for var in cmd.unset:
-        ui.info(f"  unset {var}")
     for var, value in cmd.env:
         ui.info(f"  {var}={shlex.quote(value)}")
     for note in cmd.notes:

@@ -251,6 +251,30 @@ def test_env_of_a_cpu_row_has_no_cuda(cli: Callable[..., Result], tmp_path: Path
     pol = policy_copy('[platforms.linux-x86_64]\n', '[platforms.linux-x86_64]\ncpu = true\n')
     r = cli("--config", str(pol), "env", "linux-x86_64-cpu-py311", "--format", "dotenv")
     assert r.code == 0, r.err
-    assert "TORCH_CUDA_ARCH_LIST" not in r.out and "CUDACXX" not in r.out
+    assert "CUDACXX" not in r.out
+    # Written empty, not left out: a builder's inherited list must not reach a CPU row's build.
+    for name in ("TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "CMAKE_CUDA_ARCHITECTURES"):
+        assert f"\n{name}=''\n" in r.out
     assert "CU_VERSION='cpu'" in r.out
     assert "-DEXECUTORCH_BUILD_CUDA=OFF" in r.out and "-DBUILDROWS_CUDA=OFF" in r.out
+
+
+CUDA_EXAMPLE = EXAMPLE_POLICY.parent.parent / "cuda-extension" / "buildrows.toml"
+
+
+def test_env_carries_the_wheels_metadata_like_build_does(cli: Callable[..., Result], tmp_path: Path) -> None:
+    """CI builds from `env`/the hook: the example's metadata provider reads BUILDROWS_REQUIRES_DIST,
+    so without it a CI-built wheel declares no runtime and fails its check."""
+    r = cli("--config", str(CUDA_EXAMPLE), "env", "linux-x86_64-cu130-py311", "--no-toolchain-check",
+            "--format", "shell")
+    assert r.code == 0, r.err
+    f = tmp_path / "cu.sh"
+    f.write_text(r.out)
+    got = read_back_bash(f, ["BUILDROWS_REQUIRES_DIST", "BUILDROWS_LOCAL_VERSION"])
+    assert got["BUILDROWS_REQUIRES_DIST"] == b"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'"
+    assert got["BUILDROWS_LOCAL_VERSION"] == b"+cu130"
+    r = cli("--config", str(CUDA_EXAMPLE), "env", "linux-x86_64-cpu-py311", "--format", "github")
+    assert r.code == 0, r.err
+    github = parse_github_env(r.out)
+    assert github["BUILDROWS_REQUIRES_DIST"] == "" and github["BUILDROWS_LOCAL_VERSION"] == ""
+    assert github["TORCH_CUDA_ARCH_LIST"] == github["CUDAARCHS"] == github["CMAKE_CUDA_ARCHITECTURES"] == ""

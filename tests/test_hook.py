@@ -112,7 +112,7 @@ def test_cpu_row_from_empty_variables(cli: Callable[..., Result], files: tuple[P
     r = cli("--config", str(pol), "hook", *HERE)
     assert r.code == 0, r.err
     text = be.read_text()
-    assert "BUILDROWS_ROW='linux-x86_64-cpu-py311'" in text and "TORCH_CUDA_ARCH_LIST" not in text
+    assert "BUILDROWS_ROW='linux-x86_64-cpu-py311'" in text and "export TORCH_CUDA_ARCH_LIST=''\n" in text
 
 
 def test_a_cuda_row_without_a_list_is_refused_by_every_step() -> None:
