@@ -45,7 +45,9 @@ class BuildPlan:
 
 def row_python(row: Row, env: Mapping[str, str]) -> str | None:
     """The interpreter that builds the row: this one when it is the row's Python, else pythonX.Y on PATH."""
-    if f"{sys.version_info.major}.{sys.version_info.minor}" == row.python:
+    from buildrows.host import host_python
+
+    if host_python() == row.python:
         return sys.executable
     from buildrows.runner import find_tool
 

@@ -11,34 +11,21 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from buildrows.archs import Train
 from buildrows.errors import BadInput, Problem, Refused
+
+# Host detection lives in buildrows.host; re-exported for the many callers that import it from here.
+from buildrows.host import HOST_OS_VARIABLE as HOST_OS_VARIABLE
+from buildrows.host import HostOs as HostOs
+from buildrows.host import host_os as host_os
 from buildrows.model import Row
-
-HostOs = Literal["linux", "windows"]
-
-#: Set to `windows` or `linux` to make buildrows believe it runs there (tests, dry runs).
-HOST_OS_VARIABLE = "BUILDROWS_HOST_OS"
 
 _RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)*)")
 _NINJA_MULTI = "Ninja Multi-Config"
-
-
-def host_os(env: Mapping[str, str]) -> HostOs:
-    """The operating system buildrows renders for: BUILDROWS_HOST_OS, else the running one."""
-    forced = env.get(HOST_OS_VARIABLE, "").strip().lower()
-    if forced in ("linux", "windows"):
-        return "windows" if forced == "windows" else "linux"
-    if forced:
-        raise BadInput(f"{HOST_OS_VARIABLE}={forced!r} is not a host buildrows knows\n"
-                       "    fix: set it to 'linux' or 'windows', or unset it")
-    return "windows" if sys.platform == "win32" else "linux"
 
 
 def which(name: str, env: Mapping[str, str], host: HostOs) -> str | None:

@@ -188,7 +188,7 @@ def test_this_machines_row_follows_cu_version(monkeypatch: pytest.MonkeyPatch) -
 
     pol = load_policy(EXAMPLE_POLICY)
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
-    row, why = this_machines_row(pol, {"CU_VERSION": "cpu", "PATH": ""}, "linux")
+    row, why = this_machines_row(pol, {"CU_VERSION": "cpu", "PATH": ""})
     assert row.name == f"linux-x86_64-cpu-py{PY.replace('.', '')}" and "CU_VERSION=cpu" in why
 
 
@@ -198,7 +198,7 @@ def test_this_machines_row_refuses_a_train_the_policy_lacks(monkeypatch: pytest.
 
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
     with pytest.raises(Refused, match=r"this machine's row would be linux-x86_64-cu132-py\d+ .* has no such row"):
-        this_machines_row(load_policy(EXAMPLE_POLICY), {"CU_VERSION": "cu132", "PATH": ""}, "linux")
+        this_machines_row(load_policy(EXAMPLE_POLICY), {"CU_VERSION": "cu132", "PATH": ""})
 
 
 def test_build_command_imports_stay_light() -> None:

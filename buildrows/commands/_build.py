@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -15,8 +13,6 @@ from buildrows.model import Driver, Policy, Row
 from buildrows.toolchain import HostOs
 from buildrows.ui import UI
 
-_MACHINES = {"x86_64": "x86_64", "amd64": "amd64", "aarch64": "aarch64", "arm64": "aarch64"}
-
 
 def setup(args: argparse.Namespace) -> tuple[Policy, dict[str, str], HostOs]:
     from buildrows.toolchain import host_os
@@ -25,31 +21,29 @@ def setup(args: argparse.Namespace) -> tuple[Policy, dict[str, str], HostOs]:
     return policy(args), env, host_os(env)
 
 
-def this_machines_row(pol: Policy, env: Mapping[str, str], host: HostOs) -> tuple[Row, str]:
-    """The row this machine builds: its platform, this Python, and the train of the nvcc found
-    (CU_VERSION, when set, chooses instead); CPU when there is no nvcc. Returns the row and why."""
+def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
+    """The row this machine builds: its platform, this Python, and the train CU_VERSION (else
+    DESIRED_CUDA) asks for, as the hook reads them; with neither set, the train of the nvcc found,
+    or CPU when there is none. Returns the row and why."""
     from buildrows.archs import Train
+    from buildrows.host import host_platform, host_python, requested_accel
     from buildrows.policy import row_name
     from buildrows.toolchain import find_cuda_compiler
 
-    machine = _MACHINES.get(platform.machine().lower(), platform.machine().lower())
-    if host == "windows" and machine == "x86_64":
-        machine = "amd64"
-    plat = f"{host}-{machine}"
-    python = f"{sys.version_info.major}.{sys.version_info.minor}"
-    cu = env.get("CU_VERSION", "").strip()
+    plat = host_platform(env)
+    python = host_python()
+    asked = requested_accel(env)
     train: Train | None
-    if cu and cu != "cpu":
-        train, why = Train.parse(cu), f"CU_VERSION={cu}"
-    elif cu == "cpu":
-        train, why = None, "CU_VERSION=cpu"
+    if asked is not None:
+        var, accel = asked
+        train, why = (None if accel == "cpu" else Train.parse(accel)), f"{var}={accel}"
     else:
-        comp = find_cuda_compiler(env, host)
+        comp = find_cuda_compiler(env)
         train = comp.train if comp is not None else None
         why = f"nvcc {comp.version} at {comp.path}" if comp is not None else "no nvcc found"
     name = row_name(plat, train, python)
     row = pol.row(name)
-    if row is None and train is not None and not cu:
+    if row is None and train is not None and asked is None:
         cpu = pol.row(row_name(plat, None, python))
         if cpu is not None:
             return cpu, f"{why}, but {pol.path} has no row {name}: building the CPU row"
@@ -64,7 +58,7 @@ def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], 
     from buildrows.rows import select
 
     if not selectors:
-        row, why = this_machines_row(pol, env, host)
+        row, why = this_machines_row(pol, env)
         ui.info(f"this machine's row: {row.name} ({why})")
         return [row]
     rows = select(pol, list(selectors))

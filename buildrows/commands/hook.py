@@ -10,16 +10,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
-import sys
 from collections.abc import Mapping
 
 from buildrows.commands._common import policy
-from buildrows.errors import BadInput, Refused
+from buildrows.errors import Refused
 from buildrows.model import Policy, Row
 from buildrows.ui import UI
-
-_TRAIN = re.compile(r"^cu(\d{1,2})(\d)\Z", re.ASCII)  # Train.parse accepts only ASCII digits
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -28,38 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the row's platform, e.g. linux-x86_64 (default: this machine's)")
 
 
-def detect_platform() -> str:
-    """This machine as a policy platform name: linux-x86_64, linux-aarch64, windows-amd64."""
-    if sys.platform == "win32":
-        machine = os.environ.get("PROCESSOR_ARCHITEW6432") or os.environ.get("PROCESSOR_ARCHITECTURE", "")
-        return "windows-" + {"AMD64": "amd64", "ARM64": "arm64", "X86": "x86"}.get(machine.upper(), machine.lower())
-    machine = os.uname().machine
-    machine = {"arm64": "aarch64", "amd64": "x86_64"}.get(machine, machine)
-    return f"{sys.platform.rstrip('0123456789')}-{machine}"
-
-
-def requested_accel(env: Mapping[str, str]) -> tuple[str, str, str]:
-    """(value, variable, accel) from CU_VERSION, else DESIRED_CUDA; accel is 'cpu' or 'cuXYZ'."""
-    cu = env.get("CU_VERSION", "").strip()
-    desired = env.get("DESIRED_CUDA", "").strip()
-    if cu and desired and cu.lower() != desired.lower():
-        raise Refused(f"CU_VERSION={cu!r} and DESIRED_CUDA={desired!r} name different rows\n"
-                      "    fix: set both to the same value (or only one of them)")
-    value, var = (cu, "CU_VERSION") if cu else (desired, "DESIRED_CUDA")
-    if not value or value.lower() == "cpu":
-        return value, var or "CU_VERSION", "cpu"
-    if not _TRAIN.match(value):
-        raise BadInput(f"{var}={value!r} is neither 'cpu' nor a CUDA train such as 'cu130'\n"
-                       f"    fix: set {var} to cpu or cuXYZ (cu130 for CUDA 13.0)")
-    return value, var, value
-
-
 def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) -> Row:
     """The policy's row for this CI job, or a refusal that says where the policy must change."""
     from buildrows.archs import Train, train_table
+    from buildrows.host import requested_accel
     from buildrows.policy import row_name
 
-    value, var, accel = requested_accel(env)
+    var, accel = requested_accel(env) or ("CU_VERSION", "cpu")
     file = pol.path
     if platform not in pol.platforms:
         raise Refused(f"{file}: platform {platform} has no rows (the policy builds {', '.join(pol.platforms)})\n"
@@ -72,7 +43,7 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     if accel == "cpu":
         name = row_name(platform, None, python)
         if pol.row(name) is None:
-            raise Refused(f"{file}: {var}={value!r} asks for a CPU row, and platform {platform} has no CPU rows\n"
+            raise Refused(f"{file}: {var}={env.get(var, '')!r} asks for a CPU row, and platform {platform} has no CPU rows\n"
                           f"    fix: set cpu = true under [platforms.{platform}] in {file}")
         row = pol.row(name)
         assert row is not None
@@ -83,7 +54,7 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
             f"; buildrows also does not know which architectures CUDA {train.dotted} compiles "
             "(add it to buildrows/data/cuda_trains.toml)")
         raise Refused(
-            f"{file}: {var}={value} asks for CUDA {train.dotted}, which is not on the train allowlist "
+            f"{file}: {var}={accel} asks for CUDA {train.dotted}, which is not on the train allowlist "
             f"({', '.join(t.dotted for t in pol.trains)}){known}\n"
             f"    fix: add \"{train.dotted}\" to [cuda] trains and to [platforms.{platform}] trains in {file}, "
             f"with its architectures in a [[platforms.{platform}.cuda]] list")
@@ -91,7 +62,7 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     row = pol.row(name)
     if row is None:
         raise Refused(
-            f"{file}: {var}={value} asks for CUDA {train.dotted} on {platform}, which that platform does not publish\n"
+            f"{file}: {var}={accel} asks for CUDA {train.dotted} on {platform}, which that platform does not publish\n"
             f"    fix: add \"{train.dotted}\" to [platforms.{platform}] trains in {file}, "
             f"with its architectures in a [[platforms.{platform}.cuda]] list")
     return row
@@ -99,12 +70,13 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.envfile import Format, append_files, environment_from_plan, format_env
+    from buildrows.host import host_platform, host_python
     from buildrows.presets import plan_row
 
     env = os.environ
     pol = policy(args)
-    python = args.python or f"{sys.version_info.major}.{sys.version_info.minor}"
-    platform = args.platform or detect_platform()
+    python = args.python or host_python()
+    platform = args.platform or host_platform(env)
     row = find_row(pol, env, python, platform)
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
     plan = plan_row(pol, row, env, step="hook")  # refuses: no list, wrong OS, missing or wrong nvcc
