@@ -53,8 +53,11 @@ def test_cu130_writes_both_files_and_keeps_their_lines(cli: Callable[..., Result
     ({"CU_VERSION": "", "DESIRED_CUDA": "cu126"}, HERE, 3, ["CUDA 12.6", "CUDA 13.0.88"]),
     ({"CU_VERSION": "cu134"}, HERE, 3, ["asks for CUDA 13.4 on linux-x86_64, which that platform does not publish",
                                         "[platforms.linux-x86_64] trains"]),
-    ({"DESIRED_CUDA": "cpu"}, HERE, 3, ["asks for a CPU row", "set cpu = true under [platforms.linux-x86_64]"]),
-    ({}, HERE, 3, ["asks for a CPU row"]),  # neither set: CPU, never detection
+    ({"DESIRED_CUDA": "cpu"}, HERE, 3, ["DESIRED_CUDA=cpu asks for a CPU row, and platform linux-x86_64 has no CPU rows",
+                                        "set cpu = true under [platforms.linux-x86_64]"]),
+    ({"CU_VERSION": ""}, HERE, 3, ["CU_VERSION is set but empty, which asks for a CPU row"]),
+    # Neither variable passed: a CUDA job would silently build CPU, so the hook refuses to guess.
+    ({}, HERE, 2, ["neither CU_VERSION nor DESIRED_CUDA is set", "fix: export CU_VERSION=cpu or cuXYZ"]),
     ({"CU_VERSION": "cu13.0"}, HERE, 2, ["CU_VERSION='cu13.0' is neither 'cpu' nor a CUDA train"]),
     ({"CU_VERSION": "cu130", "DESIRED_CUDA": "cu126"}, HERE, 3, ["name different rows"]),
     ({"CU_VERSION": "cu130"}, ["--python", "3.14", "--platform", "linux-x86_64"], 3,
@@ -102,13 +105,16 @@ def test_cudacxx_options_are_kept_and_not_overwritten(cli: Callable[..., Result]
     assert "CUDACXX" not in be.read_text()
 
 
-def test_cpu_row_from_empty_variables(cli: Callable[..., Result], files: tuple[Path, Path], tmp_path: Path,
-                                      monkeypatch: pytest.MonkeyPatch, policy_copy: Callable[..., Path]) -> None:
+@pytest.mark.parametrize("asked", [{"CU_VERSION": "cpu"}, {"CU_VERSION": "", "DESIRED_CUDA": ""},
+                                   {"DESIRED_CUDA": "CPU"}])
+def test_cpu_row_from_cpu_or_empty_variables(cli: Callable[..., Result], files: tuple[Path, Path], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch, policy_copy: Callable[..., Path],
+                                             asked: dict[str, str]) -> None:
     be, _ = files
     fake_nvcc(tmp_path / "bin")
     pol = policy_copy('[platforms.linux-x86_64]\n', '[platforms.linux-x86_64]\ncpu = true\n')
-    monkeypatch.setenv("CU_VERSION", "")
-    monkeypatch.setenv("DESIRED_CUDA", "")
+    for k, v in asked.items():
+        monkeypatch.setenv(k, v)
     r = cli("--config", str(pol), "hook", *HERE)
     assert r.code == 0, r.err
     text = be.read_text()

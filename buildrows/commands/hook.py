@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 
 from buildrows.commands._common import policy
-from buildrows.errors import Refused
+from buildrows.errors import BadInput, Refused
 from buildrows.model import Policy, Row
 from buildrows.ui import UI
 
@@ -30,7 +30,13 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     from buildrows.host import requested_accel
     from buildrows.policy import row_name
 
-    var, accel = requested_accel(env) or ("CU_VERSION", "cpu")
+    asked = requested_accel(env)
+    if asked is None:
+        # Guessing here is a silent fallback: a CUDA job whose variables were not passed would build CPU.
+        raise BadInput("neither CU_VERSION nor DESIRED_CUDA is set, so the hook cannot tell which row this CI "
+                       "job builds (it does not guess: a CUDA job would silently build the CPU row)\n"
+                       "    fix: export CU_VERSION=cpu or cuXYZ (cu130 for CUDA 13.0) in the job's environment")
+    var, accel = asked
     file = pol.path
     if platform not in pol.platforms:
         raise Refused(f"{file}: platform {platform} has no rows (the policy builds {', '.join(pol.platforms)})\n"
@@ -43,8 +49,11 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     if accel == "cpu":
         name = row_name(platform, None, python)
         if pol.row(name) is None:
-            raise Refused(f"{file}: {var}={env.get(var, '')!r} asks for a CPU row, and platform {platform} has no CPU rows\n"
-                          f"    fix: set cpu = true under [platforms.{platform}] in {file}")
+            raw = env[var].strip()
+            asks = f"{var}={raw} asks" if raw else f"{var} is set but empty, which asks"
+            raise Refused(f"{file}: {asks} for a CPU row, and platform {platform} has no CPU rows\n"
+                          f"    fix: set cpu = true under [platforms.{platform}] in {file}, "
+                          f"or export {var}=cuXYZ for one of its CUDA rows")
         row = pol.row(name)
         assert row is not None
         return row
