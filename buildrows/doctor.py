@@ -264,6 +264,7 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     from packaging.utils import canonicalize_name
 
     from buildrows.drivers import row_python
+    from buildrows.host import refuse_other_machine
     from buildrows.toolchain import choose_generator
 
     probe = probe or MachineProbe()
@@ -272,6 +273,12 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     if row.os != host:
         findings.append(Finding("host", "refused", f"row {row.name} is built on {row.os}, and this host is {host}",
                                 f"run it on a {row.os} builder"))
+        return findings
+    try:
+        refuse_other_machine(row.name, row.platform, env, "doctor")
+    except Refused as e:
+        what, _, fix = str(e).partition("\n    fix: ")
+        findings.append(Finding("host", "refused", what.removeprefix("doctor: "), fix))
         return findings
     findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
     if choose_generator(row, env, host).is_ninja:

@@ -60,6 +60,14 @@ def host_platform(env: Mapping[str, str]) -> str:
     return name
 
 
+def refuse_other_machine(row: str, row_platform: str, env: Mapping[str, str], step: str) -> None:
+    """Refuse (exit 3) a step that builds here for a row of another machine (x86_64 vs aarch64)."""
+    here = host_platform(env)
+    if here.split("-", 1)[1] != row_platform.split("-", 1)[1]:
+        raise Refused(f"{step}: row {row} is built on {row_platform}, and this machine is {here}\n"
+                      f"    fix: run it on a {row_platform} builder, or choose a {here} row")
+
+
 def host_python() -> str:
     """The running interpreter as a policy Python: `3.12`, or `3.13t` when free-threaded."""
     free = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from buildrows.errors import BadInput, Refused
+from buildrows.host import refuse_other_machine
 from buildrows.model import Policy, Row
 from buildrows.resources import cmake_module, resource_dir
 from buildrows.toolchain import (
@@ -33,6 +34,9 @@ USER_PRESETS = "CMakeUserPresets.json"
 SCHEMA_VERSION = 6
 #: CCCL 13.2+ stops with #error under cl.exe's traditional preprocessor; 13.0 accepts the flag.
 WINDOWS_CUDA_FLAG = "-Xcompiler=/Zc:preprocessor"
+#: Steps that build on this machine, so the row must be this machine's (render and env may
+#: prepare a row for another machine of the same OS, a dry run).
+BUILDS_HERE = ("hook", "build")
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         raise Refused(
             f"{step}: row {row.name} is built on {row.os}, and this host is {host}\n"
             f"    fix: run it on a {row.os} builder (or set BUILDROWS_HOST_OS={row.os} to render a dry run)")
+    if step in BUILDS_HERE:
+        refuse_other_machine(row.name, row.platform, env, step)
     if row.is_cuda and compiler is None and check_toolchain:
         compiler = check_cuda_compiler(row, env, host)
     generator = choose_generator(row, env, host)

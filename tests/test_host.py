@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,25 @@ def test_desired_cuda_alone_selects_the_row_everywhere(cli: Callable[..., Result
     r = cli("--config", str(CUDA_EXAMPLE), command)
     assert f"linux-x86_64-cu126-py{PY}" in r.err, r.err
     assert "cpu" not in r.err.split("\n")[0]
+
+
+@pytest.mark.parametrize(("command", "argv"), [
+    ("hook", ["--python", "3.11", "--platform", "linux-aarch64"]),
+    ("doctor", ["linux-aarch64-cpu-py311"]),
+    ("build", ["linux-aarch64-cpu-py311"]),
+])
+def test_a_row_of_another_machine_is_refused_where_it_would_be_built(
+        cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        command: str, argv: list[str]) -> None:
+    _ci_env(monkeypatch, CU_VERSION="cpu", BUILD_ENV_FILE=str(tmp_path / "be.env"))
+    r = cli("--config", str(CUDA_EXAMPLE), command, *argv)
+    assert r.code == 3, r.err
+    assert "row linux-aarch64-cpu-py311 is built on linux-aarch64, and this machine is linux-x86_64" in r.err
+    assert not (tmp_path / "be.env").exists()
+
+
+def test_render_may_still_prepare_a_row_of_another_machine(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+                                                           tmp_path: Path) -> None:
+    _ci_env(monkeypatch)
+    r = cli("--config", str(CUDA_EXAMPLE), "render", "linux-aarch64-cpu-py311", "--project", str(tmp_path))
+    assert r.code == 0, r.err
