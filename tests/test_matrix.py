@@ -332,6 +332,27 @@ def test_github_output_unset_is_bad_input(cli: Callable[..., Result], monkeypatc
     assert "$GITHUB_OUTPUT is not set" in r.err
 
 
+def test_unwritable_github_output_is_bad_input(cli: Callable[..., Result], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "nodir" / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(missing))  # was FileNotFoundError, an internal error (exit 1)
+    r = cli("--config", str(EXAMPLE_POLICY), "matrix", "--platform", "linux-x86_64", "--from", str(LINUX),
+            "--github-output")
+    assert r.code == 2, r.err
+    assert f"{missing}: cannot open the environment file" in r.err
+
+
+def test_github_output_without_a_final_newline_gets_matrix_on_its_own_line(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "github_output"
+    out.write_bytes(b"earlier=1")
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    r = cli("--config", str(EXAMPLE_POLICY), "matrix", "--platform", "linux-x86_64", "--from", str(LINUX),
+            "--github-output")
+    assert r.code == 0, r.err
+    assert out.read_text(encoding="utf-8").splitlines()[0] == "earlier=1"
+
+
 def test_unreadable_file(matrix: Callable[..., Result], tmp_path: Path) -> None:
     r = matrix(tmp_path / "nope.json")
     assert r.code == 2

@@ -57,7 +57,9 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         for row in result.rows:
             ui.info(f"build {row.name}" + (f"  (image {row.image})" if row.image else ""))
     if out_path:
-        with open(out_path, "a", encoding="utf-8") as f:
-            f.write(f"matrix={blob}\n")  # one write; the JSON is one line, so no delimiter is needed
+        from buildrows.envfile import append_file
+
+        # One locked write on a fresh line; the JSON is one line, so no delimiter is needed.
+        append_file(out_path, f"matrix={blob}\n")
     ui.print(blob)
     return 0
