@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Literal
@@ -87,10 +88,16 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
     return values
 
 
+# The characters shlex.split treats specially (`;` and `$` are plain to it).
+_SPLIT_SPECIAL = re.compile(r"[\s'\"\\]")
+
+
 def _define(name: str, value: str) -> str:
+    """One -D token of CMAKE_ARGS, which scikit-build-core and setup.py projects split with
+    shlex.split: quoted (shlex.quote) only when splitting would change it, so a reader that splits
+    on whitespace still sees the usual tokens bare."""
     token = f"-D{name}={value}"
-    # CMAKE_ARGS is split on whitespace by its readers; a path with spaces must stay one token.
-    return f'"{token}"' if any(c.isspace() for c in token) else token
+    return shlex.quote(token) if _SPLIT_SPECIAL.search(token) else token
 
 
 def row_environment(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs | None = None,

@@ -278,3 +278,15 @@ def test_env_carries_the_wheels_metadata_like_build_does(cli: Callable[..., Resu
     github = parse_github_env(r.out)
     assert github["BUILDROWS_REQUIRES_DIST"] == "" and github["BUILDROWS_LOCAL_VERSION"] == ""
     assert github["TORCH_CUDA_ARCH_LIST"] == github["CUDAARCHS"] == github["CMAKE_CUDA_ARCHITECTURES"] == ""
+
+
+@pytest.mark.parametrize("value", [
+    "C:/Program Files/x", 'say "hi"', "it's", "a;b;c", "$HOME and ${X}", "back\\slash", "tab\there",
+    "mixed 'single' and \"double\"; $v", "75-real;80-real",
+])
+def test_cmake_args_define_survives_shlex_split(value: str) -> None:
+    import shlex
+
+    tokens = [envfile._define("A", value), envfile._define("B", "plain")]
+    assert shlex.split(" ".join(tokens)) == [f"-DA={value}", "-DB=plain"]
+    assert envfile._define("C", "75-real;80-real") == "-DC=75-real;80-real"  # bare when nothing needs quoting
