@@ -130,6 +130,11 @@ def plan(
             close = difflib.get_close_matches(p, policy.platforms, n=1)
             hint = f"did you mean {close[0]}?" if close else "use one of: " + ", ".join(policy.platforms)
             raise BadInput(f"--platform {p!r} is not a platform of {policy.path}\n    fix: {hint}")
+    name = policy.project.name
+    if "\n" in name or "\r" in name:
+        raise BadInput(f"{policy.path}: [project] name {name!r} spans several lines; the workflow passes it "
+                       "as the build's package-name, which is one line\n"
+                       "    fix: write [project] name on one line (the distribution name)")
     config = _relative(policy.path, root, "the policy")
     try:
         out_rel = _relative(out_dir, root, "--out")

@@ -218,6 +218,15 @@ def test_policy_outside_the_root_is_bad_input(cli: Callable[..., Result], tmp_pa
     assert "is outside the repository root" in r.err
 
 
+def test_multi_line_project_name_is_bad_input(cli: Callable[..., Result], policy_copy: Callable[..., Path],
+                                              tmp_path: Path) -> None:
+    pol = policy_copy('name = "executorch"', 'name = """executorch\nevil: 1"""')
+    r = cli("--config", str(pol), "workflow", "--root", str(pol.parent), "--out", str(tmp_path / "wf"))
+    assert r.code == 2, r.err  # was an internal error: ValueError from the YAML quoting
+    assert "[project] name 'executorch\\nevil: 1' spans several lines" in r.err
+    assert not (tmp_path / "wf").exists()
+
+
 def test_platform_selection(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--platform", "linux-aarch64")
