@@ -129,24 +129,19 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -
 
 
 def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Finding]:
-    """The generator the row will use and why; on Windows, whether this is a developer environment."""
+    """The generator the row will use and why (toolchain.choose_generator decides; this reports)."""
     from buildrows.toolchain import choose_generator
 
     g = choose_generator(row, env, host)
-    out = [Finding("generator", "ok", f"{g.generator}: {g.reason}")]
-    if host == "windows":
-        vs = env.get("VSCMD_VER") or env.get("VisualStudioVersion")
-        if vs and g.is_ninja:
-            out.append(Finding("developer environment", "ok", f"Visual Studio {vs} developer environment"))
-        elif vs:
-            out.append(Finding("developer environment", "note", f"Visual Studio {vs} developer environment, but "
-                               "not every one of ninja, clang-cl and cl is on PATH",
-                               "pip install ninja, and add the LLVM (clang-cl) component of Visual Studio, to build with Ninja"))
-        else:
-            out.append(Finding("developer environment", "note", "not a Visual Studio developer environment",
-                               "run from an 'x64 Native Tools Command Prompt' (vcvars64.bat) with ninja and clang-cl on "
-                               "PATH to build with Ninja Multi-Config"))
-    return out
+    if host != "windows" or g.is_ninja:
+        return [Finding("generator", "ok", f"{g.generator}: {g.reason}")]
+    if g.developer_environment:
+        fix = ("pip install ninja, and add the LLVM (clang-cl) component of Visual Studio, to build with "
+               f"Ninja Multi-Config (not on PATH: {', '.join(g.missing_tools)})")
+    else:
+        fix = ("run from an 'x64 Native Tools Command Prompt' (vcvars64.bat) with ninja and clang-cl on "
+               "PATH to build with Ninja Multi-Config")
+    return [Finding("generator", "note", f"{g.generator}: {g.reason}", fix)]
 
 
 def check_python(row: Row, python: str | None) -> Finding:

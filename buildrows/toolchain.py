@@ -12,7 +12,7 @@ import re
 import shlex
 import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.archs import Train
@@ -154,7 +154,10 @@ class GeneratorChoice:
     cache: tuple[tuple[str, str], ...] = ()  # compilers etc. the preset sets as cache variables
     toolset: str | None = None
     architecture: str | None = None
-    tools: tuple[tuple[str, str], ...] = field(default=())  # what was found on PATH, for the report
+    #: Windows: the Visual Studio developer environment's version (VSCMD_VER, else VCToolsInstallDir),
+    #: or "" when this is not one; the tools of ninja, clang-cl and cl not on PATH.
+    developer_environment: str = ""
+    missing_tools: tuple[str, ...] = ()
 
     @property
     def is_ninja(self) -> bool:
@@ -168,15 +171,15 @@ def _vs_generator(env: Mapping[str, str]) -> str:
 
 def choose_generator(row: Row, env: Mapping[str, str], host: HostOs | None = None) -> GeneratorChoice:
     """SPEC §5: Ninja Multi-Config on Linux; on Windows Ninja Multi-Config with clang-cl (and nvcc
-    with cl.exe as host) in a developer environment with ninja, clang-cl and cl on PATH, otherwise
-    the Visual Studio generator with the ClangCL toolset."""
+    with cl.exe as host) in a Visual Studio developer environment (VSCMD_VER or VCToolsInstallDir
+    set, as vcvars sets them) with ninja, clang-cl and cl on PATH, otherwise the Visual Studio
+    generator with the ClangCL toolset. Decided here only; doctor reports this choice."""
     host = host or host_os(env)
     if host != "windows":
         return GeneratorChoice(_NINJA_MULTI, "Linux host: Ninja Multi-Config keeps the Release/ layout packaging reads")
-    found = {name: which(name, env, "windows") for name in ("ninja", "clang-cl", "cl")}
-    missing = [n for n, p in found.items() if p is None]
-    tools = tuple((n, p) for n, p in found.items() if p is not None)
-    if not missing:
+    vs = env.get("VSCMD_VER", "").strip() or env.get("VCToolsInstallDir", "").strip()
+    missing = tuple(n for n in ("ninja", "clang-cl", "cl") if which(n, env, "windows") is None)
+    if vs and not missing:
         # Bare names, not paths: they are on PATH by construction, and a VS path has spaces that
         # CMAKE_ARGS (split on spaces by some setup.py files) cannot carry.
         cache = [("CMAKE_C_COMPILER", "clang-cl"), ("CMAKE_CXX_COMPILER", "clang-cl")]
@@ -184,12 +187,13 @@ def choose_generator(row: Row, env: Mapping[str, str], host: HostOs | None = Non
             cache.append(("CMAKE_CUDA_HOST_COMPILER", "cl"))
         return GeneratorChoice(
             _NINJA_MULTI,
-            "Visual Studio developer environment with ninja, clang-cl and cl on PATH: Ninja Multi-Config, "
+            f"Visual Studio developer environment ({vs}) with ninja, clang-cl and cl on PATH: Ninja Multi-Config, "
             "clang-cl for C/C++" + (", nvcc with cl.exe as its host compiler" if row.is_cuda else ""),
-            tuple(cache), tools=tools)
+            tuple(cache), developer_environment=vs)
     gen = _vs_generator(env)
-    return GeneratorChoice(
-        gen,
-        f"not a Visual Studio developer environment with ninja ({', '.join(missing)} not on PATH): "
-        f"{gen} with the ClangCL toolset",
-        toolset="ClangCL", architecture="x64", tools=tools)
+    if not vs:
+        why = "not a Visual Studio developer environment (neither VSCMD_VER nor VCToolsInstallDir is set)"
+    else:
+        why = f"Visual Studio developer environment ({vs}), but {', '.join(missing)} not on PATH"
+    return GeneratorChoice(gen, f"{why}: {gen} with the ClangCL toolset", toolset="ClangCL", architecture="x64",
+                           developer_environment=vs, missing_tools=missing)

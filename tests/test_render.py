@@ -160,10 +160,16 @@ def windows_path(tmp_path: Path, tools: tuple[str, ...]) -> Path:
     return bindir
 
 
-def windows_env(monkeypatch: pytest.MonkeyPatch, bindir: Path) -> None:
+def windows_env(monkeypatch: pytest.MonkeyPatch, bindir: Path, *, developer: bool = True) -> None:
+    """A simulated Windows host; `developer`: a Visual Studio developer prompt (vcvars sets VSCMD_VER)."""
     tool_env(monkeypatch, bindir)
     monkeypatch.setenv("PATH", str(bindir))  # only the simulated prompt's tools
     monkeypatch.setenv("BUILDROWS_HOST_OS", "windows")
+    monkeypatch.delenv("VCToolsInstallDir", raising=False)
+    if developer:
+        monkeypatch.setenv("VSCMD_VER", "17.12.3")
+    else:
+        monkeypatch.delenv("VSCMD_VER", raising=False)
 
 
 @pytest.mark.parametrize("train", ["cu130", "cu132"])
@@ -176,7 +182,7 @@ def test_windows_developer_environment_uses_ninja_clang_cl_and_cl_host(
     row = f"windows-amd64-{train}-py311"
     r, presets = render(cli, EXAMPLE_POLICY, tmp_path, row)
     assert r.code == 0, r.err
-    assert "Visual Studio developer environment with ninja, clang-cl and cl on PATH" in r.err
+    assert "Visual Studio developer environment (17.12.3) with ninja, clang-cl and cl on PATH" in r.err
     p = presets[row]
     cache = p["cacheVariables"]
     assert p["generator"] == "Ninja Multi-Config" and "toolset" not in p
@@ -194,7 +200,7 @@ def test_windows_without_ninja_falls_back_to_visual_studio_clangcl(
     row = "windows-amd64-cu130-py311"
     r, presets = render(cli, EXAMPLE_POLICY, tmp_path, row)
     assert r.code == 0, r.err
-    assert "not a Visual Studio developer environment with ninja (ninja, cl not on PATH)" in r.err
+    assert "Visual Studio developer environment (17.12.3), but ninja, cl not on PATH" in r.err
     p = presets[row]
     assert p["generator"] == "Visual Studio 17 2022"
     assert p["toolset"] == {"value": "ClangCL", "strategy": "set"}
@@ -202,6 +208,19 @@ def test_windows_without_ninja_falls_back_to_visual_studio_clangcl(
     cache = p["cacheVariables"]
     assert "CMAKE_C_COMPILER" not in cache and "CMAKE_CUDA_HOST_COMPILER" not in cache
     assert cache["CMAKE_CUDA_FLAGS"] == "-Xcompiler=/Zc:preprocessor"
+
+
+def test_windows_tools_on_path_outside_a_developer_prompt_fall_back_to_visual_studio(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    windows_env(monkeypatch, windows_path(tmp_path, ("ninja", "clang-cl", "cl")), developer=False)
+    row = "windows-amd64-cu130-py311"
+    r, presets = render(cli, EXAMPLE_POLICY, tmp_path, row)
+    assert r.code == 0, r.err
+    assert ("not a Visual Studio developer environment (neither VSCMD_VER nor VCToolsInstallDir is set): "
+            "Visual Studio 17 2022 with the ClangCL toolset") in r.err
+    p = presets[row]
+    assert p["generator"] == "Visual Studio 17 2022" and p["toolset"] == {"value": "ClangCL", "strategy": "set"}
+    assert "CMAKE_C_COMPILER" not in p["cacheVariables"]
 
 
 def test_windows_cpu_row_has_no_cuda_flags(cli: Callable[..., Result], tmp_path: Path,
