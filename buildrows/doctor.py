@@ -94,7 +94,7 @@ def nvcc_install_hint(train: Train) -> str:
 
 def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -> Finding:
     """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off."""
-    from buildrows.toolchain import locate_cuda_compiler, read_train
+    from buildrows.toolchain import NO_CUDA_COMPILER, check_cuda_compiler, locate_cuda_compiler
 
     if row.cuda is None:
         option = policy.project.cuda_option
@@ -109,22 +109,13 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -
                            "set [project] cuda-option to the project's CUDA switch (e.g. MYPROJ_BUILD_CUDA)")
         return Finding("cuda", "ok", f"CPU row: {option}=OFF{present}")
     try:
-        found = locate_cuda_compiler(env, host)
-    except BadInput as e:
-        return Finding("nvcc", "missing", str(e).splitlines()[0], nvcc_install_hint(row.cuda))
-    if found is None:
-        return Finding("nvcc", "missing", f"no CUDA {row.cuda.dotted} compiler (looked at CUDACXX, CUDA_HOME, "
-                       "CUDA_PATH and nvcc on PATH)", nvcc_install_hint(row.cuda))
-    try:
-        comp = read_train(found, env)
-    except Refused as e:
-        return Finding("nvcc", "refused", str(e).splitlines()[0], nvcc_install_hint(row.cuda))
-    if comp.train != row.cuda:
-        return Finding("nvcc", "refused",
-                       f"row {row.name} is CUDA {row.cuda.dotted}, but the toolkit found is CUDA {comp.version} "
-                       f"({comp.path}, through {comp.source})",
-                       f"point CUDA_HOME (or CUDACXX) at a CUDA {row.cuda.dotted} toolkit; "
-                       + nvcc_install_hint(row.cuda))
+        comp = check_cuda_compiler(row, env, host)  # the same verdict the hook and render give
+    except (BadInput, Refused) as e:
+        what, _, fix = str(e).partition("\n    fix: ")
+        none_found = any(p.message == NO_CUDA_COMPILER for p in e.problems)
+        status: Status = "missing" if none_found or isinstance(e, BadInput) else "refused"
+        fixes = [] if none_found else [fix]  # when none was found, the install hint is the whole fix
+        return Finding("nvcc", status, what, "; ".join(f for f in (*fixes, nvcc_install_hint(row.cuda)) if f))
     return Finding("nvcc", "ok", comp.describe())
 
 

@@ -26,6 +26,8 @@ from buildrows.model import Row
 
 _RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)*)")
 _NINJA_MULTI = "Ninja Multi-Config"
+#: The problem check_cuda_compiler reports when there is no nvcc at all (doctor adds how to get one).
+NO_CUDA_COMPILER = "no nvcc"
 
 
 def which(name: str, env: Mapping[str, str], host: HostOs) -> str | None:
@@ -130,7 +132,7 @@ def check_cuda_compiler(row: Row, env: Mapping[str, str], host: HostOs | None = 
         raise Refused(
             f"row {row.name} needs a CUDA {row.cuda.dotted} compiler and none was found "
             "(looked at CUDACXX, CUDA_HOME/bin, CUDA_PATH/bin and nvcc on PATH)",
-            [Problem("no nvcc", row=row.name, field="cuda", refusal=True,
+            [Problem(NO_CUDA_COMPILER, row=row.name, field="cuda", refusal=True,
                      hint=f"install CUDA {row.cuda.dotted} and set CUDA_HOME to it (or put its nvcc on PATH)")],
         )
     comp = read_train(found, env)

@@ -82,7 +82,7 @@ def test_missing_nvcc_says_how_to_get_it(tmp_path: Path) -> None:
     findings = diagnose(pol, row, env, EXAMPLE, driver="scikit-build-core", host="linux",
                         probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
     (nvcc,) = [f for f in findings if f.check == "nvcc"]
-    assert nvcc.status == "missing" and "no CUDA 13.0 compiler" in nvcc.seen
+    assert nvcc.status == "missing" and "needs a CUDA 13.0 compiler and none was found" in nvcc.seen
     assert "pip install 'nvidia-cuda-nvcc==13.0.*'" in nvcc.fix and "site-packages/nvidia/cu13/bin/nvcc" in nvcc.fix
 
 
@@ -99,6 +99,8 @@ def test_wrong_toolkit_train_is_refused_naming_both(tmp_path: Path) -> None:
     (nvcc,) = [f for f in findings if f.check == "nvcc"]
     assert nvcc.status == "refused"
     assert "is CUDA 13.0, but the toolkit found is CUDA 12.6.85" in nvcc.seen
+    # toolchain.check_cuda_compiler's verdict and fix (the same as the hook's), then how to get 13.0
+    assert "or build the cu126 row instead" in nvcc.fix and "pip install 'nvidia-cuda-nvcc==13.0.*'" in nvcc.fix
     with pytest.raises(Refused, match=r"cannot be built on this machine \(1 problem\)"):
         verdict(findings, row)
 
