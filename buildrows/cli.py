@@ -9,7 +9,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 
 from buildrows import __version__
@@ -97,6 +96,8 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
         ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
                  "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
         if os.environ.get("BUILDROWS_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         return EXIT_INTERNAL
 

@@ -17,6 +17,7 @@ from buildrows import __version__
 from buildrows.errors import BadInput, Refused
 from buildrows.matrix import FULL_MATRIX_LABEL
 from buildrows.model import Policy
+from buildrows.resources import resource_dir
 
 TEMPLATE = "build-wheels-cuda.yml.j2"
 DEFAULT_PRE_SCRIPT = "scripts/pre_build_hook.sh"
@@ -212,21 +213,12 @@ def _yaml_scalar(value: object) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def templates_dir() -> Path:
-    """presets/workflows, in a checkout or inside an installed wheel (buildrows/_data/presets)."""
-    pkg = Path(__file__).resolve().parent
-    for cand in (pkg / "_data" / "presets" / "workflows", pkg.parent / "presets" / "workflows"):
-        if cand.is_dir():
-            return cand
-    raise FileNotFoundError(f"buildrows is installed without presets/workflows (looked beside {pkg})")
-
-
 def render(p: WorkflowPlan, template_dir: Path | None = None, template: str = TEMPLATE) -> str:
     """The workflow text; its generator switches are checked after rendering, whatever the template says."""
     import jinja2
 
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir or templates_dir())),
+        loader=jinja2.FileSystemLoader(str(template_dir or resource_dir("presets") / "workflows")),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         trim_blocks=True,

@@ -9,12 +9,12 @@ from buildrows.commands._common import policy
 from buildrows.errors import BadInput
 from buildrows.ui import UI
 
-_FORMATS = ("github", "shell", "powershell", "dotenv")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from buildrows.envfile import FORMATS
+
     p.add_argument("row", metavar="ROW", help="one row name (or a glob matching exactly one)")
-    p.add_argument("--format", choices=_FORMATS, default="shell",
+    p.add_argument("--format", choices=FORMATS, default="shell",
                    help="format for stdout and --output (default: shell)")
     p.add_argument("--github-env", action="store_true", help="append to $GITHUB_ENV (github format)")
     p.add_argument("--build-env-file", action="store_true",
