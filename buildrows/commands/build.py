@@ -118,7 +118,7 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     from buildrows.check import CheckResult
     from buildrows.commands.check import check_wheel
 
-    args = argparse.Namespace(row=row.name, archs=None, config=pol.path, json=False)
+    args = argparse.Namespace(row=row.name, archs=None, cuda=None, config=pol.path, json=False)
     ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
     _, _, results = check_wheel(args, wheel, pol)
     tag = local_tag_problem(row, wheel)
