@@ -82,3 +82,24 @@ def test_ten_combinations_of_train_pin_and_marker() -> None:
 def test_an_unparsable_policy_requirement_is_bad_input() -> None:
     with pytest.raises(BadInput, match=r"fix: correct requirements under \[cuda.runtime.13\]"):
         expected_requirements("linux-x86_64", CU13, ("nvidia-cuda-runtime>=>13",))
+
+
+@pytest.mark.parametrize("platform", ["linux-x86_64", "windows-amd64"])
+@pytest.mark.parametrize("policy", [
+    ("nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'",),
+    ("nvidia-cuda-runtime>=13,<14",),
+    ("nvidia-cuda-runtime>=13,<14", "nvidia-y>=1; platform_machine == 'aarch64'"),
+])
+def test_what_build_declares_passes_check(platform: str, policy: tuple[str, ...]) -> None:
+    """drivers.requires_dist (no packaging, for the hook's speed) and the check agree for every row."""
+    import dataclasses
+
+    from buildrows.drivers import requires_dist
+    from buildrows.model import Row, Runtime
+
+    os_, machine = platform.split("-")
+    row = Row(name="r", platform=platform, os=os_, machine=machine, cuda=CU13, python="3.11",  # type: ignore[arg-type]
+              archs=parse_arch_list("9.0"), runtime=Runtime(policy, "nvidia/cu13/lib", "test"))
+    declared = requires_dist(row)
+    assert judge(platform, policy, *declared)[0], (declared, judge(platform, policy, *declared))
+    assert requires_dist(dataclasses.replace(row, cuda=None)) == []
