@@ -55,16 +55,8 @@ def row_python(row: Row, env: Mapping[str, str]) -> str | None:
 
 
 def requires_dist(row: Row) -> list[str]:
-    """The runtime requirements a row's wheel declares: the train's set on Linux, nothing on Windows or CPU.
-
-    The entries keep their markers (pip evaluates them at install time), so this needs no
-    `packaging` and the hook stays fast; `buildrows check` holds the wheel to the same rule
-    through `requirements.expected_requirements`, which ignores entries whose marker excludes
-    the row's platform on both sides.
-    """
-    if row.cuda is None or row.runtime is None or row.os != "linux":
-        return []
-    return list(row.runtime.requirements)
+    """The runtime requirements a row's wheel declares (see Row.requires_dist)."""
+    return row.requires_dist
 
 
 def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:

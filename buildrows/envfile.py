@@ -27,7 +27,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)  # used with fullmatch: 
 
 #: Variables a project reads for the wheel's per-row metadata (the example's metadata provider
 #: does): the local version tag (+cu130; empty for CPU rows) and the runtime requirements the wheel
-#: declares, one per line (drivers.requires_dist: the rule `buildrows check` holds the wheel to).
+#: declares, one per line (Row.requires_dist: the rule `buildrows check` holds the wheel to).
 LOCAL_VERSION_VAR = "BUILDROWS_LOCAL_VERSION"
 REQUIRES_DIST_VAR = "BUILDROWS_REQUIRES_DIST"
 #: Architecture variables a builder's environment may carry (CUDA images often set them). A CPU row
@@ -40,7 +40,6 @@ CPU_CLEARED = ("TORCH_CUDA_ARCH_LIST", "CUDAARCHS", "CMAKE_CUDA_ARCHITECTURES")
 def row_variables(plan: RowPlan) -> dict[str, str]:
     """The variables that come from the row itself: its identity, architecture list (cleared for a
     CPU row), CU_VERSION and the wheel's per-row metadata. Every build of the row sees these."""
-    from buildrows.drivers import requires_dist
 
     row = plan.row
     values: dict[str, str] = {
@@ -53,7 +52,7 @@ def row_variables(plan: RowPlan) -> dict[str, str]:
         values.update(dict.fromkeys(CPU_CLEARED, ""))
     values.update(plan.environment)  # TORCH_CUDA_ARCH_LIST, CU_VERSION, BUILDROWS_LOCAL_VERSION
     values[LOCAL_VERSION_VAR] = row.local_tag
-    values[REQUIRES_DIST_VAR] = "\n".join(requires_dist(row))
+    values[REQUIRES_DIST_VAR] = "\n".join(row.requires_dist)
     return values
 
 

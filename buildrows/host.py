@@ -8,10 +8,9 @@ DESIRED_CUDA, the machine name or the interpreter mean. Everything reads an envi
 
 from __future__ import annotations
 
-import platform as _platform
+import os
 import re
 import sys
-import sysconfig
 from collections.abc import Mapping
 from typing import Literal
 
@@ -48,7 +47,7 @@ def host_platform(env: Mapping[str, str]) -> str:
     raw = ""
     if os_ == "windows":  # a 32-bit Python on 64-bit Windows sees x86 in PROCESSOR_ARCHITECTURE
         raw = env.get("PROCESSOR_ARCHITEW6432", "") or env.get("PROCESSOR_ARCHITECTURE", "")
-    raw = raw or _platform.machine()
+    raw = raw or _machine()
     machine = _MACHINES.get(raw.lower())
     if machine == "x86_64" and os_ == "windows":
         machine = "amd64"
@@ -70,6 +69,8 @@ def refuse_other_machine(row: str, row_platform: str, env: Mapping[str, str], st
 
 def host_python() -> str:
     """The running interpreter as a policy Python: `3.12`, or `3.13t` when free-threaded."""
+    import sysconfig  # here, not at import: the hook starts on every CI job
+
     free = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
     return f"{sys.version_info.major}.{sys.version_info.minor}{'t' if free else ''}"
 
@@ -101,3 +102,12 @@ def requested_accel(env: Mapping[str, str]) -> tuple[str, str] | None:
                       "    fix: set both to the same value (or only one of them)")
     var = given[0] if given else present[0]
     return var, parsed[var]
+
+
+def _machine() -> str:
+    """The machine name; os.uname is enough on POSIX and avoids importing `platform` at start-up."""
+    if hasattr(os, "uname"):
+        return os.uname().machine
+    import platform
+
+    return platform.machine()

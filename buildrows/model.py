@@ -53,6 +53,15 @@ class Row:
         return f"+{self.cuda.cu}" if self.cuda else ""
 
     @property
+    def requires_dist(self) -> list[str]:
+        """The runtime requirements this row's wheel declares: the train's set on Linux, none on
+        Windows or for CPU rows. Entries keep their markers (pip evaluates them at install time);
+        `buildrows check` holds the wheel to the same rule (requirements.expected_requirements)."""
+        if self.cuda is None or self.runtime is None or self.os != "linux":
+            return []
+        return list(self.runtime.requirements)
+
+    @property
     def python_tag(self) -> str:
         return "cp" + self.python.replace(".", "")
 

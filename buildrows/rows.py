@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 from typing import Any
 
@@ -18,6 +17,8 @@ def select(policy: Policy, selectors: list[str] | tuple[str, ...]) -> list[Row]:
     for sel in selectors:
         hits = [r for r in policy.rows if fnmatch.fnmatchcase(r.name, sel)]
         if not hits:
+            import difflib  # only on the error path
+
             close = difflib.get_close_matches(sel, [r.name for r in policy.rows], n=3)
             hint = ("did you mean " + ", ".join(close) + "?") if close else "`buildrows rows` lists the rows"
             raise BadInput(f"no row of {policy.path} matches {sel!r}\n    fix: {hint}")

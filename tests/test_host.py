@@ -26,13 +26,13 @@ PY = host.host_python().replace(".", "")
 ])
 def test_host_platform_maps_machine_names(monkeypatch: pytest.MonkeyPatch, os_: str, machine: str,
                                           env: dict[str, str], want: str) -> None:
-    monkeypatch.setattr("platform.machine", lambda: machine)
+    monkeypatch.setattr(host, "_machine", lambda: machine)
     assert host.host_platform({"BUILDROWS_HOST_OS": os_, **env}) == want
 
 
 @pytest.mark.parametrize(("os_", "machine"), [("linux", "riscv64"), ("linux", "ppc64le"), ("windows", "ARM64")])
 def test_host_platform_refuses_an_unknown_machine(monkeypatch: pytest.MonkeyPatch, os_: str, machine: str) -> None:
-    monkeypatch.setattr("platform.machine", lambda: machine)
+    monkeypatch.setattr(host, "_machine", lambda: machine)
     with pytest.raises(BadInput, match=rf"{machine!r}.*it knows linux-x86_64, linux-aarch64, windows-amd64"):
         host.host_platform({"BUILDROWS_HOST_OS": os_})
 
@@ -79,7 +79,7 @@ def _ci_env(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
         monkeypatch.delenv(var, raising=False)
     for k, v in values.items():
         monkeypatch.setenv(k, v)
-    monkeypatch.setattr("platform.machine", lambda: "x86_64")
+    monkeypatch.setattr(host, "_machine", lambda: "x86_64")
 
 
 @pytest.mark.parametrize("command", ["doctor", "build"])
