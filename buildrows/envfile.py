@@ -70,10 +70,6 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
         comp = plan.compiler
         if comp is not None and not env.get("CUDACXX", "").strip():
             values["CUDACXX"] = comp.path
-            root = comp.toolkit_root
-            # Only a real toolkit layout: /usr/local/bin/nvcc may be a wrapper script.
-            if not env.get("CUDA_HOME", "").strip() and os.path.isfile(os.path.join(root, "include", "cuda.h")):
-                values["CUDA_HOME"] = root
     g = plan.generator
     values["CMAKE_GENERATOR"] = g.generator
     if g.toolset:

@@ -38,6 +38,12 @@ class Row:
     runtime: Runtime | None = None
     cache: tuple[tuple[str, str], ...] = ()
     provenance: tuple[tuple[str, str], ...] = ()
+    #: The CMake generator the policy fixes for this row's platform (None: the host's default rule),
+    #: and where it was written.
+    generator: str | None = None
+    generator_source: str = ""
+    #: The project's environment switches with this row's value ("1" on CUDA rows, "0" on CPU rows).
+    switches: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_cuda(self) -> bool:
@@ -87,6 +93,10 @@ class Project:
     source_dir: str
     cuda_option: str | None
     cache: tuple[tuple[str, str], ...] = ()
+    #: Environment variables the project reads to turn CUDA on or off (USE_CUDA, FORCE_CUDA, ...).
+    switches: tuple[str, ...] = ()
+    #: Stamp built wheels that lack the row's local version or runtime requirement (opt-in).
+    stamp: bool = False
 
 
 @dataclass(frozen=True)

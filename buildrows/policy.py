@@ -30,6 +30,7 @@ else:  # pragma: no cover
 
 CONFIG_NAMES = ("buildrows.toml", "pyproject.toml")
 _PY = re.compile(r"3\.([0-9]{1,2})(t?)")  # ASCII digits; fullmatch: no trailing newline
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
 def find_config(path: str | Path | None) -> Path:
@@ -208,13 +209,43 @@ class _Resolver:
 
     def _project(self, p: dict[str, Any]) -> Project:
         cache = tuple((k, str(v)) for k, v in p.get("cache", {}).items())
+        switches: list[str] = []
+        for i, name in enumerate(p.get("env-switches", [])):
+            if not _ENV_NAME.fullmatch(name):
+                self.problem(("project", "env-switches", i), f"{name!r} is not an environment variable name",
+                             hint="use letters, digits and underscores, e.g. FORCE_CUDA")
+            elif name in switches:
+                self.problem(("project", "env-switches", i), f"{name!r} is listed twice", hint="list each switch once")
+            else:
+                switches.append(name)
         return Project(
             name=p.get("name", Path(self.file).resolve().parent.name),
             driver=cast(Driver, p.get("driver", "cmake-presets")),
             source_dir=p.get("source-dir", "."),
             cuda_option=p.get("cuda-option"),
             cache=cache,
+            switches=tuple(switches),
+            stamp=bool(p.get("stamp", False)),
         )
+
+    def _generator(self, pname: str, os_: Os, p: dict[str, Any]) -> tuple[str | None, str]:
+        """The generator the policy fixes for a platform (its own, else the project's), and where."""
+        if "generator" in p:
+            path: tuple[str | int, ...] = ("platforms", pname, "generator")
+            value = p["generator"]
+        elif "generator" in self.doc.get("project", {}):
+            path, value = ("project", "generator"), self.doc["project"]["generator"]
+        else:
+            return None, ""
+        if os_ != "windows" and value.startswith("Visual Studio"):
+            self.problem(path, f"{value!r} is a Windows generator, and {pname} is not Windows",
+                         hint="use Ninja or Ninja Multi-Config, or set the generator under [platforms.windows-amd64]")
+            return None, ""
+        if os_ == "windows" and value == "Unix Makefiles":
+            self.problem(path, f"{value!r} does not build with the MSVC tools of {pname}",
+                         hint="use Ninja Multi-Config or a Visual Studio generator, or leave it to the default rule")
+            return None, ""
+        return value, self.where(path)
 
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []
@@ -303,6 +334,7 @@ class _Resolver:
                 else:
                     groups[t] = (gi, g)
         common_cache = list(project.cache) + [(k, str(v)) for k, v in p.get("cache", {}).items()]
+        generator, generator_source = self._generator(pname, os_, p)
         for py in pythons:
             if p.get("cpu", False):
                 name = row_name(pname, None, py)
@@ -310,7 +342,9 @@ class _Resolver:
                 if project.cuda_option:
                     cache.append((project.cuda_option, "OFF"))
                 rows.append(Row(name=name, platform=pname, os=os_, machine=machine, cuda=None, python=py,
-                                archs=None, image=_image(p.get("image"), None), cache=tuple(cache),
+                                archs=None, image=_image(p.get("image"), None), cache=tuple(cache), generator=generator,
+                                generator_source=generator_source,
+                                switches=tuple((s, "0") for s in project.switches),
                                 provenance=(("python", self.where(("python", "versions"))),
                                             ("cpu", self.where((*base, "cpu"))),
                                             ("image", self.where((*base, "image")) if "image" in p else "default: the generator's image"))))
@@ -371,7 +405,9 @@ class _Resolver:
             for py, name in zip(pythons, names, strict=True):
                 rows.append(Row(name=name, platform=pname, os=os_, machine=machine, cuda=t, python=py,
                                 archs=archs, image=_image(image_src, t), runtime=runtime,
-                                cache=tuple(cache), provenance=prov))
+                                cache=tuple(cache), provenance=prov, generator=generator,
+                                generator_source=generator_source,
+                                switches=tuple((s, "1") for s in project.switches)))
         return rows
 
     def _empty_rows(self, raw: dict[str, Any], trains: tuple[Train, ...]) -> list[Row]:

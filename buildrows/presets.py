@@ -87,6 +87,13 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
             flags = " ".join(f for f in (env.get("CUDAFLAGS", "").strip(), WINDOWS_CUDA_FLAG) if f)
             cache.append(("CMAKE_CUDA_FLAGS", flags))
         environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list))
+        if compiler is not None and compiler.root is not None:
+            # setup.py projects and torch.utils.cpp_extension take the toolkit from CUDA_HOME
+            # (Windows: CUDA_PATH); left unset, torch guesses it from nvcc's location on PATH.
+            environment += [("CUDA_HOME", compiler.root), ("CUDA_PATH", compiler.root)]
+    # The project's own switches (FORCE_CUDA, USE_CUDA, ...): 1 on CUDA rows, 0 on CPU rows, so
+    # a builder image that sets them cannot turn CUDA on for a CPU row.
+    environment += list(row.switches)
     # The row's own cache (project, platform, train, and the cuda-option ON/OFF) comes last: it wins.
     cache += list(row.cache)
     return RowPlan(row, host, generator, compiler, tuple(_dedupe(cache)), tuple(environment))
@@ -121,6 +128,10 @@ def presets_data(plans: Sequence[RowPlan]) -> dict[str, Any]:
 
 def _template_row(plan: RowPlan) -> dict[str, Any]:
     g = plan.generator
+    cache = dict(plan.cache)
+    if not g.multi_config:
+        # A single-config tree builds the configuration chosen at configure time.
+        cache.setdefault("CMAKE_BUILD_TYPE", "Release")
     return {
         "name": plan.row.name,
         "display": f"{plan.row.name} ({'CUDA ' + plan.row.cuda.dotted if plan.row.cuda else 'CPU'}, "
@@ -128,7 +139,7 @@ def _template_row(plan: RowPlan) -> dict[str, Any]:
         "generator": g.generator,
         "toolset": g.toolset,
         "architecture": g.architecture,
-        "cache": dict(plan.cache),
+        "cache": cache,
         "environment": dict(plan.environment),
     }
 

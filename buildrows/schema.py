@@ -141,6 +141,13 @@ class ArrayOf(Node):
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-amd64")
 DRIVERS = ("cmake-presets", "scikit-build-core", "setup.py")
+#: CMake generators a policy may fix; which platform takes which is checked when the policy loads.
+GENERATORS = ("Ninja", "Ninja Multi-Config", "Unix Makefiles",
+              "Visual Studio 16 2019", "Visual Studio 17 2022", "Visual Studio 18 2026")
+GENERATOR = Str("CMake generator, when the project's packaging reads a particular build-tree layout (single-config "
+                "Ninja puts outputs in the tree, a Multi-Config one under Release/). Default: Ninja on Linux; on "
+                "Windows Ninja Multi-Config with clang-cl in a Visual Studio developer environment, else Visual Studio "
+                "with the ClangCL toolset.", GENERATORS)
 
 CACHE = MapOf("Extra CMake cache variables (NAME = value), added to every row this table covers.", Str(""))
 
@@ -162,6 +169,7 @@ PLATFORM = Table(
         "trains": StrList("CUDA trains this platform publishes; each needs an architecture list in [[platforms.NAME.cuda]]."),
         "cpu": Bool("Publish CPU rows (CUDA off) for this platform."),
         "image": Str("Builder image for this platform's rows ({cuda} and {cu} are substituted)."),
+        "generator": GENERATOR,
         "cache": CACHE,
         "cuda": ArrayOf("Architecture lists, one table per group of trains sharing a list.", CUDA_GROUP),
     },
@@ -196,6 +204,11 @@ POLICY = Table(
                 "driver": Str("The build driver.", DRIVERS),
                 "source-dir": Str("The project's source directory, relative to this file."),
                 "cuda-option": Str("CMake cache variable set ON for CUDA rows and OFF for CPU rows, e.g. EXECUTORCH_BUILD_CUDA."),
+                "env-switches": StrList("Environment variables the project's build reads to turn CUDA on, e.g. [\"FORCE_CUDA\"]: "
+                                        "set to 1 for CUDA rows and 0 for CPU rows, whatever the builder's image sets."),
+                "generator": GENERATOR,
+                "stamp": Bool("Stamp each built wheel that lacks the row's local version (+cu130) or runtime requirement, "
+                              "for projects whose build does not read BUILDROWS_LOCAL_VERSION/BUILDROWS_REQUIRES_DIST."),
                 "cache": CACHE,
             },
         ),

@@ -26,6 +26,7 @@ from buildrows.model import Row
 
 _RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)*)")
 _NINJA_MULTI = "Ninja Multi-Config"
+_NINJA = "Ninja"
 #: The problem check_cuda_compiler reports when there is no nvcc at all (doctor adds how to get one).
 NO_CUDA_COMPILER = "no nvcc"
 
@@ -54,11 +55,17 @@ class CudaCompiler:
     source: str  # "CUDACXX", "CUDA_HOME", "CUDA_PATH" or "PATH"
     train: Train | None = None  # None until `nvcc --version` has been read
     version: str = ""  # the full version, e.g. 13.0.88
+    #: The CUDA root nvcc itself uses (its TOP, symlinks resolved), asked of nvcc by read_train;
+    #: None when nvcc did not say. /usr/local/bin/nvcc may be a wrapper whose parent is no toolkit.
+    root: str | None = None
 
     @property
     def toolkit_root(self) -> str:
-        """The toolkit directory (the parent of nvcc's bin/)."""
-        return str(Path(self.path).parent.parent)
+        """The toolkit directory: the root nvcc reports, else the parent of the real nvcc's bin/
+        (symlinks resolved; a wrapper script's own location is never taken for the root)."""
+        if self.root is not None:
+            return self.root
+        return str(Path(os.path.realpath(self.path)).parent.parent)
 
     def describe(self) -> str:
         what = f"CUDA {self.version or (self.train.dotted if self.train else '?')}"
@@ -114,7 +121,26 @@ def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:
                       f"`{shlex.join(argv)}` exited {proc.returncode}: {tail[0]}\n"
                       "    fix: repair or reinstall the toolkit, or point CUDA_HOME/CUDACXX at a working one")
     return CudaCompiler(compiler.path, compiler.argv, compiler.source,
-                        Train(int(m.group(1)), int(m.group(2))), m.group(3))
+                        Train(int(m.group(1)), int(m.group(2))), m.group(3), ask_cuda_root(compiler.argv, env))
+
+
+_TOP = re.compile(r"^#\$ TOP=(.+?)\s*$", re.MULTILINE)
+
+
+def ask_cuda_root(argv: tuple[str, ...], env: Mapping[str, str]) -> str | None:
+    """The CUDA root this nvcc compiles with, asked of nvcc: `nvcc -v --dryrun` prints the
+    variables it derived from its own location (`#$ TOP=/usr/local/cuda-13.0/bin/..`), through
+    any wrapper script that execs it. The dry run writes nothing. None when nvcc does not say."""
+    probe = [*argv, "-v", "--dryrun", "-x", "cu", "-c", "buildrows-probe.cu", "-o", "buildrows-probe.o"]
+    try:
+        proc = subprocess.run(probe, capture_output=True, text=True, env=dict(env), timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = _TOP.search(proc.stdout + proc.stderr)
+    if m is None:
+        return None
+    top = os.path.realpath(m.group(1).strip().strip('"'))
+    return top if os.path.isdir(top) else None
 
 
 def find_cuda_compiler(env: Mapping[str, str], host: HostOs | None = None) -> CudaCompiler | None:
@@ -165,6 +191,20 @@ class GeneratorChoice:
     def is_ninja(self) -> bool:
         return self.generator.startswith("Ninja")
 
+    @property
+    def multi_config(self) -> bool:
+        """Whether outputs land under a per-configuration directory (Release/)."""
+        return self.generator == _NINJA_MULTI or self.generator.startswith(("Visual Studio", "Xcode"))
+
+
+def _windows_ninja_cache(row: Row) -> tuple[tuple[str, str], ...]:
+    # Bare names, not paths: they are on PATH by construction, and a VS path has spaces that
+    # CMAKE_ARGS (split on spaces by some setup.py files) cannot carry.
+    cache = [("CMAKE_C_COMPILER", "clang-cl"), ("CMAKE_CXX_COMPILER", "clang-cl")]
+    if row.is_cuda:
+        cache.append(("CMAKE_CUDA_HOST_COMPILER", "cl"))
+    return tuple(cache)
+
 
 def _vs_generator(env: Mapping[str, str]) -> str:
     major = env.get("VisualStudioVersion", "17.0").split(".")[0]
@@ -172,26 +212,38 @@ def _vs_generator(env: Mapping[str, str]) -> str:
 
 
 def choose_generator(row: Row, env: Mapping[str, str], host: HostOs | None = None) -> GeneratorChoice:
-    """SPEC §5: Ninja Multi-Config on Linux; on Windows Ninja Multi-Config with clang-cl (and nvcc
-    with cl.exe as host) in a Visual Studio developer environment (VSCMD_VER or VCToolsInstallDir
-    set, as vcvars sets them) with ninja, clang-cl and cl on PATH, otherwise the Visual Studio
-    generator with the ClangCL toolset. Decided here only; doctor reports this choice."""
+    """SPEC §5: the generator the policy fixes for the row's platform, else the host's default rule.
+
+    Linux: single-config Ninja, the layout most packaging reads (ExecuTorch's setup.py strips the
+    configuration directory on Linux; scikit-build-core and plain setup.py builds use one tree).
+    Windows: Ninja Multi-Config with clang-cl (and nvcc with cl.exe as host) in a Visual Studio
+    developer environment (VSCMD_VER or VCToolsInstallDir set, as vcvars sets them) with ninja,
+    clang-cl and cl on PATH, otherwise the Visual Studio generator with the ClangCL toolset.
+    Decided here only; doctor reports this choice."""
     host = host or host_os(env)
+    fixed = row.generator
     if host != "windows":
-        return GeneratorChoice(_NINJA_MULTI, "Linux host: Ninja Multi-Config keeps the Release/ layout packaging reads")
+        if fixed is not None:
+            return GeneratorChoice(fixed, f"fixed by the policy ({row.generator_source})")
+        return GeneratorChoice(_NINJA, "Linux default: single-config Ninja, one tree without a Release/ directory, "
+                                       "the layout a project's own packaging reads unless its policy fixes another")
     vs = env.get("VSCMD_VER", "").strip() or env.get("VCToolsInstallDir", "").strip()
     missing = tuple(n for n in ("ninja", "clang-cl", "cl") if which(n, env, "windows") is None)
+    if fixed is not None:
+        why = f"fixed by the policy ({row.generator_source})"
+        if fixed.startswith("Visual Studio"):
+            return GeneratorChoice(fixed, f"{why}: with the ClangCL toolset", toolset="ClangCL", architecture="x64",
+                                   developer_environment=vs)
+        return GeneratorChoice(fixed, f"{why}: clang-cl for C/C++" + (", nvcc with cl.exe as its host compiler"
+                                                                      if row.is_cuda else ""),
+                               _windows_ninja_cache(row), developer_environment=vs,
+                               missing_tools=missing if vs else ("a Visual Studio developer environment", *missing))
     if vs and not missing:
-        # Bare names, not paths: they are on PATH by construction, and a VS path has spaces that
-        # CMAKE_ARGS (split on spaces by some setup.py files) cannot carry.
-        cache = [("CMAKE_C_COMPILER", "clang-cl"), ("CMAKE_CXX_COMPILER", "clang-cl")]
-        if row.is_cuda:
-            cache.append(("CMAKE_CUDA_HOST_COMPILER", "cl"))
         return GeneratorChoice(
             _NINJA_MULTI,
             f"Visual Studio developer environment ({vs}) with ninja, clang-cl and cl on PATH: Ninja Multi-Config, "
             "clang-cl for C/C++" + (", nvcc with cl.exe as its host compiler" if row.is_cuda else ""),
-            tuple(cache), developer_environment=vs)
+            _windows_ninja_cache(row), developer_environment=vs)
     gen = _vs_generator(env)
     if not vs:
         why = "not a Visual Studio developer environment (neither VSCMD_VER nor VCToolsInstallDir is set)"

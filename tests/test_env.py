@@ -178,7 +178,7 @@ def test_env_command_writes_the_same_values_everywhere_and_extends_cmake_args(
     assert shell["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
     assert shell["CU_VERSION"] == "cu130"
     assert shell["BUILDROWS_LOCAL_VERSION"] == "+cu130"
-    assert shell["CMAKE_GENERATOR"] == "Ninja Multi-Config"
+    assert shell["CMAKE_GENERATOR"] == "Ninja"
     assert shell["CUDACXX"] == str(tmp_path / "bin" / "nvcc")
     assert shell["CMAKE_ARGS"].startswith("-DUSER_THING=1 -DOTHER='a' ")  # extended, not replaced
     assert "-DEXECUTORCH_BUILD_CUDA=ON" in shell["CMAKE_ARGS"]
