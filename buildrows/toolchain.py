@@ -137,10 +137,21 @@ def ask_cuda_root(argv: tuple[str, ...], env: Mapping[str, str]) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     m = _TOP.search(proc.stdout + proc.stderr)
-    if m is None:
+    if m is not None:
+        top = os.path.realpath(m.group(1).strip().strip('"'))
+        return top if os.path.isdir(top) else None
+    # The dry run also needs the host compiler; without one, nvcc's own rule still holds: TOP is
+    # the parent of the directory of the nvcc executable itself, so only a real binary (symlinks
+    # resolved, never a wrapper script) tells its root.
+    real = os.path.realpath(argv[0])
+    try:
+        with open(real, "rb") as f:
+            magic = f.read(4)
+    except OSError:
         return None
-    top = os.path.realpath(m.group(1).strip().strip('"'))
-    return top if os.path.isdir(top) else None
+    if magic == b"\x7fELF" or magic[:2] == b"MZ":
+        return str(Path(real).parent.parent)
+    return None
 
 
 def find_cuda_compiler(env: Mapping[str, str], host: HostOs | None = None) -> CudaCompiler | None:
