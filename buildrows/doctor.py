@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
@@ -190,6 +191,38 @@ def check_requirements(python: str, requirements: Sequence[str], installed: Mapp
     return out
 
 
+#: Headers torch's CUDA extension headers include (ATen/cuda/CUDAContext.h and friends): a root
+#: with nvcc and the runtime alone fails on these (`cusparse.h: No such file or directory`).
+TORCH_CUDA_HEADERS = ("cuda_runtime.h", "cublas_v2.h", "cusparse.h", "cusolverDn.h")
+
+
+def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str | None, error: str | None) -> list[Finding]:
+    """torch.utils.cpp_extension must take the row's CUDA root (the one its nvcc compiles with), and
+    that root must hold what torch's CUDA headers include and the runtime torch links (-lcudart)."""
+    name = "torch CUDA_HOME"
+    if error is not None:
+        return [Finding(name, "missing", f"could not ask torch for its CUDA_HOME: {error}",
+                        "install torch for the row's Python (the project builds against it)")]
+    if root is None:
+        return [Finding(name, "refused", f"the row's nvcc ({nvcc}) does not say which CUDA root it compiles with, so "
+                        f"buildrows sets no CUDA_HOME and torch uses {torch_says or 'none'}",
+                        "point CUDACXX or CUDA_HOME at the nvcc of a complete toolkit (bin/nvcc, include, lib64)")]
+    if torch_says is None or os.path.realpath(torch_says) != os.path.realpath(root):
+        return [Finding(name, "refused", f"torch would build with CUDA root {torch_says or '(none)'}, but the row's nvcc "
+                        f"({nvcc}) compiles with {root}; the extension would mix two toolkits or miss headers",
+                        f"set CUDA_HOME={root} for the build (buildrows build and buildrows env do), or point the "
+                        "row at the toolkit torch finds")]
+    missing = [h for h in TORCH_CUDA_HEADERS if not os.path.isfile(os.path.join(root, "include", h))]
+    libs = [os.path.join(root, d, "libcudart.so") for d in ("lib64", "lib")]
+    if row.os == "linux" and not any(os.path.exists(p) for p in libs):
+        missing.append("lib64/libcudart.so (torch links -lcudart)")
+    if missing:
+        return [Finding(name, "missing", f"torch takes {root} (the row's nvcc's root), which lacks "
+                        + ", ".join(missing), "use a CUDA root that also has the CUDA libraries' headers and the runtime "
+                        "(`buildrows toolkit` assembles one; NVIDIA's nvidia-cusparse/-cublas/-cusolver packages carry them)")]
+    return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with the headers torch's CUDA extensions include")]
+
+
 class Probe(Protocol):
     """What doctor needs to look at on the machine."""
 
@@ -289,7 +322,28 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         with contextlib.suppress(InvalidRequirement):
             names.append(canonicalize_name(Requirement(text).name))
     findings += check_requirements(python, reqs, probe.distributions(python, names))
+    from buildrows.torchenv import uses_torch
+
+    if row.is_cuda and uses_torch(project, reqs):
+        findings += _torch_cuda_home(policy, row, env, host, python)
     return findings
+
+
+def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str) -> list[Finding]:
+    """Ask the row's torch, in the environment the build will have, which CUDA root it takes."""
+    from buildrows.envfile import environment_from_plan
+    from buildrows.presets import plan_row
+
+    try:
+        plan = plan_row(policy, row, env, host=host, step="doctor")
+    except (BadInput, Refused):
+        return []  # the nvcc finding above already says why
+    assert plan.compiler is not None
+    build_env = {**env, **environment_from_plan(plan, env)}
+    from buildrows.torchenv import ask_torch
+
+    info, error = ask_torch(python, build_env)
+    return check_torch_cuda_home(row, plan.compiler.root, plan.compiler.path, info.cuda_home if info else None, error)
 
 
 def verdict(findings: Sequence[Finding], row: Row) -> None:

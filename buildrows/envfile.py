@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Literal
 
 from buildrows.errors import BadInput
+from buildrows.metadata import LOCAL_VERSION_VAR as LOCAL_VERSION_VAR
+from buildrows.metadata import REQUIRES_DIST_VAR as REQUIRES_DIST_VAR
 from buildrows.model import Policy, Row
 from buildrows.presets import RowPlan, plan_row
 from buildrows.toolchain import CudaCompiler, HostOs
@@ -28,8 +30,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)  # used with fullmatch: 
 #: Variables a project reads for the wheel's per-row metadata (the example's metadata provider
 #: does): the local version tag (+cu130; empty for CPU rows) and the runtime requirements the wheel
 #: declares, one per line (Row.requires_dist: the rule `buildrows check` holds the wheel to).
-LOCAL_VERSION_VAR = "BUILDROWS_LOCAL_VERSION"
-REQUIRES_DIST_VAR = "BUILDROWS_REQUIRES_DIST"
+# LOCAL_VERSION_VAR and REQUIRES_DIST_VAR, imported above from buildrows.metadata, which reads them.
 #: Architecture variables a builder's environment may carry (CUDA images often set them). A CPU row
 #: writes them empty, so nothing can turn CUDA on with someone else's list: a GitHub env file
 #: cannot unset a variable, and every reader (the CMake module, CMake's CUDAARCHS, torch's

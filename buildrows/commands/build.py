@@ -11,7 +11,8 @@ from buildrows.ui import UI
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from buildrows.model import Policy, Row
+    from buildrows.model import Driver, Policy, Row
+    from buildrows.presets import RowPlan
     from buildrows.toolchain import HostOs
 
 
@@ -68,6 +69,8 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
     driver = driver_of(pol, args)
     project = project_of(pol, args)
     wheel_dir = drivers.default_wheel_dir(project, args.wheel_dir)
+    plan = None
+    python = None
     if driver == "cmake-presets":
         ui.step(f"render presets for {row.name} into {project}")
         rendered = render_presets(pol, [row], project, env, host=host)
@@ -95,7 +98,42 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
     wheel = made[0]
     ui.info(f"  wheel: {wheel}")
+    if plan is not None and python is not None:
+        wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
     return row, wheel, None if args.no_check else check_built_wheel(pol, row, wheel, ui)
+
+
+def stamp_built_wheel(pol: Policy, plan: RowPlan, python: str, project: Path, driver: Driver, wheel: Path,
+                      env: Mapping[str, str], args: argparse.Namespace, ui: UI) -> Path:
+    """Add the build record to the wheel and, when the policy opts in, the row's local version and
+    runtime requirement its project's build left out (buildrows.stamp)."""
+    from buildrows.buildinfo import BuildRecord
+    from buildrows.doctor import build_requirements
+    from buildrows.stamp import stamp_wheel
+    from buildrows.torchenv import ask_torch, uses_torch
+
+    row = plan.row
+    torch = torch_cuda = None
+    reqs, _ = build_requirements(project, driver)
+    if uses_torch(project, reqs) and not args.isolation:
+        from buildrows.envfile import environment_from_plan
+
+        info, error = ask_torch(python, {**env, **environment_from_plan(plan, env)})
+        if info is None:
+            ui.warn(f"  could not ask the build environment's torch for its version: {error}")
+        else:
+            torch, torch_cuda = info.version, info.cuda
+    compiler = plan.compiler
+    cuda = compiler.train.dotted if compiler is not None and compiler.train is not None else None
+    record = BuildRecord(row=row.name, cuda=cuda if row.is_cuda else None, torch=torch, torch_cuda=torch_cuda)
+    ui.step(f"stamp {wheel.name}" + ("" if pol.project.stamp else " (build record only; [project] stamp is off)"))
+    stamped = stamp_wheel(wheel, local_tag=row.local_tag, requirements=row.requires_dist, record=record,
+                          metadata=pol.project.stamp)
+    for change in stamped.changes:
+        ui.info(f"  {change}")
+    if stamped.wheel != wheel:
+        ui.info(f"  wheel: {stamped.wheel}")
+    return stamped.wheel
 
 
 def local_tag_problem(row: Row, wheel: Path) -> str | None:
@@ -107,7 +145,7 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
     want = row.local_tag.lstrip("+")
     if want and local != want:
         return (f"{wheel.name} is version {version}, not tagged +{want} for row {row.name}: the project must take "
-                "its local version from BUILDROWS_LOCAL_VERSION (see examples/cuda-extension/build_support/row_metadata.py)")
+                "its local version from BUILDROWS_LOCAL_VERSION (buildrows.metadata, a scikit-build-core provider, does), or the policy must opt in to stamping ([project] stamp = true)")
     if not want and plus and local.startswith("cu"):
         return f"{wheel.name} is a CPU row's wheel ({row.name}) but carries the CUDA tag +{local}"
     return None
