@@ -17,7 +17,7 @@ Both of scikit-build-core's provider interfaces are served by the one function:
     dependencies = ["numpy>=1.24"]          # the project's own, static
     dynamic = ["version", "dependencies"]
     [[tool.dynamic-metadata]]
-    provider = "buildrows.metadata"
+    provider = "buildrows"                   # the entry point naming this module
     base = "0.1.0"                           # the version before the row's label
 
 ``[tool.scikit-build.metadata.FIELD]`` (0.10 and later; a dynamic field cannot also be static,
