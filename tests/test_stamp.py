@@ -85,7 +85,7 @@ def test_cpu_row_gets_only_the_build_record(tmp_path: Path) -> None:
 
 
 def test_another_local_label_is_never_relabelled() -> None:
-    version, add, changes = plan_metadata("2.0+cpu", [], "+cu130", [RUNTIME])
+    version, add, _ = plan_metadata("2.0+cpu", [], "+cu130", [RUNTIME])
     assert version == "2.0+cpu" and add == [RUNTIME]
     # A requirement the project already declares for that distribution is kept as written.
     version, add, _ = plan_metadata("2.0", ["nvidia-cuda-runtime==13.0.96", "numpy; extra == 'test'"], "+cu130", [RUNTIME])
