@@ -154,6 +154,8 @@ class Rendered:
 
     paths: tuple[Path, ...]
     plans: tuple[RowPlan, ...]
+    #: What the user must know about a file of theirs that was changed (a raised schema version).
+    notes: tuple[str, ...] = ()
 
 
 def render_presets(policy: Policy, rows: Sequence[Row], project_dir: str | Path, env: Mapping[str, str], *,
@@ -171,30 +173,54 @@ def render_presets(policy: Policy, rows: Sequence[Row], project_dir: str | Path,
         raise BadInput("no rows to render\n    fix: name at least one row")
     _refuse_name_clash(project, [p.row.name for p in plans])
     user_path = project / USER_PRESETS
-    user_text = _updated_user_presets(user_path)
+    user_text, notes = _updated_user_presets(user_path)
     out = project / PRESETS_FILE
     _refuse_foreign_file(out)
     _write(out, presets_text(plans))
     if user_text is not None:
         _write(user_path, user_text)
-    return Rendered((out, user_path), tuple(plans))
+    return Rendered((out, user_path), tuple(plans), tuple(notes))
 
 
 def _refuse_name_clash(project: Path, names: list[str]) -> None:
-    """A row named like a preset of the project's own CMakePresets.json would make cmake fail."""
-    path = project / "CMakePresets.json"
-    if not path.is_file():
-        return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # cmake reports its own file's problems
-    theirs = {p.get("name") for key, items in data.items() if key.endswith("Presets") and isinstance(items, list)
-              for p in items if isinstance(p, dict)}
-    clash = sorted(set(names) & theirs)
-    if clash:
-        raise Refused(f"{path} already has presets named {', '.join(clash)}; cmake refuses duplicate names\n"
-                      "    fix: rename those presets in CMakePresets.json")
+    """Refuse, before anything is written, a row named like a preset of the project's or the
+    user's: CMakePresets.json, CMakeUserPresets.json (which implicitly includes the former) and
+    every file they include, recursively. cmake would reject every preset of the project on a
+    duplicate name, the user's own included."""
+    clashes: list[str] = []
+    seen: set[Path] = set()
+    ours = (project / PRESETS_FILE).resolve()
+    wanted = set(names)
+
+    def visit(path: Path, via: str) -> None:
+        real = path.resolve()
+        if real in seen or real == ours or not path.is_file():
+            return  # our own file is replaced; a missing include is cmake's to report
+        seen.add(real)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+        except (OSError, ValueError, RecursionError):
+            return  # cmake reports its own file's problems
+        if not isinstance(data, dict):
+            return
+        for key, items in data.items():
+            if key.endswith("Presets") and isinstance(items, list):
+                for p in items:
+                    if isinstance(p, dict) and p.get("name") in wanted:
+                        kind = key[: -len("Presets")]
+                        clashes.append(f"{path}{via}: {kind} preset {p['name']!r}")
+        includes = data.get("include", [])
+        for inc in includes if isinstance(includes, list) else []:
+            if isinstance(inc, str) and "$" not in inc.replace("${sourceDir}", ""):
+                target = Path(inc.replace("${sourceDir}", str(project)))
+                visit(target if target.is_absolute() else path.parent / target, f" (included from {path.name})")
+
+    visit(project / "CMakePresets.json", "")
+    visit(project / USER_PRESETS, "")
+    if clashes:
+        raise Refused("presets named like the rows to render already exist; cmake refuses duplicate names, and "
+                      "every preset of the project would stop working:\n" + "\n".join(f"    {c}" for c in clashes)
+                      + "\n    fix: rename those presets (or render other rows); nothing was written")
 
 
 def _refuse_foreign_file(path: Path) -> None:
@@ -249,8 +275,13 @@ def _strict_json(path: Path) -> Any:
                        "    fix: check its permissions") from e
 
 
-def _updated_user_presets(path: Path) -> str | None:
-    """The new text of CMakeUserPresets.json, or None when it already includes our file."""
+#: The first presets schema with `include`.
+INCLUDE_VERSION = 4
+
+
+def _updated_user_presets(path: Path) -> tuple[str | None, list[str]]:
+    """The new text of CMakeUserPresets.json (None when it already includes our file), and what
+    the output must say about it."""
     if path.exists() or path.is_symlink():
         data = _strict_json(path)
         if not isinstance(data, dict):
@@ -261,12 +292,17 @@ def _updated_user_presets(path: Path) -> str | None:
     if not isinstance(includes, list):
         raise BadInput(f"{path}: `include` must be a list\n    fix: correct the file")
     if PRESETS_FILE in includes:
-        return None
+        return None, []
     data["include"] = [*includes, PRESETS_FILE]
+    notes: list[str] = []
     version = data.get("version")
-    if not isinstance(version, int) or version < 4:  # `include` needs schema 4
-        data["version"] = SCHEMA_VERSION
-    return json.dumps(data, indent=2) + "\n"
+    if not isinstance(version, int) or isinstance(version, bool) or version < INCLUDE_VERSION:
+        # cmake reads `include` only from schema 4 on; an included file may be newer (ours is 6).
+        data["version"] = INCLUDE_VERSION
+        notes.append(f"{path}: schema version {version!r} -> {INCLUDE_VERSION}: including {PRESETS_FILE} needs "
+                     f"`include`, which cmake reads from version {INCLUDE_VERSION} on (CMake 3.23); the file's "
+                     "presets are otherwise unchanged")
+    return json.dumps(data, indent=2) + "\n", notes
 
 
 def _write(path: Path, text: str) -> None:

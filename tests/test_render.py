@@ -17,6 +17,7 @@ from tests.test_env import fake_nvcc, tool_env
 
 ROW = "linux-x86_64-cu130-py311"
 CMAKES = [c for c in ("/usr/bin/cmake", str(Path(os.sys.executable).parent / "cmake")) if Path(c).is_file()]
+needs_cmake_now = pytest.mark.skipif(not CMAKES or shutil.which("ninja") is None, reason="needs cmake and ninja")
 CUOBJDUMP = next((str(p) for p in (Path(os.sys.executable).parent.parent / "lib").glob(
     "python3*/site-packages/nvidia/cu13/bin/cuobjdump")), shutil.which("cuobjdump"))
 
@@ -147,7 +148,58 @@ def test_a_project_preset_with_a_row_name_is_refused(cli: Callable[..., Result],
     fake_nvcc(tmp_path / "bin")
     (tmp_path / "CMakePresets.json").write_text(json.dumps({"version": 6, "configurePresets": [{"name": ROW}]}))
     r, _ = render(cli, EXAMPLE_POLICY, tmp_path, ROW)
-    assert r.code == 3 and f"already has presets named {ROW}" in r.err
+    assert r.code == 3 and f"CMakePresets.json: configure preset '{ROW}'" in r.err
+
+
+def _files(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file() and "bin" not in p.parts}
+
+
+@pytest.mark.parametrize(("layout", "where"), [
+    # the user's own file, a build preset of the row's name
+    ({"CMakeUserPresets.json": {"version": 6, "buildPresets": [{"name": ROW, "configurePreset": "x"}]}},
+     f"CMakeUserPresets.json: build preset '{ROW}'"),
+    # two includes deep, relative to the including file
+    ({"CMakeUserPresets.json": {"version": 4, "include": ["user/more.json"]},
+      "user/more.json": {"version": 4, "include": ["deeper.json"]},
+      "user/deeper.json": {"version": 4, "configurePresets": [{"name": ROW, "generator": "Ninja"}]}},
+     f"deeper.json (included from more.json): configure preset '{ROW}'"),
+    # through ${sourceDir}, and an include cycle that must not loop
+    ({"CMakeUserPresets.json": {"version": 6, "include": ["${sourceDir}/p/a.json"]},
+      "p/a.json": {"version": 6, "include": ["../CMakeUserPresets.json"], "workflowPresets": [{"name": ROW, "steps": []}]}},
+     f"a.json (included from CMakeUserPresets.json): workflow preset '{ROW}'"),
+])
+def test_a_user_preset_with_a_row_name_is_refused_before_anything_is_written(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        layout: dict[str, dict[str, object]], where: str) -> None:
+    tool_env(monkeypatch, tmp_path / "bin")
+    fake_nvcc(tmp_path / "bin")
+    for rel, doc in layout.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(json.dumps(doc))
+    before = _files(tmp_path)
+    r, _ = render(cli, EXAMPLE_POLICY, tmp_path, ROW)
+    assert r.code == 3, r.err
+    assert where in r.err and "nothing was written" in r.err and "Traceback" not in r.err
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.integration
+@needs_cmake_now
+def test_a_version_3_user_file_is_raised_to_4_and_the_output_says_so(cli: Callable[..., Result], tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    tool_env(monkeypatch, tmp_path / "bin")
+    fake_nvcc(tmp_path / "bin")
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.25)\nproject(x NONE)\n")
+    mine = {"version": 3, "configurePresets": [{"name": "mine", "generator": "Ninja", "binaryDir": "${sourceDir}/b"}]}
+    (tmp_path / "CMakeUserPresets.json").write_text(json.dumps(mine))
+    r, _ = render(cli, EXAMPLE_POLICY, tmp_path, ROW)
+    assert r.code == 0, r.err
+    assert "CMakeUserPresets.json: schema version 3 -> 4: including buildrows-presets.json needs `include`" in r.err
+    data = json.loads((tmp_path / "CMakeUserPresets.json").read_text())
+    assert data["version"] == 4 and data["configurePresets"] == mine["configurePresets"]
+    out = subprocess.run([CMAKES[0], "--list-presets=all"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert '"mine"' in out and f'"{ROW}"' in out
 
 
 def windows_path(tmp_path: Path, tools: tuple[str, ...]) -> Path:

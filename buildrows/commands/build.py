@@ -74,6 +74,8 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
     if driver == "cmake-presets":
         ui.step(f"render presets for {row.name} into {project}")
         rendered = render_presets(pol, [row], project, env, host=host)
+        for note in rendered.notes:
+            ui.warn(f"  {note}")
         for path in rendered.paths:
             ui.info(f"  wrote {path}")
         bp = drivers.cmake_presets_plan(row, project)

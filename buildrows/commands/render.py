@@ -32,6 +32,8 @@ def run(args: argparse.Namespace, ui: UI) -> int:
                 + (f" (toolset {g.toolset})" if g.toolset else "") + f" - {g.reason}")
         if plan.compiler is not None:
             ui.info(f"{plan.row.name}: CUDA compiler {plan.compiler.describe()}")
+    for note in result.notes:
+        ui.warn(note)
     for path in result.paths:
         ui.print(str(path))
     ui.ok(f"rendered {len(result.plans)} row(s); run: cmake --workflow --preset {result.plans[0].row.name}")
