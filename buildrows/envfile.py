@@ -18,7 +18,7 @@ from buildrows.errors import BadInput
 from buildrows.metadata import LOCAL_VERSION_VAR as LOCAL_VERSION_VAR
 from buildrows.metadata import REQUIRES_DIST_VAR as REQUIRES_DIST_VAR
 from buildrows.model import Policy, Row
-from buildrows.presets import RowPlan, plan_row
+from buildrows.plan import RowPlan, plan_row
 from buildrows.toolchain import CudaCompiler, HostOs
 
 Format = Literal["github", "shell", "powershell", "dotenv"]
@@ -68,9 +68,8 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
         # CMake reads CUDAARCHS to initialise CMAKE_CUDA_ARCHITECTURES; scripts read the latter.
         values["CMAKE_CUDA_ARCHITECTURES"] = cache["CMAKE_CUDA_ARCHITECTURES"]
         values["CUDAARCHS"] = cache["CMAKE_CUDA_ARCHITECTURES"]
-        comp = plan.compiler
-        if comp is not None and not env.get("CUDACXX", "").strip():
-            values["CUDACXX"] = comp.path
+        # CUDACXX and CUDA_HOME: the plan decides (a provisioned toolkit overrides the caller's).
+        values.update(plan.toolkit_variables(env))
     g = plan.generator
     values["CMAKE_GENERATOR"] = g.generator
     if g.toolset:

@@ -96,12 +96,14 @@ def test_cudacxx_options_are_kept_and_not_overwritten(cli: Callable[..., Result]
     be, _ = files
     nvcc = fake_nvcc(tmp_path / "bin")
     log = tmp_path / "args"
-    nvcc.write_text(f'#!/bin/sh\necho "$@" > {log}\necho "Cuda compilation tools, release 13.0, V13.0.88"\n')
+    nvcc.write_text(f'#!/bin/sh\necho "$@" >> {log}\necho "Cuda compilation tools, release 13.0, V13.0.88"\n')
     monkeypatch.setenv("CUDACXX", f"{nvcc} -allow-unsupported-compiler")
     monkeypatch.setenv("CU_VERSION", "cu130")
     r = cli("--config", str(EXAMPLE_POLICY), "hook", *HERE)
     assert r.code == 0, r.err
-    assert log.read_text().strip() == "-allow-unsupported-compiler --version"
+    # The version, then the dry run that asks nvcc its root: both with the user's options.
+    assert log.read_text().splitlines() == ["-allow-unsupported-compiler --version",
+                                            "-allow-unsupported-compiler -v --dryrun -x cu -c buildrows-probe.cu -o buildrows-probe.o"]
     assert "CUDACXX" not in be.read_text()
 
 
