@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.commands._common import policy
 from buildrows.errors import Refused
 from buildrows.model import Driver, Policy, Row
+from buildrows.provision.interpreters import Interpreter
 from buildrows.toolchain import HostOs
 from buildrows.ui import UI
 
@@ -86,8 +88,17 @@ def project_of(pol: Policy, args: argparse.Namespace) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Provided:
+    """What `build` found or provisioned for a row: the interpreter that builds it (a row
+    environment's with --provision) and a provisioned toolkit root (None: this machine's nvcc)."""
+
+    interpreter: Interpreter | None
+    toolkit: str | None
+
+
 def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: HostOs,
-                args: argparse.Namespace, ui: UI) -> None:
+                args: argparse.Namespace, ui: UI, provided: Mapping[str, Provided] | None = None) -> None:
     """Print every finding for each row; refuse (exit 3) when any row has a failed one."""
     from buildrows.doctor import diagnose, verdict
 
@@ -95,7 +106,9 @@ def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: 
     project = project_of(pol, args)
     for row in rows:
         ui.step(f"doctor {row.name} (driver {driver}, project {project})")
-        findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation)
+        got = (provided or {}).get(row.name)
+        findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation,
+                            interpreter=got.interpreter if got else None, toolkit=got.toolkit if got else None)
         for f in findings:
             ui.info("  " + f.render())
         verdict(findings, row)
