@@ -188,6 +188,30 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
     return None
 
 
+def python_tag_problem(row: Row, wheel: Path) -> str | None:
+    """Why the wheel is not for the row's Python (a cp311 module under a py312 row's name), or None.
+    A CPython tag must be the row's (cp313t for a free-threaded row); abi3 passes when its minimum
+    is at most the row's version; a pure py3 wheel passes."""
+    from buildrows.wheelread import parse_wheel_filename
+
+    name = parse_wheel_filename(wheel.name)
+    free = row.python.endswith("t")
+    want = "cp" + row.python.rstrip("t").replace(".", "")
+    abi_want = want + ("t" if free else "")
+    minor = int(row.python.rstrip("t").split(".")[1])
+    for py in name.python_tags:
+        for abi in name.abi_tags:
+            if py == want and abi == abi_want:
+                return None
+            if abi == "abi3" and not free and py.startswith("cp3") and py[3:].isdigit() and int(py[3:]) <= minor:
+                return None
+            if py in ("py3", "py2.py3") and abi == "none":
+                return None
+    tags = f"{'.'.join(name.python_tags)}-{'.'.join(name.abi_tags)}"
+    return (f"{wheel.name} is tagged {tags}, not {want}-{abi_want} for row {row.name}: it was built by another "
+            f"Python than the row's {row.python} (pin the interpreter: `buildrows build {row.name}` finds it)")
+
+
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     """`buildrows check` on the new wheel against its row; prints the report, returns the verdict."""
     from buildrows.check import CheckResult
@@ -198,6 +222,8 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     _, _, results = check_wheel(args, wheel, pol)
     tag = local_tag_problem(row, wheel)
     results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
+    py = python_tag_problem(row, wheel)
+    results.insert(1, CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]))
     for r in results:
         ui.info(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}")
         for d in r.details:
