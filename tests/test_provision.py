@@ -62,7 +62,7 @@ def test_a_failing_shim_is_not_an_interpreter(tmp_path: Path) -> None:
     search = find_interpreter(OTHER, _env(tmp_path, str(shims)))
     assert search.found is None
     (rej,) = search.rejected
-    assert rej.path.endswith(f"python{OTHER}") and "exited 127" in rej.why and "command not found" in rej.why
+    assert rej.path.endswith(f"python{OTHER}") and "it exited with status 127" in rej.why and "command not found" in rej.why
 
 
 def test_pyenv_shims_directory_is_never_searched(tmp_path: Path) -> None:
@@ -131,7 +131,7 @@ def test_doctor_reports_the_shim_and_the_command(tmp_path: Path) -> None:
     findings = diagnose(pol, row, _env(tmp_path, str(shims)), EXAMPLE.parent, driver="scikit-build-core",
                         host="linux", probe=_NoTools())
     (py,) = [f for f in findings if f.check == "python"]
-    assert py.failed and "exited 127" in py.seen and f"pyenv install {OTHER}" in py.fix
+    assert py.failed and "does not run: it exited with status 127" in py.seen and f"pyenv install {OTHER}" in py.fix
 
 
 class _NoTools:
