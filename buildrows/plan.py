@@ -126,6 +126,7 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         cache.append(("BUILDROWS_CUDA_OPTION", policy.project.cuda_option))
     if interpreter is not None:
         cache += [(name, interpreter.path.replace("\\", "/")) for name in PYTHON_PINS]
+        cache.append(("BUILDROWS_PYTHON", row.python))  # the CMake module refuses another version found
     cache += list(generator.cache)
     environment: list[tuple[str, str]] = [("CU_VERSION", row.accel),
                                           ("BUILDROWS_LOCAL_VERSION", row.local_tag)]
@@ -134,9 +135,6 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         # Only when CUDACXX is unset: options a user put there (-allow-unsupported-compiler) must apply.
         if compiler is not None and not cudacxx_set:
             cache.append(("CMAKE_CUDA_COMPILER", compiler.path.replace("\\", "/")))
-        if toolkit is not None:
-            # FindCUDAToolkit looks here first; it would otherwise search PATH and /usr/local/cuda.
-            cache.append(("CUDAToolkit_ROOT", toolkit.replace("\\", "/")))
         if host == "windows":
             flags = " ".join(f for f in (env.get("CUDAFLAGS", "").strip(), WINDOWS_CUDA_FLAG) if f)
             cache.append(("CMAKE_CUDA_FLAGS", flags))
@@ -147,7 +145,9 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
             # (Windows: CUDA_PATH); left unset, torch guesses it from nvcc's location on PATH.
             environment += [("CUDA_HOME", home), ("CUDA_PATH", home)]
         if toolkit is not None:
-            environment.append(("CUDACXX", compiler.path if compiler else ""))
+            # CUDAToolkit_ROOT: FindCUDAToolkit looks there first (as an environment variable it
+            # does not warn in projects that never call it); CUDA_HOME is set above.
+            environment += [("CUDAToolkit_ROOT", toolkit), ("CUDACXX", compiler.path if compiler else "")]
     # The project's own switches (FORCE_CUDA, USE_CUDA, ...): 1 on CUDA rows, 0 on CPU rows, so
     # a builder image that sets them cannot turn CUDA on for a CPU row.
     environment += list(row.switches)
