@@ -63,7 +63,7 @@ FIXTURES = [
     Fixture("absolute-runpath", ("runtime-reached",), {"fx/_core.so": ("row", "/usr/local/cuda-13.0/lib64")}),
     Fixture("origin-to-nowhere", ("runtime-reached",),
             {"fx/_core.so": ("row", GOOD_RPATH + ":$ORIGIN/../build/lib")}),
-    Fixture("no-library", ("cuda-libraries-present", "device-code-covers-row"), {}),
+    Fixture("no-library", ("cuda-libraries-present", "runtime-reached", "device-code-covers-row"), {}),
     Fixture("cpu-declares-nvidia", ("runtime-declared",), {}, requires=(RUNTIME_13,), local="", cpu_lib=True),
     Fixture("cpu-good", (), {}, requires=(), local="", cpu_lib=True),
     # Windows: a MinGW-built DLL carrying the row's real fat binary

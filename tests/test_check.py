@@ -89,7 +89,7 @@ def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) 
     assert report["row"] == "linux-x86_64-cu130-py311"
     assert report["libraries"] == {"fx/_core.so": {"elf": ["sm_75", "sm_90"], "ptx": ["sm_90"]}}
     assert [c["name"] for c in report["checks"]] == [
-        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row"]
+        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "binary-machine"]
 
 
 def test_row_inferred_from_wheel_name_and_policy(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
