@@ -321,8 +321,8 @@ def _mode_summary(exp: Expectation, elf: list[LibraryInfo], target: str | None) 
 def _accepted_lines(accepted: dict[RpathException, int]) -> list[str]:
     out = []
     for exc, n in accepted.items():
-        what = f"entry {exc.entry!r}" if exc.entry is not None else f"entries reaching site-packages/{exc.reaches}"
-        out.append(f"accepted {n}x {what}: {exc.reason} [{exc.source}]")
+        what = f"{exc.entry!r}" if exc.entry is not None else f"reaching site-packages/{exc.reaches}"
+        out.append(f"accepted {n} {'entry' if n == 1 else 'entries'}: {what}: {exc.reason} [{exc.source}]")
     return out
 
 

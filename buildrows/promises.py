@@ -68,19 +68,19 @@ def rpath_exception(exceptions: Sequence[RpathException], library: str, entry: s
 
 def check_required(rules: Sequence[FileRule], members: Sequence[str]) -> tuple[bool, list[str]]:
     """Every glob of every rule matches at least one member."""
-    details: list[str] = []
-    ok = True
+    missing: list[str] = []
+    ships: list[str] = []
     for rule in rules:
         for glob in rule.files:
             hits = [m for m in members if fnmatch.fnmatchcase(m, glob)]
             if not hits:
-                ok = False
-                details.append(f"missing {glob}: the policy requires it ({rule.reason}) [{rule.source}]")
+                missing.append(f"missing {glob}: the policy requires it ({rule.reason}) [{rule.source}]")
             else:
-                details.append(f"{glob}: ships ({', '.join(hits[:3])}{' and more' if len(hits) > 3 else ''})")
-    if ok:
-        details = [f"{sum(len(r.files) for r in rules)} required files ship", *details]
-    return ok, details
+                ships.append(f"{glob}: ships" + (f" ({', '.join(hits[:3])}{' and more' if len(hits) > 3 else ''})"
+                                                 if hits != [glob] else ""))
+    if missing:
+        return False, missing + ships
+    return True, [f"{len(ships)} required files ship", *ships]
 
 
 def check_no_cuda(rules: Sequence[FileRule], libraries: Sequence[LibraryInfo]) -> tuple[bool, list[str]]:
