@@ -11,7 +11,8 @@ from buildrows.ui import UI
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from-wheel", required=True, metavar="WHEEL", help="a wheel (PyTorch's, say) to read device code from")
+    p.add_argument("--from-wheel", required=True, metavar="WHEEL",
+                   help="a wheel (PyTorch's, say), a shared library or a directory (an install tree) to read device code from")
     p.add_argument("--json", action="store_true", help="print {\"libraries\": {path: {\"elf\": [...], \"ptx\": [...]}}}")
     p.add_argument("--write", metavar="ROWSELECTOR",
                    help="write the architectures common to every library into these rows' list in the policy (--config)")
@@ -21,16 +22,25 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.binfmt import BinaryFormatError
     from buildrows.check import _arch_key, library_json
     from buildrows.fatbin import FatbinError
-    from buildrows.wheelread import WheelError, read_wheel
+    from buildrows.looseread import LooseError, read_loose
+    from buildrows.wheelread import LibraryInfo, WheelError, read_wheel
 
     wheel = Path(args.from_wheel)
-    if not wheel.is_file():
-        raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a .whl (pip download --no-deps NAME)")
-    try:
-        info = read_wheel(wheel)
-    except (WheelError, BinaryFormatError, FatbinError) as e:
-        raise BadInput(str(e)) from e
-    libs = library_json(info.libraries)
+    libraries: tuple[LibraryInfo, ...]
+    if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
+        try:
+            libraries = read_loose(wheel).libraries
+        except LooseError as e:
+            raise BadInput(f"{e}\n    fix: pass a .whl, a shared library, or an install directory") from e
+    elif not wheel.is_file():
+        raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a .whl (pip download --no-deps NAME), "
+                       "a shared library or a directory")
+    else:
+        try:
+            libraries = read_wheel(wheel).libraries
+        except (WheelError, BinaryFormatError, FatbinError) as e:
+            raise BadInput(str(e)) from e
+    libs = library_json(libraries)
     with_code = {k: v for k, v in libs.items() if v["elf"] or v["ptx"]}
     common_elf = set.intersection(*(set(v["elf"]) for v in with_code.values())) if with_code else set()
     common_ptx = set.intersection(*(set(v["ptx"]) for v in with_code.values())) if with_code else set()

@@ -119,8 +119,9 @@ def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None
     found = policy.row(name) if policy is not None else None
     if found is None and python.abi3 and policy is not None:
         # One abi3 wheel serves every Python from its tag on: the oldest such row of the policy stands for them.
-        found = next((r for r in policy.rows if r.platform == platform and r.cuda == train and r.empty_reason is None
-                      and not r.python.endswith("t") and _py(r.python) >= _py(python.version)), None)
+        serves = [r for r in policy.rows if r.platform == platform and r.cuda == train and r.empty_reason is None
+                  and not r.python.endswith("t") and _py(r.python) >= _py(python.version)]
+        found = min(serves, key=lambda r: _py(r.python)) if serves else None
     if found is not None and policy is not None:
         return _for_row(args, found, policy, machine, loose=False)
     if policy is not None and not args.archs:
