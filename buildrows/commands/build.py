@@ -88,8 +88,11 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
     for cmd in bp.commands:
         run_step(ui, cmd, env)
     if bp.wheel_dir is None:
-        ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
-        return row, None, None
+        if bp.install_dir is None:
+            ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
+            return row, None, None
+        ui.info(f"  install tree: {bp.install_dir}")
+        return row, bp.install_dir, None if args.no_check else check_built_wheel(pol, row, bp.install_dir, ui)
     made = drivers.new_wheels(bp.wheel_dir, before)
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
@@ -114,15 +117,16 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
 
 
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
-    """`buildrows check` on the new wheel against its row; prints the report, returns the verdict."""
+    """`buildrows check` on the new wheel (or install tree) against its row; prints the report, returns the verdict."""
     from buildrows.check import CheckResult
     from buildrows.commands.check import check_wheel
 
     args = argparse.Namespace(row=row.name, archs=None, cuda=None, config=pol.path, json=False)
     ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
     _, _, results = check_wheel(args, wheel, pol)
-    tag = local_tag_problem(row, wheel)
-    results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
+    if not wheel.is_dir():  # an install tree (cmake-presets) has no version to tag
+        tag = local_tag_problem(row, wheel)
+        results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
     for r in results:
         ui.info(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}")
         for d in r.details:
