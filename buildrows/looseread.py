@@ -66,7 +66,7 @@ def _describe(full: Path, rel: str, *, required: bool) -> LibraryInfo | None:
         raise LooseError(f"{full}: cannot read: {e}") from e
     if detect_format(data) is None:
         if required:
-            raise LooseError(f"{full}: not an ELF or PE shared library")
+            raise LooseError(f"{full}: neither a wheel nor an ELF or PE shared library")
         return None  # a linker script named libfoo.so (glibc ships some) is not a library the loader maps
     try:
         return describe_library(rel, data)

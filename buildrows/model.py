@@ -153,6 +153,12 @@ class Policy:
     rows: tuple[Row, ...] = field(default=())
     check: CheckPolicy = field(default_factory=CheckPolicy)
     pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow, newest first
+    #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".
+    key_prefix: str = ""
+
+    def key(self, path: str) -> str:
+        """A key path as the policy file spells it (`tool.buildrows.python.excluded` in pyproject.toml)."""
+        return self.key_prefix + path
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:
