@@ -39,12 +39,34 @@ class Stamped:
     changes: tuple[str, ...]
 
 
-def plan_metadata(version: str, requires: Sequence[str], local_tag: str,
-                  wanted: Sequence[str]) -> tuple[str, list[str], list[str]]:
-    """(new version, requirements to add, what changes and why) for a wheel of `version` that
-    declares `requires`, built for a row whose local tag is `local_tag` (``+cu130``; empty for CPU)
-    and whose wheel must declare `wanted`. A wheel that already carries a different local version
-    is left as it is: stamping never relabels another build (the check reports the mismatch)."""
+@dataclass(frozen=True)
+class MetadataPlan:
+    """What stamping changes in METADATA: the version, requirements added, requirements tightened
+    (old text -> new text), and a line per change for the output."""
+
+    version: str
+    add: tuple[str, ...]
+    tighten: tuple[tuple[str, str], ...]
+    changes: tuple[str, ...]
+
+
+def torch_pin(version: str) -> str:
+    """The requirement a PyTorch extension built against torch `version` declares: its minor version
+    (the C++ ABI changes between minors), e.g. ``torch==2.14.*``."""
+    from packaging.version import Version
+
+    major, minor = (*Version(version).release, 0)[:2]
+    return f"torch=={major}.{minor}.*"
+
+
+def plan_metadata(version: str, requires: Sequence[str], local_tag: str, wanted: Sequence[str],
+                  pins: Sequence[str] = ()) -> MetadataPlan:
+    """What to change for a wheel of `version` that declares `requires`, built for a row whose local
+    tag is `local_tag` (``+cu130``; empty for CPU) and whose wheel must declare `wanted` (added when
+    the wheel names no such distribution; the project's own requirement is kept as written) and
+    `pins` (a torch pin: its specifier is joined to the project's requirement of that name, which
+    keeps the project's bounds and adds the pin, or added when there is none). A wheel that already
+    carries a different local version is not relabelled (the check reports the mismatch)."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
     from packaging.version import InvalidVersion, Version
@@ -59,27 +81,44 @@ def plan_metadata(version: str, requires: Sequence[str], local_tag: str,
     if want and parsed.local is None:
         new_version = f"{version}+{want}"
         changes.append(f"version {version} -> {new_version} (the row's local tag)")
-    declared: set[str] = set()
+    declared: dict[str, list[tuple[str, Requirement]]] = {}
     for text in requires:
         try:
             req = Requirement(text)
         except InvalidRequirement:
             continue
         if "extra" not in str(req.marker or ""):
-            declared.add(canonicalize_name(req.name))
+            declared.setdefault(canonicalize_name(req.name), []).append((text, req))
     add: list[str] = []
+    tighten: list[tuple[str, str]] = []
     for text in wanted:
         name = canonicalize_name(Requirement(text).name)
         if name not in declared:
             add.append(text)
-            declared.add(name)
+            declared[name] = [(text, Requirement(text))]
             changes.append(f"Requires-Dist: {text} (the row's requirement)")
-    return new_version, add, changes
+    for text in pins:
+        pin = Requirement(text)
+        name = canonicalize_name(pin.name)
+        if name not in declared:
+            add.append(text)
+            changes.append(f"Requires-Dist: {text} (the torch the extension was built against)")
+            continue
+        for old_text, req in declared[name]:
+            if (pin.specifier & req.specifier) == req.specifier:
+                continue  # already pinned at least that tightly
+            joined = Requirement(old_text)
+            joined.specifier &= pin.specifier
+            tighten.append((old_text, str(joined)))
+            changes.append(f"Requires-Dist: {old_text} -> {joined} (pinned to the torch the extension was built against)")
+    return MetadataPlan(new_version, tuple(add), tuple(tighten), tuple(changes))
 
 
-def edit_metadata(text: str, version: str, add: Sequence[str]) -> str:
-    """METADATA with its Version replaced and `add` appended to Requires-Dist; the header's other
-    fields, their order and the description are kept byte for byte."""
+def edit_metadata(text: str, version: str, add: Sequence[str], tighten: Sequence[tuple[str, str]] = ()) -> str:
+    """METADATA with its Version replaced, the `tighten` requirements rewritten (old -> new) and
+    `add` appended to Requires-Dist; the header's other fields, their order and the description
+    are kept byte for byte."""
+    rewrite = dict(tighten)
     nl = "\r\n" if "\r\n" in text.split("\n\n", 1)[0] else "\n"
     head, sep, body = text.partition(nl + nl)
     lines = head.split(nl)
@@ -90,6 +129,9 @@ def edit_metadata(text: str, version: str, add: Sequence[str]) -> str:
             line = f"Version: {version}"
             version_at = len(out)
         elif line.startswith("Requires-Dist:"):
+            value = line.split(":", 1)[1].strip()
+            if value in rewrite:
+                line = f"Requires-Dist: {rewrite[value]}"
             last_requires = len(out)
         out.append(line)
     if version_at < 0:
@@ -108,10 +150,10 @@ def _metadata_fields(text: str) -> tuple[str, list[str]]:
 
 
 def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: Sequence[str],
-                record: BuildRecord | None, metadata: bool) -> Stamped:
+                record: BuildRecord | None, metadata: bool, pins: Sequence[str] = ()) -> Stamped:
     """Rewrite `wheel` in place (under its new name when the version changes): with `metadata`,
-    the row's local tag and the missing `requirements`; with `record`, the build record. The old
-    file is removed only once the new one is complete."""
+    the row's local tag, the missing `requirements` and the `pins` (plan_metadata); with `record`,
+    the build record. The old file is removed only once the new one is complete."""
     from wheel.wheelfile import WheelError, WheelFile
 
     from buildrows.wheelread import parse_wheel_filename
@@ -125,8 +167,9 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
             meta_name = f"{old_info}/METADATA"
             meta_text = zin.read(meta_name).decode("utf-8")
             version, requires = _metadata_fields(meta_text)
-            new_version, add, changes = (plan_metadata(version, requires, local_tag, requirements) if metadata
-                                         else (version, [], []))
+            mp = (plan_metadata(version, requires, local_tag, requirements, pins) if metadata
+                  else MetadataPlan(version, (), (), ()))
+            new_version, changes = mp.version, list(mp.changes)
             if record is not None:
                 changes.append(f"{RECORD_NAME}: row {record.row}, CUDA {record.cuda or '-'}, torch {record.torch or '-'}")
             if not changes:
@@ -147,7 +190,7 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
                         continue  # replaced below
                     data = zin.read(info)  # checked against the old RECORD as it is read
                     if info.filename == meta_name:
-                        data = edit_metadata(meta_text, new_version, add).encode("utf-8")
+                        data = edit_metadata(meta_text, new_version, mp.add, mp.tighten).encode("utf-8")
                     target = _renamed(info.filename, old_info, new_info, old_data, new_data)
                     out = zipfile.ZipInfo(target, date_time=info.date_time)
                     out.external_attr = info.external_attr
@@ -164,7 +207,7 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
     shutil.rmtree(scratch, ignore_errors=True)
     if dest != src:
         src.unlink()
-    return Stamped(dest, new_version, tuple(add), tuple(changes))
+    return Stamped(dest, new_version, mp.add, tuple(changes))
 
 
 def _renamed(path: str, old_info: str, new_info: str, old_data: str, new_data: str) -> str:

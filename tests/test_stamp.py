@@ -85,11 +85,29 @@ def test_cpu_row_gets_only_the_build_record(tmp_path: Path) -> None:
 
 
 def test_another_local_label_is_never_relabelled() -> None:
-    version, add, _ = plan_metadata("2.0+cpu", [], "+cu130", [RUNTIME])
-    assert version == "2.0+cpu" and add == [RUNTIME]
+    mp = plan_metadata("2.0+cpu", [], "+cu130", [RUNTIME])
+    assert mp.version == "2.0+cpu" and mp.add == (RUNTIME,)
     # A requirement the project already declares for that distribution is kept as written.
-    version, add, _ = plan_metadata("2.0", ["nvidia-cuda-runtime==13.0.96", "numpy; extra == 'test'"], "+cu130", [RUNTIME])
-    assert version == "2.0+cu130" and add == []
+    mp = plan_metadata("2.0", ["nvidia-cuda-runtime==13.0.96", "numpy; extra == 'test'"], "+cu130", [RUNTIME])
+    assert mp.version == "2.0+cu130" and mp.add == ()
+
+
+def test_a_torch_pin_joins_the_projects_own_torch_requirement() -> None:
+    """torchsort declares torch>=1.7.1: the pin keeps that bound and adds the built-against minor."""
+    from buildrows.stamp import torch_pin
+    from buildrows.torchpin import pin_problem
+
+    pin = torch_pin("2.14.1+cu130")
+    assert pin == "torch==2.14.*"
+    mp = plan_metadata("0.1.10", ["torch>=1.7.1"], "+cu130", [], [pin])
+    ((old, new),) = mp.tighten
+    assert old == "torch>=1.7.1" and pin_problem(Requirement(new).specifier, "2.14.1") is None
+    assert Requirement(new).specifier.contains("2.14.1") and not Requirement(new).specifier.contains("2.15.0")
+    assert plan_metadata("1.0", [], "+cu130", [], [pin]).add == (pin,)  # none declared: added
+    assert plan_metadata("1.0", ["torch==2.14.*"], "+cu130", [], [pin]).tighten == ()  # already pinned
+    meta = "Name: x\nVersion: 1.0\nRequires-Dist: torch>=1.7.1\n\nbody"
+    assert edit_metadata(meta, "1.0+cu130", [], [("torch>=1.7.1", new)]) == (
+        f"Name: x\nVersion: 1.0+cu130\nRequires-Dist: {new}\n\nbody")
 
 
 def test_edit_metadata_keeps_every_other_byte() -> None:
