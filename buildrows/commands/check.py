@@ -80,6 +80,9 @@ def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None
         found = policy.row(name) if policy is not None else None
         if found is None:
             if policy is not None and not args.archs:
+                from buildrows.rows import refuse_excluded_python
+
+                refuse_excluded_python(policy, name)
                 raise Refused(f"{wheel}: inferred row {name} is not in {policy.path}\n"
                               "    fix: pass --row, or add the row to the policy")
             runtimes = policy.runtimes if policy is not None else tuple(default_runtimes().items())
