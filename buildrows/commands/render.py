@@ -26,13 +26,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.presets import render_presets
+    from buildrows.plan import plan_row
+    from buildrows.presets import render_plans
+    from buildrows.provision.interpreters import find_interpreter, install_hint
     from buildrows.rows import select
 
     pol = policy(args)
     rows = select(pol, args.rows)
     project = Path(args.project) if args.project else Path(pol.path).parent / pol.project.source_dir
-    result = render_presets(pol, rows, project, os.environ, check_toolchain=not args.no_toolchain_check)
+    check = not args.no_toolchain_check
+    plans = []
+    for row in rows:
+        # The row's interpreter is pinned (Python_EXECUTABLE), so a preset never builds a module
+        # for whichever Python CMake finds first.
+        found = find_interpreter(row.python, os.environ).found if check else None
+        if check and found is None:
+            ui.warn(f"{row.name}: no Python {row.python} on this machine, so its preset does not pin one; "
+                    f"get it with {install_hint(row.python, os.environ)}")
+        plans.append(plan_row(pol, row, os.environ, check_toolchain=check, interpreter=found))
+    result = render_plans(plans, project)
     for line in decisions(result.plans):
         ui.info(line)
     for path in result.paths:
@@ -45,7 +57,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
 def decisions(plans: Sequence[RowPlan]) -> list[str]:
     """The generator and CUDA compiler chosen, each with its reason once (not once per row)."""
     lines: list[str] = []
-    for what, key in (("generator", _generator), ("CUDA compiler", _compiler)):
+    for what, key in (("generator", _generator), ("CUDA compiler", _compiler), ("interpreter", _interpreter)):
         groups: dict[str, list[str]] = {}
         for plan in plans:
             text = key(plan)
@@ -64,6 +76,10 @@ def _generator(plan: RowPlan) -> str:
 
 def _compiler(plan: RowPlan) -> str:
     return plan.compiler.describe() if plan.compiler is not None else ""
+
+
+def _interpreter(plan: RowPlan) -> str:
+    return plan.interpreter.describe() if plan.interpreter is not None else ""
 
 
 def gitignore_advice(project: Path, write: bool, ui: UI) -> None:
