@@ -54,7 +54,10 @@ def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
     return row, f"{plat}, Python {python}, {why}"
 
 
-def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], host: HostOs, ui: UI) -> list[Row]:
+def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], host: HostOs, ui: UI, *,
+                 keep_empty: bool = False) -> list[Row]:
+    """The selected rows (this machine's row when none is named). A row declared empty is refused
+    here, unless `keep_empty` (build reports it in its summary and builds the others)."""
     from buildrows.rows import select
 
     if not selectors:
@@ -62,11 +65,16 @@ def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], 
         ui.info(f"this machine's row: {row.name} ({why})")
         return [row]
     rows = select(pol, list(selectors))
-    for r in rows:
-        if r.empty_reason is not None:
-            raise Refused(f"row {r.name} is declared empty: {r.empty_reason}\n"
-                          "    fix: choose another row; an empty row is never built")
+    if not keep_empty:
+        for r in rows:
+            refuse_empty(r)
     return rows
+
+
+def refuse_empty(row: Row) -> None:
+    if row.empty_reason is not None:
+        raise Refused(f"row {row.name} is declared empty: {row.empty_reason}\n"
+                      "    fix: choose another row; an empty row is never built")
 
 
 def driver_of(pol: Policy, args: argparse.Namespace) -> Driver:
@@ -89,14 +97,20 @@ def project_of(pol: Policy, args: argparse.Namespace) -> Path:
 def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: HostOs,
                 args: argparse.Namespace, ui: UI) -> None:
     """Print every finding for each row; refuse (exit 3) when any row has a failed one."""
+    for row in rows:
+        doctor_row(pol, row, env, host, args, ui)
+
+
+def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: argparse.Namespace,
+               ui: UI) -> None:
+    """Print every finding for one row; refuse (exit 3) when one failed."""
     from buildrows.doctor import diagnose, verdict
 
     driver = driver_of(pol, args)
     project = project_of(pol, args)
-    for row in rows:
-        ui.step(f"doctor {row.name} (driver {driver}, project {project})")
-        findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation)
-        for f in findings:
-            ui.info("  " + f.render())
-        verdict(findings, row)
-        ui.ok(f"  {row.name}: everything the row needs is here")
+    ui.step(f"doctor {row.name} (driver {driver}, project {project})")
+    findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation)
+    for f in findings:
+        ui.info("  " + f.render())
+    verdict(findings, row)
+    ui.ok(f"  {row.name}: everything the row needs is here")
