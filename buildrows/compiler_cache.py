@@ -75,13 +75,11 @@ _NVCC_TOOLS = ("nvcc", "cicc", "ptxas", "fatbinary", "nvlink", "cudafe++", "nvcc
 
 
 def cache_dir(env: Mapping[str, str]) -> Path:
-    """The ccache directory, shared by every row and project: BUILDROWS_CACHE/ccache (default
-    ~/.cache/buildrows/ccache)."""
-    root = env.get("BUILDROWS_CACHE", "").strip()
-    if root:
-        return Path(root).expanduser() / "ccache"
-    base = env.get("XDG_CACHE_HOME", "").strip() or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
-    return Path(base) / "buildrows" / "ccache"
+    """The ccache directory, shared by every row and project: under buildrows' cache
+    (BUILDROWS_CACHE, else XDG_CACHE_HOME/buildrows, else ~/.cache/buildrows)."""
+    from buildrows.provision.cache import cache_root
+
+    return cache_root(env) / "ccache"
 
 
 def find_ccache(env: Mapping[str, str]) -> str | None:

@@ -167,7 +167,8 @@ def build_row(state: _Run, row: Row) -> RowOutcome:
     from buildrows import drivers
     from buildrows.commands._build import driver_of, project_of
     from buildrows.errors import EXIT_CHECK_FAILED, ExternalFailure, Refused
-    from buildrows.presets import plan_row, render_presets
+    from buildrows.plan import plan_row
+    from buildrows.presets import render_presets
     from buildrows.runner import run_step
     from buildrows.summary import RowOutcome
 
