@@ -227,6 +227,16 @@ class CacheStats:
     def describe(self) -> str:
         return f"{self.hits}/{len(self.compiles)} hits" if self.compiles else "no compiles"
 
+    def report(self) -> str:
+        """One line for the row's log: the count, then which sources hit and which missed."""
+        def names(hit: bool) -> str:
+            return ", ".join(src.replace("\\", "/").rsplit("/", 1)[-1] for src, h in self.compiles if h is hit)
+
+        parts = [self.describe()]
+        parts += [f"hit {names(True)}"] if self.hits else []
+        parts += [f"missed {names(False)}"] if self.misses else []
+        return "; ".join(parts)
+
 
 _HIT = frozenset({"direct_cache_hit", "preprocessed_cache_hit"})
 _MISS = frozenset({"cache_miss"})

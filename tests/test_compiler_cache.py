@@ -114,6 +114,7 @@ def test_stats_log_counts_hits_and_misses_per_source() -> None:
     assert stats.describe() == "2/3 hits"
     assert stats.hit("csrc/vadd_cuda.cu") is True and stats.hit("module.c") is False
     assert stats.hit("missing.cu") is None
+    assert stats.report() == "2/3 hits; hit vadd_cuda.cu, other.cu; missed module.c"
     assert cc.read_stats_log("").describe() == "no compiles"
 
 

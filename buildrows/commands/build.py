@@ -12,7 +12,7 @@ from buildrows.ui import UI
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from buildrows.compiler_cache import CompilerCache
+    from buildrows.compiler_cache import CacheStats, CompilerCache
     from buildrows.errors import BuildrowsError
     from buildrows.model import Policy, Row
     from buildrows.summary import RowOutcome
@@ -210,7 +210,10 @@ def build_row(state: _Run, row: Row) -> RowOutcome:
         for cmd in bp.commands:
             run_step(ui, cmd, base_env)
     finally:
-        cache_text = _read_stats(cache)
+        stats = _read_stats(cache)
+        if stats is not None:
+            ui.info(f"  compiler cache: {stats.report()}")
+    cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if bp.wheel_dir is None:
         ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
         return RowOutcome(row.name, "built", cache=cache_text)
@@ -227,18 +230,19 @@ def build_row(state: _Run, row: Row) -> RowOutcome:
                       reason="" if ok is not False else "the wheel check failed (its report is above)")
 
 
-def _read_stats(cache: CompilerCache | None) -> str:
-    """The row's compiler-cache hits, read from (and then removing) its stats log."""
+def _read_stats(cache: CompilerCache | None) -> CacheStats | None:
+    """What the compiler cache did for the row, read from (and then removing) its stats log."""
     if cache is None:
-        return "off"
+        return None
     from buildrows.compiler_cache import read_stats_log
 
     try:
         text = cache.stats_log.read_text(encoding="utf-8", errors="replace")
     except OSError:
-        return "-"
+        return None
     cache.stats_log.unlink(missing_ok=True)
-    return read_stats_log(text).describe()
+    stats = read_stats_log(text)
+    return stats
 
 
 def local_tag_problem(row: Row, wheel: Path) -> str | None:
