@@ -50,12 +50,17 @@ def worst_exit(outcomes: Sequence[RowOutcome]) -> int:
     return max((o.exit_code for o in outcomes), key=rank, default=EXIT_OK)
 
 
+def size_text(n: int) -> str:
+    """A file size as people read it: `812 KB`, `4.2 MB`."""
+    if n < 1000 * 1000:
+        return f"{max(1, round(n / 1000))} KB"
+    if n < 1000 ** 3:
+        return f"{n / 1000 ** 2:.1f} MB"
+    return f"{n / 1000 ** 3:.2f} GB"
+
+
 def _size(n: int | None) -> str:
-    if n is None:
-        return "-"
-    if n >= 1 << 20:
-        return f"{n / (1 << 20):.1f} MiB"
-    return f"{n / 1024:.0f} KiB"
+    return "-" if n is None else size_text(n)
 
 
 def _check(o: RowOutcome) -> str:

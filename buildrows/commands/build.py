@@ -77,8 +77,10 @@ def run(args: argparse.Namespace, ui: UI) -> int:
 
     from buildrows.commands._build import doctor_row, refuse_empty, resolve_rows, setup
     from buildrows.errors import BuildrowsError
+    from buildrows.runner import duration
     from buildrows.summary import RowOutcome, worst_exit
 
+    started = time.perf_counter()
     pol, env, host = setup(args)
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
     state = _Run(pol, env, host, args, ui)
@@ -86,6 +88,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     # Every row's toolchain first: a row that cannot be built is known before a long build starts.
     ready: list[Row] = []
     with ui.group("doctor"):
+        doctor_start = time.perf_counter()
         for row in rows:
             try:
                 refuse_empty(row)
@@ -95,6 +98,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             except BuildrowsError as e:
                 ui.error(e.title, str(e))
                 outcomes[row.name] = _outcome_of_error(row, e)
+        ui.info(f"  doctor took {duration(time.perf_counter() - doctor_start)}")
     stop_reason = _stop_reason(outcomes, args.keep_going)
     for i, row in enumerate(ready, 1):
         if stop_reason:
@@ -118,6 +122,8 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         stop_reason = _stop_reason(outcomes, args.keep_going)
     ordered = [outcomes[r.name] for r in rows]
     _report(ordered, env, ui)
+    built = sum(1 for o in ordered if o.status == "built")
+    ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
     return worst_exit(ordered)
 
 
@@ -145,7 +151,7 @@ def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
 
 def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
     """The summary table and the wheel paths (stdout), and on GitHub Actions the step summary."""
-    from buildrows.summary import render_markdown, render_table, totals
+    from buildrows.summary import render_markdown, render_table, size_text, totals
 
     ui.print()
     for line in render_table(outcomes):
@@ -154,7 +160,7 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
     for o in outcomes:
         if o.status == "built" and o.wheel_path:
             verdict = "not checked" if o.check is None else ("check PASS" if o.check else "check FAIL")
-            ui.print(f"{o.wheel_path}  [{o.row}: {verdict}]")
+            ui.print(f"{o.wheel_path}  ({size_text(o.size or 0)}) [{o.row}: {verdict}]")
     summary = env.get("GITHUB_STEP_SUMMARY", "").strip()
     if ui.github and summary:
         from buildrows.envfile import append_file
@@ -165,12 +171,12 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
 def build_row(state: _Run, row: Row) -> RowOutcome:
     """Render, build and check one row (doctor has passed); returns what it produced."""
     from buildrows import drivers
-    from buildrows.commands._build import driver_of, project_of
+    from buildrows.commands._build import doctor_command, driver_of, project_of
     from buildrows.errors import EXIT_CHECK_FAILED, ExternalFailure, Refused
     from buildrows.plan import plan_row
     from buildrows.presets import render_presets
     from buildrows.runner import run_step
-    from buildrows.summary import RowOutcome
+    from buildrows.summary import RowOutcome, size_text
 
     pol, env, host, args, ui = state.pol, state.env, state.host, state.args, state.ui
     driver = driver_of(pol, args)
@@ -188,7 +194,7 @@ def build_row(state: _Run, row: Row) -> RowOutcome:
         plan = plan_row(pol, row, env, host=host, step="build")
         python = drivers.row_python(row, env)
         if python is None:
-            raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `buildrows doctor {row.name}`")
+            raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `{doctor_command(pol, row)}` says how to get one")
         if driver == "scikit-build-core":
             bp = drivers.scikit_build_core_plan(plan, python, project, wheel_dir, isolation=args.isolation)
         else:
@@ -208,7 +214,7 @@ def build_row(state: _Run, row: Row) -> RowOutcome:
     before = drivers.snapshot(wheel_dir)
     try:
         for cmd in bp.commands:
-            run_step(ui, cmd, base_env)
+            run_step(ui, cmd, base_env, doctor=doctor_command(pol, row))
     finally:
         stats = _read_stats(cache)
         if stats is not None:
@@ -221,7 +227,7 @@ def build_row(state: _Run, row: Row) -> RowOutcome:
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
     wheel = made[0]
-    ui.info(f"  wheel: {wheel}")
+    ui.info(f"  wheel: {wheel} ({size_text(wheel.stat().st_size)})")
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
     if ok is False:
         ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
@@ -262,8 +268,13 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
 
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     """`buildrows check` on the new wheel against its row; prints the report, returns the verdict."""
+    import time
+
     from buildrows.check import CheckResult
     from buildrows.commands.check import check_wheel
+    from buildrows.runner import duration
+
+    start = time.perf_counter()
 
     args = argparse.Namespace(row=row.name, archs=None, cuda=None, config=pol.path, json=False)
     ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
@@ -276,4 +287,5 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
             ui.info(f"         {d}")
     ok = all(r.ok for r in results)
     ui.info(f"  verdict: {'PASS' if ok else 'FAIL'}")
+    ui.info(f"  check took {duration(time.perf_counter() - start)}")
     return ok
