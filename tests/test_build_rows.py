@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXECUTORCH = REPO / "examples" / "executorch" / "buildrows.toml"
 
 BUILT = RowOutcome("linux-x86_64-cu130-py311", "built", 0, "x-0.1+cu130-cp311-cp311-linux_x86_64.whl",
-                   3 << 20, True, 12.34, "1/2 hits")
+                   3_000_000, True, 12.34, "1/2 hits")
 
 
 @pytest.mark.parametrize(("codes", "worst"), [
@@ -40,7 +40,7 @@ def test_summary_table_lists_every_row_with_wheel_size_check_time_and_cache() ->
     lines = render_table([BUILT, refused, skipped])
     assert lines[0].split() == ["row", "wheel", "size", "check", "time", "compiler", "cache"]
     assert set(lines[1]) == {"-", " "}
-    assert lines[2].split() == ["linux-x86_64-cu130-py311", BUILT.wheel, "3.0", "MiB", "PASS", "12.3s", "1/2", "hits"]
+    assert lines[2].split() == ["linux-x86_64-cu130-py311", BUILT.wheel, "3.0", "MB", "PASS", "12.3s", "1/2", "hits"]
     assert "refused: no CUDA 13.2 compiler" in lines[3] and "REFUSED" in lines[3]
     assert "stopped after" in lines[4] and "not built" in lines[4]
     assert lines[0].index("check") == lines[2].index("PASS") == lines[3].index("REFUSED")  # aligned

@@ -12,9 +12,11 @@ from buildrows.ui import UI
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from buildrows.commands._build import Provided
     from buildrows.compiler_cache import CacheStats, CompilerCache
     from buildrows.errors import BuildrowsError
-    from buildrows.model import Policy, Row
+    from buildrows.model import Driver, Policy, Row
+    from buildrows.provision.interpreters import Interpreter
     from buildrows.summary import RowOutcome
     from buildrows.toolchain import CudaCompiler, HostOs
 
@@ -30,6 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--isolation", action="store_true",
                    help="let the PEP 517 frontend install the build requirements into a fresh environment "
                         "from the registry (default: build with the row's Python as it is)")
+    p.add_argument("--provision", action="store_true",
+                   help="provision what a row lacks: a cached per-row environment of the row's Python holding the "
+                        "project's build requirements, and the row's CUDA toolkit when this machine has no nvcc "
+                        "of its train (`buildrows toolkit install`; BUILDROWS_CUDA_MIRROR for the archives)")
     p.add_argument("--no-check", action="store_true", help="skip the wheel check (not for release builds)")
     p.add_argument("--keep-going", action="store_true",
                    help="go on past a row that failed or was refused and build the others (default: stop at "
@@ -85,7 +91,8 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
     state = _Run(pol, env, host, args, ui)
     outcomes: dict[str, RowOutcome] = {}
-    # Every row's toolchain first: a row that cannot be built is known before a long build starts.
+    provided: dict[str, Provided] = {}
+    # Every row's interpreter, toolkit and toolchain first: a row that cannot be built is known before a long build starts.
     ready: list[Row] = []
     with ui.group("doctor"):
         doctor_start = time.perf_counter()
@@ -93,7 +100,9 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             try:
                 refuse_empty(row)
                 row.require_archs("build")
-                doctor_row(pol, row, env, host, args, ui)
+                with ui.group(f"provision {row.name}"):
+                    provided[row.name] = provide(pol, row, env, host, args, ui)
+                doctor_row(pol, row, env, host, args, ui, provided=provided[row.name])
                 ready.append(row)
             except BuildrowsError as e:
                 ui.error(e.title, str(e))
@@ -107,7 +116,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         with ui.section(f"row {i}/{len(ready)}: {row.name}"):
             start = time.perf_counter()
             try:
-                outcome = build_row(state, row)
+                outcome = build_row(state, row, provided.get(row.name))
             except BuildrowsError as e:
                 ui.error(e.title, str(e))
                 outcome = _outcome_of_error(row, e)
@@ -168,13 +177,74 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
         append_file(summary, "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n")
 
 
-def build_row(state: _Run, row: Row) -> RowOutcome:
+def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: argparse.Namespace,
+            ui: UI) -> Provided:
+    """The row's interpreter (a real one: run and checked) and, with --provision, its build
+    environment and toolkit. Without --provision nothing is installed: the interpreter found is
+    the one that builds, and doctor reports what it lacks."""
+    from buildrows.commands._build import Provided, driver_of, project_of
+    from buildrows.errors import BadInput, Refused
+    from buildrows.provision.interpreters import find_interpreter, install_hint
+
+    search = find_interpreter(row.python, env)
+    interp = search.found
+    if interp is None:
+        turned = "".join(f"\n    {r.path} ({r.source}) {r.why}" for r in search.rejected[:6])
+        raise Refused(f"no Python {row.python} that runs to build {row.name} with (looked in {', '.join(search.looked)})"
+                      f"{turned}\n    fix: {install_hint(row.python, env)}")
+    ui.info(f"{row.name}: {interp.describe()}")
+    toolkit: str | None = None
+    if not args.provision:
+        return Provided(interp, None)
+    if row.cuda is not None:
+        from buildrows.toolchain import check_cuda_compiler
+
+        try:
+            comp = check_cuda_compiler(row, env, host)
+            ui.info(f"{row.name}: this machine's nvcc is the row's train: {comp.describe()}")
+        except (Refused, BadInput) as e:
+            from buildrows.provision import toolkit as tk
+
+            ui.info(f"{row.name}: {str(e).splitlines()[0]}")
+            ui.step(f"provision CUDA {row.cuda.dotted} for {row.name}")
+            got = tk.install(row.cuda, row.platform, env, progress=ui.info)
+            ui.info(f"  toolkit: {got.describe()}")
+            toolkit = str(got.root)
+    if driver_of(pol, args) == "cmake-presets":
+        return Provided(interp, toolkit)
+    return Provided(build_environment(interp, project_of(pol, args), driver_of(pol, args), env, ui), toolkit)
+
+
+def build_environment(interp: Interpreter, project: Path, driver: Driver, env: Mapping[str, str], ui: UI) -> Interpreter:
+    """The row's cached build environment (a venv of `interp` with the frontend and the project's
+    build requirements), created or reused."""
+    from buildrows.doctor import FRONTEND, build_requirements
+    from buildrows.errors import BadInput
+    from buildrows.provision import buildenv
+    from buildrows.runner import run_step
+
+    reqs, problem = build_requirements(project, driver)
+    if problem is not None:
+        raise BadInput(f"{problem}\n    fix: give the project a pyproject.toml with [build-system] requires")
+    be = buildenv.plan_env(interp, [FRONTEND, *reqs], env)
+    if be.ready:
+        ui.info(f"  build environment: {be.root} (reused: same interpreter and requirements)")
+        return be.interpreter
+    ui.step(f"build environment for Python {interp.python}: {be.root}")
+    buildenv.start(be)
+    for cmd in be.commands():
+        run_step(ui, cmd, env)
+    buildenv.finish(be)
+    return be.interpreter
+
+
+def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOutcome:
     """Render, build and check one row (doctor has passed); returns what it produced."""
     from buildrows import drivers
     from buildrows.commands._build import doctor_command, driver_of, project_of
     from buildrows.errors import EXIT_CHECK_FAILED, ExternalFailure, Refused
     from buildrows.plan import plan_row
-    from buildrows.presets import render_presets
+    from buildrows.presets import render_plans
     from buildrows.runner import run_step
     from buildrows.summary import RowOutcome, size_text
 
@@ -182,17 +252,19 @@ def build_row(state: _Run, row: Row) -> RowOutcome:
     driver = driver_of(pol, args)
     project = project_of(pol, args)
     wheel_dir = drivers.default_wheel_dir(project, args.wheel_dir)
+    interp = provided.interpreter if provided else None
+    toolkit = provided.toolkit if provided else None
     if driver == "cmake-presets":
         ui.step(f"render presets for {row.name} into {project}")
-        rendered = render_presets(pol, [row], project, env, host=host)
+        plan = plan_row(pol, row, env, host=host, step="build", interpreter=interp, toolkit=toolkit)
+        rendered = render_plans([plan], project)
         for path in rendered.paths:
             ui.info(f"  wrote {path}")
-        plan = rendered.plans[0]
         bp = drivers.cmake_presets_plan(row, project)
     else:
         ui.step(f"render {row.name}: generator, cache variables and environment")
-        plan = plan_row(pol, row, env, host=host, step="build")
-        python = drivers.row_python(row, env)
+        plan = plan_row(pol, row, env, host=host, step="build", interpreter=interp, toolkit=toolkit)
+        python = interp.path if interp else drivers.row_python(row, env)
         if python is None:
             raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `{doctor_command(pol, row)}` says how to get one")
         if driver == "scikit-build-core":
@@ -266,6 +338,30 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
     return None
 
 
+def python_tag_problem(row: Row, wheel: Path) -> str | None:
+    """Why the wheel is not for the row's Python (a cp311 module under a py312 row's name), or None.
+    A CPython tag must be the row's (cp313t for a free-threaded row); abi3 passes when its minimum
+    is at most the row's version; a pure py3 wheel passes."""
+    from buildrows.wheelread import parse_wheel_filename
+
+    name = parse_wheel_filename(wheel.name)
+    free = row.python.endswith("t")
+    want = "cp" + row.python.rstrip("t").replace(".", "")
+    abi_want = want + ("t" if free else "")
+    minor = int(row.python.rstrip("t").split(".")[1])
+    for py in name.python_tags:
+        for abi in name.abi_tags:
+            if py == want and abi == abi_want:
+                return None
+            if abi == "abi3" and not free and py.startswith("cp3") and py[3:].isdigit() and int(py[3:]) <= minor:
+                return None
+            if py in ("py3", "py2.py3") and abi == "none":
+                return None
+    tags = f"{'.'.join(name.python_tags)}-{'.'.join(name.abi_tags)}"
+    return (f"{wheel.name} is tagged {tags}, not {want}-{abi_want} for row {row.name}: it was built by another "
+            f"Python than the row's {row.python} (pin the interpreter: `buildrows build {row.name}` finds it)")
+
+
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     """`buildrows check` on the new wheel against its row; prints the report, returns the verdict."""
     import time
@@ -281,6 +377,8 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     _, _, results = check_wheel(args, wheel, pol)
     tag = local_tag_problem(row, wheel)
     results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
+    py = python_tag_problem(row, wheel)
+    results.insert(1, CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]))
     for r in results:
         ui.info(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}")
         for d in r.details:
