@@ -189,7 +189,7 @@ def test_other_drivers_get_the_launchers_through_the_environment(tmp_path: Path)
     assert row is not None
     bp = drivers.cmake_presets_plan(row, EXAMPLE)
     c = _cache(tmp_path)
-    (cmd,) = drivers.with_compiler_cache(bp, c.environment(), c.launchers()).commands
+    cmd, *_ = drivers.with_compiler_cache(bp, c.environment(), c.launchers()).commands
     assert cmd.argv == ("cmake", "--workflow", "--preset", row.name)
     assert dict(cmd.env)["CMAKE_C_COMPILER_LAUNCHER"] == "/venv/bin/ccache"
 

@@ -293,18 +293,27 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
             ui.info(f"  compiler cache: {stats.report()}")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if bp.wheel_dir is None:
-        ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
-        return RowOutcome(row.name, "built", cache=cache_text)
+        if bp.install_dir is None:
+            ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
+            return RowOutcome(row.name, "built", cache=cache_text)
+        ui.info(f"  install tree: {bp.install_dir}")
+        tree_ok = None if args.no_check else check_built_wheel(pol, row, bp.install_dir, ui)
+        if tree_ok is False:
+            ui.error("check failed", f"the check failed for {row.name}: {bp.install_dir} (its report is above)")
+        return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if tree_ok is False else 0,
+                          f"{bp.install_dir.name}/ (install tree)", _size(bp.install_dir), tree_ok,
+                          cache=cache_text, wheel_path=str(bp.install_dir),
+                          reason="" if tree_ok is not False else "the check failed (its report is above)")
     made = drivers.new_wheels(bp.wheel_dir, before)
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
     wheel = made[0]
-    ui.info(f"  wheel: {wheel} ({size_text(wheel.stat().st_size)})")
+    ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
     if ok is False:
         ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
     return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
-                      wheel.stat().st_size, ok, cache=cache_text, wheel_path=str(wheel),
+                      _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
                       reason="" if ok is not False else "the wheel check failed (its report is above)")
 
 
@@ -338,6 +347,13 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
     return None
 
 
+def _size(path: Path) -> int:
+    """A wheel's size, or an install tree's (the cmake-presets driver): its files together."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return path.stat().st_size
+
+
 def python_tag_problem(row: Row, wheel: Path) -> str | None:
     """Why the wheel is not for the row's Python (a cp311 module under a py312 row's name), or None.
     A CPython tag must be the row's (cp313t for a free-threaded row); abi3 passes when its minimum
@@ -363,7 +379,7 @@ def python_tag_problem(row: Row, wheel: Path) -> str | None:
 
 
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
-    """`buildrows check` on the new wheel against its row; prints the report, returns the verdict."""
+    """`buildrows check` on the new wheel (or install tree) against its row; prints the report, returns the verdict."""
     import time
 
     from buildrows.check import CheckResult
@@ -375,10 +391,11 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     args = argparse.Namespace(row=row.name, archs=None, cuda=None, config=pol.path, json=False)
     ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
     _, _, results = check_wheel(args, wheel, pol)
-    tag = local_tag_problem(row, wheel)
-    results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
-    py = python_tag_problem(row, wheel)
-    results.insert(1, CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]))
+    if not wheel.is_dir():  # an install tree (cmake-presets) has no version or Python tag
+        tag = local_tag_problem(row, wheel)
+        results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
+        py = python_tag_problem(row, wheel)
+        results.insert(1, CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]))
     for r in results:
         ui.info(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}")
         for d in r.details:
