@@ -260,6 +260,9 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
         rendered = render_plans([plan], project)
         for path in rendered.paths:
             ui.info(f"  wrote {path}")
+        from buildrows.commands.render import gitignore_advice
+
+        gitignore_advice(project, False, ui)
         bp = drivers.cmake_presets_plan(row, project)
     else:
         ui.step(f"render {row.name}: generator, cache variables and environment")
