@@ -176,9 +176,10 @@ class MemberStream:
                     pos += len(piece)
                 elif len(data) == before:
                     break  # nothing consumed, nothing produced: the input ran out
-                if record and not data and pos >= next_checkpoint and not inflater.eof:
-                    # At an input boundary the state alone (nothing unconsumed) continues from in_pos.
-                    self.checkpoints.append(_Checkpoint(pos, in_pos, inflater.copy()))
+                if record and pos >= next_checkpoint and not inflater.eof:
+                    # The state continues with the input it has not consumed yet: the unconsumed
+                    # tail is the last bytes read, so the file offset alone says where it starts.
+                    self.checkpoints.append(_Checkpoint(pos, in_pos - len(data), inflater.copy()))
                     next_checkpoint = pos + self.interval
         except module.error as exc:
             raise InflateError(f"corrupt deflate data: {exc}") from None

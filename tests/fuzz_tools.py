@@ -291,3 +291,60 @@ def mutate_wheel(members: list[tuple[str, bytes]], rng: random.Random) -> bytes:
     elif op == 7:
         data = mutate_bytes(data, rng)
     return data
+
+
+# --- streaming vs in-memory readers (issue 16) ---------------------------------------------------
+
+def library_in_memory(data: bytes) -> tuple[Any, ...]:
+    """What the in-memory readers (binfmt.read_binary + fatbin.list_device_code) say of a library:
+    its links, machine and device code, or the error (type and message) they refuse it with."""
+    from buildrows.binfmt import BinaryFormatError, read_binary
+    from buildrows.fatbin import FatbinError, list_device_code
+
+    try:
+        info = read_binary(data)
+        cubins: list[str] = []
+        ptx: list[str] = []
+        for section in info.device_code_sections:
+            code = list_device_code(section)
+            cubins += code.cubins
+            ptx += code.ptx
+    except (BinaryFormatError, FatbinError) as e:
+        return ("error", type(e).__name__, str(e))
+    return ("ok", info.format, info.machine, info.needed, info.rpath, info.runpath, info.imports,
+            info.delay_imports, tuple(cubins), tuple(ptx))
+
+
+def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bool = True) -> tuple[Any, ...]:
+    """The same, read by buildrows.libstream from a deflate stream in random-sized chunks, with
+    random input chunks and checkpoint spacing (so that re-reads start from random checkpoints)."""
+    import zlib
+
+    from buildrows.binfmt import BinaryFormatError
+    from buildrows.fatbin import FatbinError
+    from buildrows.inflate import MemberStream
+    from buildrows.libstream import read_streamed
+
+    path = tmp / "member.bin"
+    if deflated:
+        packer = zlib.compressobj(rng.choice([0, 1, 6, 9]), zlib.DEFLATED, -15)
+        path.write_bytes(packer.compress(data) + packer.flush())
+    else:
+        path.write_bytes(data)
+    if len(data) <= 16384:  # byte-sized chunks for small files; boundaries everywhere in large ones
+        out_chunk = rng.choice([1, 2, 3, 7, 8, 63, 64, 65, 100, 4096, 1 << 20, rng.randint(1, 5000)])
+        in_chunk = rng.choice([1, 5, 64, 4096, 1 << 18])
+    else:
+        out_chunk = rng.choice([rng.randint(64, 9000), rng.randint(64, 9000), 1 << 16, 1 << 20])
+        in_chunk = rng.choice([97, 4096, 1 << 18])
+    stream = MemberStream(
+        lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data), deflated=deflated,
+        out_chunk=out_chunk, in_chunk=in_chunk, checkpoint_interval=rng.choice([1, 100, 4096, 1 << 16, 1 << 23]),
+    )
+    try:
+        lib = read_streamed(stream)
+    except (BinaryFormatError, FatbinError) as e:
+        return ("error", type(e).__name__, str(e))
+    layout = lib.layout
+    return ("ok", layout.format, layout.machine, layout.needed, layout.rpath, layout.runpath, layout.imports,
+            layout.delay_imports, lib.device_code.cubins, lib.device_code.ptx)
