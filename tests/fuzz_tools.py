@@ -331,12 +331,10 @@ def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bo
         path.write_bytes(packer.compress(data) + packer.flush())
     else:
         path.write_bytes(data)
-    if len(data) <= 16384:  # byte-sized chunks for small files; boundaries everywhere in large ones
-        out_chunk = rng.choice([1, 2, 3, 7, 8, 63, 64, 65, 100, 4096, 1 << 20, rng.randint(1, 5000)])
-        in_chunk = rng.choice([1, 5, 64, 4096, 1 << 18])
-    else:
-        out_chunk = rng.choice([rng.randint(64, 9000), rng.randint(64, 9000), 1 << 16, 1 << 20])
-        in_chunk = rng.choice([97, 4096, 1 << 18])
+    # Chunks down to a byte, but never more than ~2000 of them (the cases stay quick).
+    floor = len(data) // 2000
+    out_chunk = max(floor, rng.choice([1, 2, 3, 7, 8, 63, 64, 65, 100, 4096, 1 << 20, rng.randint(1, 9000)]))
+    in_chunk = max(floor // 2, rng.choice([1, 5, 64, 97, 4096, 1 << 18]))
     stream = MemberStream(
         lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data), deflated=deflated,
         out_chunk=out_chunk, in_chunk=in_chunk, checkpoint_interval=rng.choice([1, 100, 4096, 1 << 16, 1 << 23]),
