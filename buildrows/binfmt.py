@@ -32,8 +32,6 @@ __all__ = [
     "ByteSource",
     "MemorySource",
     "detect_format",
-    "elf_machine_name",
-    "pe_machine_name",
     "read_binary",
     "read_layout",
 ]
@@ -65,20 +63,10 @@ _DT_RUNPATH: Final = 29
 
 _NUL = re.compile(b"\x00")
 
-# e_machine / IMAGE_FILE_HEADER.Machine, named as the architecture part of a platform tag says it.
-_ELF_MACHINES: Final = {3: "i686", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390x", 40: "armv7l",
-                        62: "x86_64", 183: "aarch64", 243: "riscv64", 258: "loongarch64"}
-_PE_MACHINES: Final = {0x14C: "x86", 0x8664: "amd64", 0xAA64: "arm64", 0x1C4: "arm"}
-
-
-def elf_machine_name(e_machine: int) -> str:
-    """``x86_64``, ``aarch64``... for an ELF ``e_machine``; ``elf-machine-N`` when not known."""
-    return _ELF_MACHINES.get(e_machine, f"elf-machine-{e_machine}")
-
-
-def pe_machine_name(machine: int) -> str:
-    """``amd64``, ``arm64``, ``x86``... for a PE ``Machine`` (as ``win_amd64`` names it)."""
-    return _PE_MACHINES.get(machine, f"pe-machine-{machine:#06x}")
+# Machines by their ELF e_machine and PE Machine numbers, in one vocabulary, so a binary can be
+# compared with a wheel's platform tag (win_amd64 and manylinux_x86_64 are the same machine).
+ELF_MACHINES: Final = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 20: "ppc", 21: "ppc64", 22: "s390x", 243: "riscv"}
+PE_MACHINES: Final = {0x14C: "i386", 0x8664: "x86_64", 0xAA64: "aarch64", 0x1C4: "arm"}
 
 
 class ByteSource(Protocol):
@@ -119,7 +107,7 @@ Range = tuple[int, int]  # (offset, size) in the file
 class BinaryLayout:
     """What buildrows needs from one shared library, with its fat binaries as file ranges.
 
-    ``machine`` is named by :func:`elf_machine_name` / :func:`pe_machine_name`.
+    ``machine``: "x86_64", "aarch64", ... (ELF_MACHINES, PE_MACHINES); "e_machine N" if unknown.
     """
 
     format: BinaryFormat
@@ -147,6 +135,7 @@ class BinaryInfo:
     """
 
     format: BinaryFormat
+    machine: str = ""  # "x86_64", "aarch64", ... (ELF_MACHINES, PE_MACHINES); "e_machine N" if unknown
     fatbin: tuple[memoryview, ...] = ()
     relfatbin: tuple[memoryview, ...] = ()
     needed: tuple[str, ...] = ()
@@ -154,7 +143,6 @@ class BinaryInfo:
     runpath: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
     delay_imports: tuple[str, ...] = ()
-    machine: str = ""
 
     @property
     def device_code_sections(self) -> tuple[memoryview, ...]:
@@ -300,7 +288,7 @@ def _read_elf(source: ByteSource) -> BinaryLayout:
     needed, rpath, runpath = _elf_dynamic(source, layout, e_phoff, e_phentsize, e_phnum)
     return BinaryLayout(
         format="elf",
-        machine=elf_machine_name(e_machine),
+        machine=ELF_MACHINES.get(e_machine, f"e_machine {e_machine}"),
         fatbin=fatbin,
         relfatbin=relfatbin,
         needed=needed,
@@ -499,7 +487,7 @@ def _read_pe(source: ByteSource, raw: bytes | None) -> BinaryLayout:
         )
         imports = tuple(_dll_name(e.dll) for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()))
         delay = tuple(_dll_name(e.dll) for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", ()))
-        machine = pe_machine_name(pe.FILE_HEADER.Machine)
+        machine = PE_MACHINES.get(pe.FILE_HEADER.Machine, f"Machine {pe.FILE_HEADER.Machine:#x}")
     except pefile.PEFormatError as exc:
         raise BinaryFormatError(f"malformed PE file: {exc.value}") from None
     except (struct.error, IndexError, AttributeError, TypeError) as exc:

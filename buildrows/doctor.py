@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from buildrows.archs import Train
 from buildrows.errors import BadInput, Refused
 from buildrows.model import Driver, Policy, Row
+from buildrows.provision.interpreters import Interpreter, Rejected
 from buildrows.toolchain import HostOs
 
 Status = Literal["ok", "note", "missing", "refused"]
@@ -82,18 +82,28 @@ def ninja_fix() -> str:
     return f"pip install 'ninja>={_dotted(MIN_NINJA)}'"
 
 
-def nvcc_install_hint(train: Train) -> str:
-    """How to get a CUDA compiler of one train without an installer."""
-    if train.major >= 13:
-        pkg, where = f"nvidia-cuda-nvcc=={train.dotted}.*", f"site-packages/nvidia/cu{train.major}/bin/nvcc"
+def nvcc_install_hint(row: Row) -> str:
+    """The buildrows command that gives this machine the row's CUDA compiler, no installer needed."""
+    assert row.cuda is not None
+    train = row.cuda
+    from buildrows.provision.sources import pypi_trains
+
+    if train in pypi_trains(row.platform):
+        where = f"from NVIDIA's PyPI wheels (pinned in buildrows), into {_cache_hint()}"
     else:
-        pkg, where = f"nvidia-cuda-nvcc-cu{train.major}=={train.dotted}.*", "site-packages/nvidia/cuda_nvcc/bin/nvcc"
-    return (f"install the CUDA {train.dotted} toolkit and set CUDA_HOME to it, or `pip install '{pkg}'` "
-            f"and set CUDACXX to the nvcc it installs ({where})")
+        where = ("from NVIDIA's redistributable archives (set BUILDROWS_CUDA_MIRROR to use a mirror), "
+                 f"into {_cache_hint()}")
+    return (f"`buildrows build {row.name} --provision` (or `buildrows toolkit install {train.dotted}` first) "
+            f"assembles CUDA {train.dotted} {where}; or install the toolkit yourself and set CUDA_HOME to it")
 
 
-def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -> Finding:
-    """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off."""
+def _cache_hint() -> str:
+    return "the buildrows cache ($BUILDROWS_CACHE, default ~/.cache/buildrows)"
+
+
+def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, toolkit: str | None = None) -> Finding:
+    """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off.
+    With a provisioned `toolkit`, its nvcc is the row's (whatever CUDACXX or PATH say)."""
     from buildrows.toolchain import NO_CUDA_COMPILER, check_cuda_compiler, locate_cuda_compiler
 
     if row.cuda is None:
@@ -109,13 +119,18 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -
                            "set [project] cuda-option to the project's CUDA switch (e.g. MYPROJ_BUILD_CUDA)")
         return Finding("cuda", "ok", f"CPU row: {option}=OFF{present}")
     try:
+        if toolkit is not None:
+            from buildrows.plan import toolkit_compiler
+
+            comp = toolkit_compiler(row, toolkit, env)
+            return Finding("nvcc", "ok", comp.describe())
         comp = check_cuda_compiler(row, env, host)  # the same verdict the hook and render give
     except (BadInput, Refused) as e:
         what, _, fix = str(e).partition("\n    fix: ")
         none_found = any(p.message == NO_CUDA_COMPILER for p in e.problems)
         status: Status = "missing" if none_found or isinstance(e, BadInput) else "refused"
         fixes = [] if none_found else [fix]  # when none was found, the install hint is the whole fix
-        return Finding("nvcc", status, what, "; ".join(f for f in (*fixes, nvcc_install_hint(row.cuda)) if f))
+        return Finding("nvcc", status, what, "; ".join(f for f in (*fixes, nvcc_install_hint(row)) if f))
     return Finding("nvcc", "ok", comp.describe())
 
 
@@ -135,11 +150,47 @@ def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Find
     return [Finding("generator", "note", f"{g.generator}: {g.reason}", fix)]
 
 
-def check_python(row: Row, python: str | None) -> Finding:
+def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None), *,
+                 rejected: Sequence[Rejected] = (), env: Mapping[str, str] | None = None,
+                 places: Sequence[str] = ()) -> Finding:
+    """The row's interpreter exists, runs, and is the row's version; `ran` is (version it reported,
+    why it did not run); `rejected` the candidates a search turned down (a failing shim is not one)."""
+    from buildrows.provision.interpreters import install_hint
+
+    fix = install_hint(row.python, env if env is not None else {})
     if python is None:
-        return Finding("python", "missing", f"no Python {row.python} (neither this interpreter nor python{row.python} on PATH)",
-                       f"install Python {row.python} (e.g. `uv python install {row.python}`) or run buildrows with it")
+        if rejected:
+            turned = "; ".join(f"{r.path} {r.why}" for r in rejected[:4])
+            return Finding("python", "missing", f"no Python {row.python} that runs: {turned}", fix)
+        where = f" (looked in {', '.join(places)})" if places else ""
+        return Finding("python", "missing", f"no Python {row.python}{where}", fix)
+    version, problem = ran
+    if problem is not None:
+        return Finding("python", "missing", f"{python} does not run: {problem}", fix)
+    if version is not None and version != row.python:
+        return Finding("python", "missing", f"{python} is Python {version}, not {row.python}", fix)
     return Finding("python", "ok", f"{row.python} at {python}")
+
+
+def check_project(project: Path, driver: Driver) -> Finding | None:
+    """The project directory holds what the driver builds from: setup.py or pyproject.toml for a wheel
+    build, CMakeLists.txt for cmake-presets. None when it does."""
+    wanted = ("CMakeLists.txt",) if driver == "cmake-presets" else ("setup.py", "pyproject.toml")
+    if any((project / name).is_file() for name in wanted):
+        return None
+    return Finding("project", "missing", f"{project} has no {' and no '.join(wanted)}: it is not a project the "
+                   f"{driver} driver can build",
+                   "run buildrows in the project's directory, pass --project DIR, or set [project] source-dir in the "
+                   "policy (relative to the policy file)")
+
+
+def check_environment_bin(added: str | None) -> Finding | None:
+    """A note when the active environment's bin directory was not on PATH and buildrows added it."""
+    if added is None:
+        return None
+    return Finding("PATH", "note", f"the active environment's {added} is not on PATH; buildrows adds it (at the end) "
+                   "for this run, so its cmake and ninja are found and used by the build",
+                   f'put it on PATH yourself to run its tools by hand: export PATH="{added}:$PATH"')
 
 
 def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | None]:
@@ -199,7 +250,14 @@ class Probe(Protocol):
     def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
         """Installed version of each named distribution for that interpreter (canonical names)."""
 
+    def interpreter(self, python: str) -> tuple[str | None, str | None]:
+        """(the X.Y[t] version the interpreter reports, None) or (None, why it does not run)."""
 
+
+_VERSION_SCRIPT = (
+    "import sys, sysconfig\n"
+    "print('%d.%d%s' % (*sys.version_info[:2], 't' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"
+)
 _DIST_SCRIPT = (
     "import json,sys\nfrom importlib import metadata\nout={}\n"
     "for n in sys.argv[1:]:\n    try: out[n]=metadata.version(n)\n    except Exception: out[n]=None\n"
@@ -221,6 +279,22 @@ class MachineProbe:
             return None, None
         got = capture([path, "--version"], env, timeout=30)
         return path, (got.output if got.error is None else got.error)
+
+    def interpreter(self, python: str) -> tuple[str | None, str | None]:
+        from buildrows.runner import capture
+
+        if Path(python).resolve() == Path(sys.executable).resolve():
+            from buildrows.host import host_python
+
+            return host_python(), None
+
+        got = capture([python, "-c", _VERSION_SCRIPT], timeout=60)
+        if got.error is not None:
+            return None, got.error
+        last = got.output.strip().splitlines()[-1:] or ["(no output)"]
+        if got.code != 0:
+            return None, f"it exited with status {got.code}: {last[0][:200]}"
+        return last[0].strip(), None
 
     def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
         if Path(python).resolve() == Path(sys.executable).resolve():
@@ -244,13 +318,14 @@ class MachineProbe:
 
 
 def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *, driver: Driver,
-             host: HostOs, isolation: bool = False, probe: Probe | None = None) -> list[Finding]:
+             host: HostOs, isolation: bool = False, probe: Probe | None = None,
+             interpreter: Interpreter | None = None, toolkit: str | None = None) -> list[Finding]:
     """Every finding for building `row` of `policy` in `project` with `driver` on this machine."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
-    from buildrows.drivers import row_python
     from buildrows.host import refuse_other_machine
+    from buildrows.provision.interpreters import find_interpreter
     from buildrows.toolchain import choose_generator
 
     probe = probe or MachineProbe()
@@ -269,16 +344,28 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
     if choose_generator(row, env, host).is_ninja:
         findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
-    findings.append(check_cuda(row, policy, env, host))
+    findings.append(check_cuda(row, policy, env, host, toolkit))
     findings += check_generator(row, env, host)
+    project_problem = check_project(project, driver)
+    if project_problem is not None:
+        findings.append(project_problem)
     if driver == "cmake-presets":
         return findings
-    python = row_python(row, env)
-    findings.append(check_python(row, python))
-    if python is None:
+    if interpreter is None:
+        search = find_interpreter(row.python, env)
+        interpreter = search.found
+        if interpreter is None:
+            finding = check_python(row, None, rejected=search.rejected, env=env, places=search.looked)
+        else:
+            finding = check_python(row, interpreter.path, probe.interpreter(interpreter.path), env=env)
+    else:
+        finding = check_python(row, interpreter.path, probe.interpreter(interpreter.path), env=env)
+    python = interpreter.path if interpreter else None
+    findings.append(finding)
+    if python is None or finding.failed:
         return findings
     reqs = [FRONTEND]
-    if not isolation:
+    if not isolation and project_problem is None:
         project_reqs, problem = build_requirements(project, driver)
         if problem is not None:
             findings.append(Finding("build requirements", "missing", problem,
@@ -293,9 +380,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
 
 
 def verdict(findings: Sequence[Finding], row: Row) -> None:
-    """Refuse (exit 3) when any finding failed, naming each with its fix."""
+    """Refuse (exit 3) when any finding failed. The findings themselves, with their fixes, are the
+    report printed just before; the refusal names them without repeating them."""
     failed = [f for f in findings if f.failed]
     if failed:
-        body = "\n".join("  " + f.render() for f in failed)
         raise Refused(f"row {row.name} cannot be built on this machine ({len(failed)} problem"
-                      f"{'s' if len(failed) != 1 else ''}):\n{body}")
+                      f"{'s' if len(failed) != 1 else ''}: {', '.join(f.check for f in failed)}; each with its fix above)")

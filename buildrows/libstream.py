@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from buildrows.binfmt import BinaryLayout, read_layout
-from buildrows.fatbin import DeviceCode, FatbinError, list_device_code
+from buildrows.fatbin import DeviceCode, list_device_code
 from buildrows.fatscan import FatbinScanner
 from buildrows.inflate import MemberStream
 
@@ -270,7 +270,7 @@ class StreamedLibrary:
 
     layout: BinaryLayout
     device_code: DeviceCode
-    relocatable: DeviceCode
+    relocatable: DeviceCode  # __nv_relfatbin's when an executable fat binary exists, else empty
     fetches: int  # ranges inflated again (for the benchmark's record)
 
 
@@ -306,12 +306,6 @@ def read_streamed(stream: MemberStream) -> StreamedLibrary:
     scanner.finish()
     layout = read_layout(source)
     code = _section_code(scanner, source, layout.device_code_ranges)
-    relocatable = code
-    if layout.fatbin and layout.relfatbin:
-        try:  # informational (which PTX only -rdc objects carry): never a reason to refuse
-            relocatable = _section_code(scanner, source, layout.relfatbin)
-        except FatbinError:
-            relocatable = DeviceCode()
-    elif layout.fatbin:
-        relocatable = DeviceCode()
+    # Beside an executable fat binary, the relocatable one too (what -rdc leaves the runtime).
+    relocatable = _section_code(scanner, source, layout.relfatbin) if layout.fatbin else DeviceCode()
     return StreamedLibrary(layout, code, relocatable, source.fetches)

@@ -6,6 +6,7 @@ Every problem of the file is collected and reported at once, each with file, lin
 from __future__ import annotations
 
 import copy
+import fnmatch
 import re
 import sys
 from pathlib import Path
@@ -18,10 +19,23 @@ from buildrows.archs import (
     Train,
     check_train_supports,
     parse_arch_list,
+    suggested_archs,
     train_table,
 )
 from buildrows.errors import BadInput, Problem, raise_problems
-from buildrows.model import Driver, Machine, Os, Policy, Project, Row, Runtime
+from buildrows.model import (
+    CheckPolicy,
+    Driver,
+    FileRule,
+    Machine,
+    Os,
+    Policy,
+    Project,
+    Row,
+    RpathException,
+    Runtime,
+    RuntimeMode,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -118,16 +132,18 @@ def load_policy(path: str | Path | None = None) -> Policy:
             raise BadInput(f"{cfg}: has no [tool.buildrows] table\n    fix: add one, or pass --config buildrows.toml")
         doc = tool["buildrows"]
         prefix = ("tool", "buildrows")
-    return policy_from_dict(doc, str(cfg), Locator(text, prefix))
+    return policy_from_dict(doc, str(cfg), Locator(text, prefix), prefix)
 
 
-def policy_from_dict(doc: dict[str, Any], file: str, locate: schema.Locate | None = None) -> Policy:
+def policy_from_dict(doc: dict[str, Any], file: str, locate: schema.Locate | None = None,
+                     prefix: tuple[str, ...] = ()) -> Policy:
+    """Validate and resolve a policy table; `prefix` is where it sits in its file (("tool", "buildrows"))."""
     loc: schema.Locate = locate or (lambda _p: None)
     doc = copy.deepcopy(doc)
-    problems = schema.validate(doc, file, loc)
+    problems = schema.validate(doc, file, loc, prefix)
     if "python" not in doc or "platforms" not in doc:
         raise_problems(problems, f"{file}: invalid policy")
-    resolver = _Resolver(doc, file, loc)
+    resolver = _Resolver(doc, file, loc, prefix)
     resolver.problems = problems
     return resolver.resolve()
 
@@ -158,22 +174,27 @@ def row_name(platform: str, cuda: Train | None, python: str) -> str:
 
 
 class _Resolver:
-    def __init__(self, doc: dict[str, Any], file: str, locate: schema.Locate) -> None:
+    def __init__(self, doc: dict[str, Any], file: str, locate: schema.Locate, prefix: tuple[str, ...] = ()) -> None:
         self.doc = doc
         self.file = file
         self.locate = locate
+        self.prefix = prefix
         self.problems: list[Problem] = []
+
+    def key(self, *path: str | int) -> str:
+        """A key path as the file spells it (`tool.buildrows.platforms.linux-x86_64` in pyproject.toml)."""
+        return schema._dotted((*self.prefix, *path))
 
     def problem(self, path: tuple[str | int, ...], message: str, *, row: str | None = None,
                 hint: str | None = None, refusal: bool = False) -> None:
         self.problems.append(
             Problem(message, file=self.file, line=self.locate(path), row=row,
-                    field=schema._dotted(path), hint=hint, refusal=refusal)
+                    field=self.key(*path), hint=hint, refusal=refusal)
         )
 
     def where(self, path: tuple[str | int, ...]) -> str:
         line = self.locate(path)
-        return f"{schema._dotted(path)} ({Path(self.file).name}{f':{line}' if line else ''})"
+        return f"{self.key(*path)} ({Path(self.file).name}{f':{line}' if line else ''})"
 
     def resolve(self) -> Policy:
         d = self.doc
@@ -181,7 +202,9 @@ class _Resolver:
         pythons = self._pythons(d["python"])
         excluded = tuple((k, v) for k, v in d["python"].get("excluded", {}).items())
         trains = self._trains(d.get("cuda", {}).get("trains", []))
+        pr_trains = self._pull_request_trains(d.get("cuda", {}).get("pull-request", []), trains)
         runtimes = self._runtimes(d.get("cuda", {}).get("runtime", {}))
+        check = self._check(d.get("check", {}))
         rows: list[Row] = []
         for pname, pdoc in d["platforms"].items():
             rows += self._platform_rows(pname, pdoc, pythons, trains, runtimes, project)
@@ -191,9 +214,15 @@ class _Resolver:
             if r.name in seen:
                 self.problem(("empty", r.name), f"row {r.name} is declared twice", hint="give the empty row its own name")
             seen.add(r.name)
+        for rule in check.files:
+            for g in rule.rows:
+                if not any(fnmatch.fnmatchcase(r.name, g) for r in rows):
+                    self.problem(("check",), f"rows = {g!r} ({rule.source}) matches no row of the policy",
+                                 hint="`buildrows rows` lists the row names; globs such as \"linux-*-cu*\" work")
         if not self.problems and not any(r.empty_reason is None for r in rows):
             self.problem(("platforms",), "the policy publishes no row",
-                         hint="give a platform `trains = [...]` with their architecture lists, or `cpu = true`")
+                         hint=f"give a platform (e.g. [{self.key('platforms', 'linux-x86_64')}]) `trains = [...]` with their "
+                              "architecture lists, or `cpu = true`")
         raise_problems(self.problems, f"{self.file}: the policy cannot be used")
         return Policy(
             path=self.file,
@@ -204,6 +233,9 @@ class _Resolver:
             runtimes=tuple(sorted(runtimes.items())),
             platforms=tuple(d["platforms"]),
             rows=tuple(rows),
+            check=check,
+            pull_request_trains=pr_trains,
+            key_prefix="".join(f"{k}." for k in self.prefix),
         )
 
     def _project(self, p: dict[str, Any]) -> Project:
@@ -243,9 +275,26 @@ class _Resolver:
                 continue
             if t not in known:
                 self.problem(("cuda", "trains", i), f"buildrows does not know which architectures CUDA {t.dotted} compiles",
-                             hint="known trains: " + ", ".join(k.dotted for k in sorted(known)) + "; extend buildrows/data/cuda_trains.toml")
+                             hint="use a train buildrows knows: " + ", ".join(k.dotted for k in sorted(known)))
             elif t in out:
                 self.problem(("cuda", "trains", i), f"{v!r} is listed twice")
+            else:
+                out.append(t)
+        return tuple(out)
+
+    def _pull_request_trains(self, items: list[str], trains: tuple[Train, ...]) -> tuple[Train, ...]:
+        out: list[Train] = []
+        for i, v in enumerate(items):
+            try:
+                t = Train.parse(v)
+            except ValueError as e:
+                self.problem(("cuda", "pull-request", i), str(e))
+                continue
+            if t not in trains:
+                self.problem(("cuda", "pull-request", i), f"CUDA {t.dotted} is preferred for pull requests but not on the train allowlist",
+                             hint="list only trains from [cuda] trains")
+            elif t in out:
+                self.problem(("cuda", "pull-request", i), f"{v!r} is listed twice")
             else:
                 out.append(t)
         return tuple(out)
@@ -257,13 +306,65 @@ class _Resolver:
                 self.problem(("cuda", "runtime", k), f"{k!r} is not a CUDA major version", hint="use \"12\" or \"13\"")
                 continue
             base = out.get(int(k))
+            mode = cast(RuntimeMode, v.get("mode", "dynamic"))
+            if mode != "dynamic":
+                # Linked in, or brought by torch: nothing to declare or reach unless the policy says so.
+                if "library-dir" in v:
+                    self.problem(("cuda", "runtime", k, "library-dir"), f"library-dir is only used when mode is \"dynamic\" (here {mode!r})",
+                                 hint="remove library-dir, or set mode = \"dynamic\"")
+                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode)
+                continue
             reqs = v.get("requirements", list(base.requirements) if base else None)
-            libdir = v.get("library-dir", base.library_dir if base else None)
+            libdir = v.get("library-dir", base.library_dir if base and base.library_dir else None)
             if reqs is None or libdir is None:
                 self.problem(("cuda", "runtime", k), "needs both requirements and library-dir")
                 continue
-            out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)))
+            out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)), mode)
         return out
+
+    def _check(self, raw: dict[str, Any]) -> CheckPolicy:
+        exceptions: list[RpathException] = []
+        for i, e in enumerate(raw.get("rpath-exceptions", [])):
+            if e is None:  # dropped by schema validation, already reported
+                continue
+            path = ("check", "rpath-exceptions", i)
+            if ("entry" in e) == ("reaches" in e):
+                self.problem(path, "an RPATH exception names either entry or reaches",
+                             hint="entry = \"/lib/intel64\" (as written in the library) or reaches = \"torch/lib\" "
+                                  "(where an $ORIGIN entry lands, relative to site-packages)")
+                continue
+            reaches = e.get("reaches")
+            if reaches is not None and (reaches.startswith("/") or ".." in reaches.split("/") or "$" in reaches):
+                self.problem((*path, "reaches"), f"{reaches!r} is not a directory relative to site-packages",
+                             hint="write where the entry lands, e.g. \"torch/lib\"; use entry = \"...\" for a literal entry")
+                continue
+            if self._no_reason(e, path):
+                continue
+            exceptions.append(RpathException(reason=e["reason"].strip(), source=self.where(path), entry=e.get("entry"),
+                                             reaches=reaches.strip("/") if reaches is not None else None,
+                                             libraries=tuple(e.get("libraries", ()))))
+        rules: list[FileRule] = []
+        for kind in ("required", "no-cuda"):
+            for i, r in enumerate(raw.get(kind, [])):
+                if r is None:
+                    continue
+                path = ("check", kind, i)
+                if not r["files"] or any(not f.strip() for f in r["files"]):
+                    self.problem((*path, "files"), "files must list at least one non-empty glob",
+                                 hint="e.g. files = [\"mypkg/lib/libmypkg_cuda.so\"]")
+                    continue
+                if self._no_reason(r, path):
+                    continue
+                rules.append(FileRule(kind=cast(Any, kind), files=tuple(r["files"]), reason=r["reason"].strip(),
+                                      source=self.where(path), rows=tuple(r.get("rows", ())),
+                                      allow=tuple(r.get("allow", ()))))
+        return CheckPolicy(tuple(exceptions), tuple(rules))
+
+    def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:
+        if not e["reason"].strip():
+            self.problem((*path, "reason"), "an exception needs its reason", hint="say why the project intends it")
+            return True
+        return False
 
     def _platform_rows(self, pname: str, p: dict[str, Any], pythons: tuple[str, ...],
                        trains: tuple[Train, ...], runtimes: dict[int, Runtime], project: Project) -> list[Row]:
@@ -280,7 +381,8 @@ class _Resolver:
             if t not in trains:
                 self.problem((*base, "trains", i),
                              f"CUDA {t.dotted} is not on the train allowlist",
-                             hint=f"add \"{t.dotted}\" to [cuda] trains, or remove it from this platform", refusal=True)
+                             hint=f"add \"{t.dotted}\" to {self.key('cuda', 'trains')}, or remove it from "
+                                  f"{self.key(*base, 'trains')}", refusal=True)
                 continue
             published.append(t)
         groups: dict[Train, tuple[int, dict[str, Any]]] = {}
@@ -299,7 +401,7 @@ class _Resolver:
                 elif t not in published:
                     self.problem((*base, "cuda", gi, "trains", ti),
                                  f"an architecture list for CUDA {t.dotted}, which this platform does not publish",
-                                 hint=f"add \"{t.dotted}\" to platforms.{pname}.trains, or drop it here")
+                                 hint=f"add \"{t.dotted}\" to {self.key(*base, 'trains')}, or drop it here")
                 else:
                     groups[t] = (gi, g)
         common_cache = list(project.cache) + [(k, str(v)) for k, v in p.get("cache", {}).items()]
@@ -320,8 +422,7 @@ class _Resolver:
             if t not in groups:
                 self.problem((*base, "trains"),
                              f"CUDA {t.dotted} has no architecture list; rows {', '.join(names)} would fall back to the builder's GPU",
-                             hint=f"add [[platforms.{pname}.cuda]] with trains = [\"{t.dotted}\"] and archs = \"...\"",
-                             refusal=True)
+                             hint=self._missing_list_fix(pname, t, names), refusal=True)
                 continue
             gi, g = groups[t]
             gpath = (*base, "cuda", gi)
@@ -330,7 +431,8 @@ class _Resolver:
                 self.problem((*gpath, "archs"),
                              f"CUDA {t.dotted} has {'an empty' if raw is not None else 'no'} architecture list; rows "
                              f"{', '.join(names)} would fall back to the builder's GPU",
-                             hint="list the architectures, e.g. archs = \"8.0 9.0 12.0\"", refusal=True)
+                             hint=f"write archs = \"{suggested_archs(t, pname)}\" (PyTorch's starting list, cut to what "
+                                  f"CUDA {t.dotted} compiles)\n      {_from_wheel_advice(pname, t)}", refusal=True)
                 continue
             key = (pname, gi)
             if key not in parsed:
@@ -352,7 +454,7 @@ class _Resolver:
             runtime = runtimes.get(t.major)
             if runtime is None:
                 self.problem(("cuda", "runtime"), f"no runtime requirement is known for CUDA major {t.major}",
-                             hint=f"add [cuda.runtime.{t.major}] with requirements and library-dir")
+                             hint=f"add [{self.key('cuda', 'runtime', str(t.major))}] with requirements and library-dir")
                 continue
             image_src = g.get("image", p.get("image"))
             cache = list(common_cache) + [(k, str(v)) for k, v in g.get("cache", {}).items()]
@@ -374,6 +476,14 @@ class _Resolver:
                                 cache=tuple(cache), provenance=prov))
         return rows
 
+    def _missing_list_fix(self, pname: str, t: Train, names: list[str]) -> str:
+        """A TOML block valid for the train, to paste as it is; then where to read a real list."""
+        return (f"add this table (PyTorch's starting list, cut to what CUDA {t.dotted} compiles):\n"
+                f"        [[{self.key('platforms', pname, 'cuda')}]]\n"
+                f"        trains = [\"{t.dotted}\"]\n"
+                f"        archs = \"{suggested_archs(t, pname)}\"\n"
+                f"      {_from_wheel_advice(pname, t)}")
+
     def _empty_rows(self, raw: dict[str, Any], trains: tuple[Train, ...]) -> list[Row]:
         out: list[Row] = []
         for name, e in raw.items():
@@ -394,6 +504,13 @@ class _Resolver:
                            python=e.get("python", ""), archs=None, empty_reason=e["reason"],
                            provenance=(("empty_reason", self.where(("empty", name, "reason"))),)))
         return out
+
+
+def _from_wheel_advice(platform: str, t: Train) -> str:
+    """How to replace a starting list by the one a PyTorch wheel of the train really ships."""
+    return (f"then, to ship what PyTorch ships instead: `buildrows archs --from-wheel TORCH_WHEEL --write "
+            f"'{platform}-{t.cu}-*'` (TORCH_WHEEL: PyTorch's {t.cu} wheel for {platform}, e.g. from "
+            f"`pip download torch --no-deps --index-url https://download.pytorch.org/whl/{t.cu}`)")
 
 
 def _image(template: str | None, train: Train | None) -> str | None:

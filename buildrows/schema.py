@@ -167,11 +167,60 @@ PLATFORM = Table(
     },
 )
 
+RUNTIME_MODES = ("dynamic", "static", "torch")
+
 RUNTIME = Table(
     "What a wheel of one CUDA major must declare and reach.",
     {
-        "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\"."),
-        "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach."),
+        "mode": Str("How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, "
+                    "the requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it "
+                    "dynamically, no requirement) or \"torch\" (a PyTorch extension: requires the torch it was built "
+                    "against, recorded in the wheel, and no other minor version).", RUNTIME_MODES),
+        "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\" "
+                                "(default: the seed set when dynamic, none otherwise)."),
+        "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach (dynamic mode)."),
+    },
+)
+
+RPATH_EXCEPTION = Table(
+    "An RPATH/RUNPATH entry the wheel check accepts, and why (give entry or reaches).",
+    {
+        "entry": Str("The entry as written in the library, e.g. \"/lib/intel64\" (a glob: * ? [..])."),
+        "reaches": Str("Where an $ORIGIN entry may land, relative to site-packages, e.g. \"torch/lib\" "
+                       "(another package's library directory, or one the project keeps on purpose)."),
+        "libraries": StrList("Wheel members this exception applies to (globs); default every library."),
+        "reason": Str("Why the entry is intended; shown by `show` and by the check."),
+    },
+    required=("reason",),
+)
+
+REQUIRED_FILES = Table(
+    "Files a wheel must ship: each glob matches at least one member.",
+    {
+        "files": StrList("Wheel member globs, e.g. \"executorch/lib/libexecutorch_backend_cuda.so\"."),
+        "rows": StrList("Rows this applies to (names or globs, e.g. \"linux-*-cu*\"); default every row."),
+        "reason": Str("Why these files must ship; shown by `show` and by the check."),
+    },
+    required=("files", "reason"),
+)
+
+NO_CUDA = Table(
+    "Libraries that must link no CUDA library (the runtime, the driver, the math libraries).",
+    {
+        "files": StrList("Wheel member globs; each must match at least one shipped library."),
+        "rows": StrList("Rows this applies to (names or globs); default every row."),
+        "allow": StrList("Libraries they may still link, e.g. [\"nvcuda.dll\"] (the driver) for DLLs that link cudart statically."),
+        "reason": Str("Why these must not link CUDA; shown by `show` and by the check."),
+    },
+    required=("files", "reason"),
+)
+
+CHECK = Table(
+    "What the wheel check holds this project's wheels to beyond the defaults, each with its reason.",
+    {
+        "rpath-exceptions": ArrayOf("RPATH/RUNPATH entries kept on purpose.", RPATH_EXCEPTION),
+        "required": ArrayOf("Files the wheel must ship.", REQUIRED_FILES),
+        "no-cuda": ArrayOf("Libraries that must link no CUDA library.", NO_CUDA),
     },
 )
 
@@ -211,11 +260,14 @@ POLICY = Table(
             "CUDA train allowlist and runtime packaging.",
             {
                 "trains": StrList("CUDA trains any platform may publish, e.g. [\"12.6\", \"13.0\"]."),
+                "pull-request": StrList("Trains a pull request's one row prefers, in order, e.g. [\"13.0\"]; trains not "
+                                        "listed follow, newest first (the default)."),
                 "runtime": MapOf("Per CUDA major (\"12\", \"13\"): runtime requirement and library directory.", RUNTIME),
             },
         ),
         "platforms": MapOf("The platforms, by name.", PLATFORM, PLATFORMS),
         "empty": MapOf("Rows declared but deliberately empty, by row name.", EMPTY_ROW),
+        "check": CHECK,
     },
     required=("python", "platforms"),
 )
@@ -238,15 +290,34 @@ def _dotted(path: tuple[str | int, ...]) -> str:
     return out
 
 
-def validate(raw: object, file: str, locate: Locate) -> list[Problem]:
+def validate(raw: object, file: str, locate: Locate, prefix: tuple[str, ...] = ()) -> list[Problem]:
     """Check types and keys against POLICY; every problem of the file, with 'did you mean'.
 
-    Invalid entries are removed from `raw` (callers pass a copy), so the semantic checks that
-    follow can still run on the rest and every problem is reported at once.
+    `prefix` is where the policy lives in its file (("tool", "buildrows") in pyproject.toml): every
+    field and fix names the key as it is written there. Invalid entries are removed from `raw`
+    (callers pass a copy), so the semantic checks that follow can still run on the rest and every
+    problem is reported at once.
     """
     problems: list[Problem] = []
-    _walk(POLICY, raw, (), file, locate, problems)
+    _walk(POLICY, raw, (), file, locate, problems, prefix)
     return problems
+
+
+def _literal(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def type_hint(node: Node, key: str | int, value: object) -> str:
+    """A fix for a value of the wrong type or outside a closed set: what to write, not what the field is."""
+    name = key if isinstance(key, str) else "the entry"
+    if isinstance(node, Str) and node.enum:
+        import difflib
+
+        close = difflib.get_close_matches(str(value), list(node.enum), n=1, cutoff=0.4) if isinstance(value, str) else []
+        choice = close[0] if close else node.enum[0]
+        others = ", ".join(_literal(e) for e in node.enum)
+        return f"write {name} = {_literal(choice)} ({node.doc.rstrip('.').lower()}: one of {others})"
+    return f"{name} must be {node.type_name()}: {node.doc}"
 
 
 def _walk(
@@ -256,11 +327,15 @@ def _walk(
     file: str,
     locate: Locate,
     problems: list[Problem],
+    prefix: tuple[str, ...] = (),
 ) -> bool:
     """Report what is wrong below `value`; False when `value` itself must be dropped."""
     import difflib  # imported here: the loader's happy path never needs it
 
-    where = _dotted(path) or "(top level)"
+    def dotted(p: tuple[str | int, ...]) -> str:
+        return _dotted((*prefix, *p))
+
+    where = dotted(path) or "(top level)"
     if not node.accepts(value):
         problems.append(
             Problem(
@@ -268,7 +343,7 @@ def _walk(
                 file=file,
                 line=locate(path),
                 field=where,
-                hint=node.doc,
+                hint=type_hint(node, path[-1] if path else "the policy", value),
             )
         )
         return False
@@ -279,16 +354,17 @@ def _walk(
                 close = difflib.get_close_matches(key, list(node.fields), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(node.fields)
                 problems.append(
-                    Problem(f"unknown key {key!r}", file=file, line=locate((*path, key)), field=_dotted((*path, key)), hint=hint)
+                    Problem(f"unknown key {key!r}", file=file, line=locate((*path, key)), field=dotted((*path, key)), hint=hint)
                 )
                 del value[key]
                 continue
-            if not _walk(node.fields[key], sub, (*path, key), file, locate, problems):
+            if not _walk(node.fields[key], sub, (*path, key), file, locate, problems, prefix):
                 del value[key]
         for req in node.required:
             if req not in value:
                 problems.append(
-                    Problem(f"missing required key {req!r}", file=file, line=locate(path), field=where, hint=node.fields[req].doc)
+                    Problem(f"missing required key {req!r}", file=file, line=locate(path), field=where,
+                            hint=f"add `{req} = ...` under {where}: {node.fields[req].doc}")
                 )
                 return False
     elif isinstance(node, MapOf):
@@ -298,15 +374,15 @@ def _walk(
                 close = difflib.get_close_matches(key, list(node.keys), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known names: " + ", ".join(node.keys)
                 problems.append(
-                    Problem(f"unknown name {key!r}", file=file, line=locate((*path, key)), field=_dotted((*path, key)), hint=hint)
+                    Problem(f"unknown name {key!r}", file=file, line=locate((*path, key)), field=dotted((*path, key)), hint=hint)
                 )
                 del value[key]
                 continue
-            if not _walk(node.value, sub, (*path, key), file, locate, problems):
+            if not _walk(node.value, sub, (*path, key), file, locate, problems, prefix):
                 del value[key]
     elif isinstance(node, ArrayOf):
         assert isinstance(value, list)
-        keep = [_walk(node.item, sub, (*path, i), file, locate, problems) for i, sub in enumerate(value)]
+        keep = [_walk(node.item, sub, (*path, i), file, locate, problems, prefix) for i, sub in enumerate(value)]
         # keep indices stable for line lookup: replace dropped items by None and skip them later
         for i, ok in enumerate(keep):
             if not ok:

@@ -27,8 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from buildrows.binfmt import BinaryFormat, BinaryFormatError
-from buildrows.fatbin import FatbinError
+from buildrows.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
+from buildrows.buildinfo import RECORD_NAME
+from buildrows.fatbin import DeviceCode, FatbinError
+from buildrows.fatbin import list_device_code as _fatbin_device_code
 from buildrows.inflate import InflateError, MemberStream
 from buildrows.libstream import read_streamed
 
@@ -38,10 +40,12 @@ __all__ = [
     "WheelError",
     "WheelInfo",
     "WheelName",
+    "describe_library",
     "is_shared_library",
     "iter_libraries",
     "list_device_code",
     "parse_wheel_filename",
+    "read_dist_info_member",
     "read_wheel",
 ]
 
@@ -94,15 +98,14 @@ class LibraryInfo:
 
     ``cubins`` and ``ptx`` list architectures as ``cuobjdump --list-elf``/``--list-ptx`` name
     them, in file order with repeats (a library built from several objects repeats them).
-    ``relocatable_cubins``/``relocatable_ptx``: the same for ``__nv_relfatbin`` (what ``-rdc``
-    objects carry, which the runtime never loads); best effort, empty when it is malformed.
-    ``machine``: ``x86_64``, ``aarch64``... (ELF ``e_machine``) or ``amd64``, ``arm64``... (PE
-    ``Machine``), see :func:`buildrows.binfmt.elf_machine_name`.
+    ``machine``: ``x86_64``, ``aarch64``... (ELF ``e_machine``, PE ``Machine``; see
+    :data:`buildrows.binfmt.ELF_MACHINES`).
     """
 
     path: str
     format: BinaryFormat
     size: int
+    machine: str = ""
     cubins: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
     needed: tuple[str, ...] = ()
@@ -110,8 +113,8 @@ class LibraryInfo:
     runpath: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
     delay_imports: tuple[str, ...] = ()
-    machine: str = ""
-    relocatable_cubins: tuple[str, ...] = ()
+    # PTX that only the relocatable fat binary (``__nv_relfatbin``) holds while an executable one
+    # exists: what separable compilation leaves, and what the runtime never JIT-compiles.
     relocatable_ptx: tuple[str, ...] = ()
 
     @property
@@ -134,6 +137,7 @@ class WheelInfo:
     requires_dist: tuple[str, ...]
     libraries: tuple[LibraryInfo, ...]
     members: tuple[str, ...]
+    build_record: bytes | None = None  # ``.dist-info/buildrows.json`` (buildrows.buildinfo), if any
 
 
 def is_shared_library(member: str) -> bool:
@@ -177,6 +181,7 @@ def read_wheel(
     with _open_zip(wheel) as zf:
         infos = _checked_members(wheel, zf)
         requires = _requires_dist(wheel, infos, name)
+        record = _dist_info_member(wheel, infos, name, RECORD_NAME)
         libs = [i for i in infos if is_shared_library(i.filename)]
         libraries = tuple(_read_libraries(wheel, libs, max_member_size, workers))
     return WheelInfo(
@@ -185,7 +190,30 @@ def read_wheel(
         requires_dist=requires,
         libraries=libraries,
         members=tuple(i.filename for i in infos),
+        build_record=record,
     )
+
+
+def read_dist_info_member(path: str | os.PathLike[str], filename: str) -> bytes | None:
+    """One small file of the wheel's ``.dist-info`` (``buildrows.json``, say), or None if absent."""
+    wheel = Path(path)
+    name = parse_wheel_filename(wheel.name)
+    with _open_zip(wheel) as zf:
+        return _dist_info_member(wheel, _checked_members(wheel, zf), name, filename)
+
+
+def _dist_info_member(wheel: Path, infos: list[zipfile.ZipInfo], name: WheelName, filename: str) -> bytes | None:
+    """``<dist>-<version>.dist-info/FILENAME`` (the one beside the wheel's METADATA), if present."""
+    metadata = [i.filename for i in infos if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/METADATA")]
+    expected = f"{name.distribution}-{name.version}.dist-info/METADATA"
+    chosen = expected if expected in metadata else (metadata[0] if len(metadata) == 1 else None)
+    if chosen is None:
+        return None
+    target = chosen.rsplit("/", 1)[0] + "/" + filename
+    for info in infos:
+        if info.filename == target:
+            return _read_member(wheel, info, MAX_METADATA_SIZE)
+    return None
 
 
 def iter_libraries(
@@ -326,21 +354,55 @@ def _library_info(wheel: Path, info: zipfile.ZipInfo, max_size: int) -> LibraryI
         raise WheelError(str(wheel), str(exc), info.filename) from None
     except (BinaryFormatError, FatbinError) as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from exc
-    layout = lib.layout
+    return _describe(info.filename, info.file_size, lib.layout, lib.device_code, lib.relocatable)
+
+
+def describe_library(path: str, data: bytes | bytearray | memoryview) -> LibraryInfo:
+    """A :class:`LibraryInfo` for one library held in memory (a loose file, say).
+
+    Malformed input raises :class:`BinaryFormatError` or :class:`FatbinError`. Wheel members are
+    read streaming instead (:mod:`buildrows.libstream`), with the same result.
+    """
+    binary = read_binary(data)
+    code = _device_code(binary.device_code_sections)
+    # Else the relocatable one was read above, as cuobjdump does.
+    relocatable = _device_code(binary.relfatbin) if binary.fatbin else DeviceCode()
+    layout = BinaryLayout(
+        format=binary.format,
+        machine=binary.machine,
+        needed=binary.needed,
+        rpath=binary.rpath,
+        runpath=binary.runpath,
+        imports=binary.imports,
+        delay_imports=binary.delay_imports,
+    )
+    return _describe(path, len(data), layout, code, relocatable)
+
+
+def _device_code(sections: tuple[memoryview, ...]) -> DeviceCode:
+    cubins: list[str] = []
+    ptx: list[str] = []
+    for section in sections:
+        code = _fatbin_device_code(section)
+        cubins.extend(code.cubins)
+        ptx.extend(code.ptx)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+
+
+def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relocatable: DeviceCode) -> LibraryInfo:
     return LibraryInfo(
-        path=info.filename,
+        path=path,
         format=layout.format,
-        size=info.file_size,
-        cubins=lib.device_code.cubins,
-        ptx=lib.device_code.ptx,
+        size=size,
+        machine=layout.machine,
+        cubins=code.cubins,
+        ptx=code.ptx,
         needed=layout.needed,
         rpath=layout.rpath,
         runpath=layout.runpath,
         imports=layout.imports,
         delay_imports=layout.delay_imports,
-        machine=layout.machine,
-        relocatable_cubins=lib.relocatable.cubins,
-        relocatable_ptx=lib.relocatable.ptx,
+        relocatable_ptx=tuple(p for p in relocatable.ptx if p not in code.ptx),
     )
 
 

@@ -296,23 +296,17 @@ def mutate_wheel(members: list[tuple[str, bytes]], rng: random.Random) -> bytes:
 # --- streaming vs in-memory readers (issue 16) ---------------------------------------------------
 
 def library_in_memory(data: bytes) -> tuple[Any, ...]:
-    """What the in-memory readers (binfmt.read_binary + fatbin.list_device_code) say of a library:
-    its links, machine and device code, or the error (type and message) they refuse it with."""
-    from buildrows.binfmt import BinaryFormatError, read_binary
-    from buildrows.fatbin import FatbinError, list_device_code
+    """What the in-memory reader (wheelread.describe_library: binfmt.read_binary, then
+    fatbin.list_device_code) says of a library: its LibraryInfo, or the error (type and message)."""
+    from buildrows.binfmt import BinaryFormatError
+    from buildrows.fatbin import FatbinError
+    from buildrows.wheelread import describe_library
 
     try:
-        info = read_binary(data)
-        cubins: list[str] = []
-        ptx: list[str] = []
-        for section in info.device_code_sections:
-            code = list_device_code(section)
-            cubins += code.cubins
-            ptx += code.ptx
+        info = describe_library("lib.so", data)
     except (BinaryFormatError, FatbinError) as e:
         return ("error", type(e).__name__, str(e))
-    return ("ok", info.format, info.machine, info.needed, info.rpath, info.runpath, info.imports,
-            info.delay_imports, tuple(cubins), tuple(ptx))
+    return ("ok", info)
 
 
 def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bool = True) -> tuple[Any, ...]:
@@ -324,6 +318,7 @@ def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bo
     from buildrows.fatbin import FatbinError
     from buildrows.inflate import MemberStream
     from buildrows.libstream import read_streamed
+    from buildrows.wheelread import _describe
 
     path = tmp / "member.bin"
     if deflated:
@@ -343,6 +338,4 @@ def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bo
         lib = read_streamed(stream)
     except (BinaryFormatError, FatbinError) as e:
         return ("error", type(e).__name__, str(e))
-    layout = lib.layout
-    return ("ok", layout.format, layout.machine, layout.needed, layout.rpath, layout.runpath, layout.imports,
-            layout.delay_imports, lib.device_code.cubins, lib.device_code.ptx)
+    return ("ok", _describe("lib.so", len(data), lib.layout, lib.device_code, lib.relocatable))

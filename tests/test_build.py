@@ -80,11 +80,14 @@ def test_setup_py_driver_gets_the_rows_environment(tmp_path: Path) -> None:
     assert cmd.argv[1:4] == ("-m", "build", "--wheel")
 
 
-def test_cmake_presets_driver_runs_the_workflow_and_makes_no_wheel() -> None:
+def test_cmake_presets_driver_runs_the_workflow_and_installs_the_tree_it_checks() -> None:
     _, row = _row("linux-x86_64-cu130-py311")
     bp = drivers.cmake_presets_plan(row, EXAMPLE)
     assert bp.commands[0].argv == ("cmake", "--workflow", "--preset", "linux-x86_64-cu130-py311")
     assert bp.commands[0].cwd == str(EXAMPLE) and bp.wheel_dir is None
+    assert bp.commands[1].argv == ("cmake", "--install", "build/linux-x86_64-cu130-py311", "--config", "Release",
+                                   "--prefix", "build/linux-x86_64-cu130-py311/install")
+    assert bp.install_dir == EXAMPLE / "build" / "linux-x86_64-cu130-py311" / "install"
 
 
 def test_windows_rows_declare_no_nvidia_package() -> None:
@@ -130,8 +133,28 @@ def test_runner_logs_the_exact_command_and_streams_output() -> None:
 
 def test_runner_failure_names_the_step_and_the_status() -> None:
     ui, _ = _ui()
-    with pytest.raises(ExternalFailure, match=r"step 'compile' failed: .* exited with status 7"):
+    with pytest.raises(ExternalFailure, match=r"step 'compile' failed after \d+\.\ds: .* exited with status 7"):
         run_step(ui, Command("compile", (sys.executable, "-c", "raise SystemExit(7)")))
+
+
+def test_a_failed_step_prints_how_to_rerun_it_and_the_rows_doctor(tmp_path: Path) -> None:
+    """The rerun line is the step's exact environment and command: pasted into a shell, it does
+    what the step did. The doctor command names the real row (it once said `doctor ROW`)."""
+    import os
+    import subprocess
+
+    ui, _ = _ui()
+    script = "import os, sys; print(os.environ['ROW_VAR']); sys.exit(7)"
+    cmd = Command("compile", (sys.executable, "-c", script), (("ROW_VAR", "a 'b' $c"),), str(tmp_path))
+    with pytest.raises(ExternalFailure) as e:
+        run_step(ui, cmd, dict(os.environ), doctor="buildrows --config p.toml doctor linux-x86_64-cu130-py311")
+    text = str(e.value)
+    assert "`buildrows --config p.toml doctor linux-x86_64-cu130-py311` checks the toolchain" in text
+    assert "doctor ROW" not in text
+    line = text.split("to rerun it by hand, with the environment it had:\n      ")[1].splitlines()[0]
+    assert line.startswith(f"cd {tmp_path} && env ROW_VAR=")
+    again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=False)
+    assert again.returncode == 7 and again.stdout == "a 'b' $c\n"
 
 
 def test_runner_refuses_a_tool_missing_from_the_steps_path() -> None:
@@ -197,8 +220,8 @@ def test_this_machines_row_refuses_a_train_the_policy_lacks(monkeypatch: pytest.
     from buildrows.errors import Refused
 
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
-    with pytest.raises(Refused, match=r"this machine's row would be linux-x86_64-cu132-py\d+ .* has no such row"):
-        this_machines_row(load_policy(EXAMPLE_POLICY), {"CU_VERSION": "cu132", "PATH": ""})
+    with pytest.raises(Refused, match=r"this machine's row would be linux-x86_64-cu134-py\d+ .* has no such row"):
+        this_machines_row(load_policy(EXAMPLE_POLICY), {"CU_VERSION": "cu134", "PATH": ""})
 
 
 def test_build_command_imports_stay_light() -> None:

@@ -19,6 +19,7 @@ from fuzz_tools import library_in_memory, library_streamed
 from buildrows import inflate
 from buildrows.fatscan import MAGIC, FatbinScanner
 from buildrows.inflate import MemberStream, inflater_module
+from buildrows.wheelread import LibraryInfo
 
 REAL = fatbin_container([fatbin_entry(2, 80), fatbin_entry(2, 90), fatbin_entry(1, 90),
                          fatbin_entry(2, 100, flags=0x100011)])
@@ -36,13 +37,26 @@ def _same_everywhere(data: bytes, tmp_path: Path, seed: int = 0) -> tuple[object
     return expected
 
 
+def _info(data: bytes, tmp_path: Path) -> LibraryInfo:
+    result = _same_everywhere(data, tmp_path)
+    assert result[0] == "ok", result
+    info = result[1]
+    assert isinstance(info, LibraryInfo)
+    return info
+
+
+def _code(data: bytes, tmp_path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    info = _info(data, tmp_path)
+    return info.cubins, info.ptx
+
+
 def test_several_containers_and_padding_across_every_boundary(tmp_path: Path) -> None:
     fatbin = REAL + b"\0" * 24 + SECOND + b"\0" * 8
     lib = make_elf([(".nv_fatbin", fatbin)], needed=["libcudart.so.13"], runpath="$ORIGIN/../nvidia/cu13/lib")
-    result = _same_everywhere(lib, tmp_path)
-    assert result[-2:] == (("sm_80", "sm_90", "sm_100a", "sm_120"), ("sm_90", "sm_120f"))
-    assert result[2] == "x86_64"
-    assert result[3] == ("libcudart.so.13",)
+    info = _info(lib, tmp_path)
+    assert (info.cubins, info.ptx) == (("sm_80", "sm_90", "sm_100a", "sm_120"), ("sm_90", "sm_120f"))
+    assert info.machine == "x86_64"
+    assert info.needed == ("libcudart.so.13",)
 
 
 @pytest.mark.parametrize("where", ["other section", "inside a payload", "after the section", "spanning into it"])
@@ -57,15 +71,13 @@ def test_bytes_that_look_like_a_fat_binary_never_count(tmp_path: Path, where: st
         decoy = bytearray(DECOY)
         struct.pack_into("<Q", decoy, 8, len(DECOY) + 64)
         sections = [(".rodata", bytes(decoy)), (".nv_fatbin", REAL)]
-    lib = make_elf(sections)
-    result = _same_everywhere(lib, tmp_path)
-    assert "sm_75" not in result[-2] + result[-1]
-    assert result[0] == "ok"
+    cubins, ptx = _code(make_elf(sections), tmp_path)
+    assert "sm_75" not in cubins + ptx
 
 
 def test_section_starting_with_zeros_or_garbage_answers_like_the_in_memory_reader(tmp_path: Path) -> None:
-    assert _same_everywhere(make_elf([(".nv_fatbin", b"\0" * 16 + REAL)]), tmp_path)[0] == "ok"
-    assert _same_everywhere(make_elf([(".nv_fatbin", b"\0" * 64)]), tmp_path)[-2:] == ((), ())
+    assert _code(make_elf([(".nv_fatbin", b"\0" * 16 + REAL)]), tmp_path)[0] == ("sm_80", "sm_90", "sm_100a")
+    assert _code(make_elf([(".nv_fatbin", b"\0" * 64)]), tmp_path) == ((), ())
     bad = _same_everywhere(make_elf([(".nv_fatbin", b"\0" * 8 + b"junk" * 4 + REAL)]), tmp_path)
     assert bad[:2] == ("error", "FatbinError") and "bad container magic" in str(bad[2])
     truncated = _same_everywhere(make_elf([(".nv_fatbin", REAL[:-8])]), tmp_path)
@@ -73,10 +85,9 @@ def test_section_starting_with_zeros_or_garbage_answers_like_the_in_memory_reade
 
 
 def test_relocatable_fat_binary_alone_and_beside_the_executable_one(tmp_path: Path) -> None:
-    only_rel = _same_everywhere(make_elf([("__nv_relfatbin", SECOND)]), tmp_path)
-    assert only_rel[-2:] == (("sm_120",), ("sm_120f",))
-    both = make_elf([("__nv_relfatbin", SECOND), (".nv_fatbin", REAL)])
-    assert _same_everywhere(both, tmp_path)[-2] == ("sm_80", "sm_90", "sm_100a")
+    assert _code(make_elf([("__nv_relfatbin", SECOND)]), tmp_path) == (("sm_120",), ("sm_120f",))
+    both = _info(make_elf([("__nv_relfatbin", SECOND), (".nv_fatbin", REAL)]), tmp_path)
+    assert (both.cubins, both.relocatable_ptx) == (("sm_80", "sm_90", "sm_100a"), ("sm_120f",))
 
 
 def test_wheel_reports_machine_and_relocatable_code(tmp_path: Path) -> None:
@@ -86,7 +97,7 @@ def test_wheel_reports_machine_and_relocatable_code(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path / "demo-1.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", {"demo/x.so": lib})
     (info,) = read_wheel(wheel).libraries
     assert info.machine == "x86_64"
-    assert (info.relocatable_cubins, info.relocatable_ptx) == (("sm_120",), ("sm_120f",))
+    assert info.relocatable_ptx == ("sm_120f",)
     assert info.ptx == ("sm_90",)
 
 

@@ -109,13 +109,34 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
         (('archs = "9.0 10.0 11.0"', 'archs = "7.0 9.0"'), 2,
          "row linux-aarch64-cu130-py*: '7.0': CUDA 13.0 cannot compile this architecture"),
         (('[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2"]', '[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2", "12.8"]'), 3,
-         "CUDA 12.8 is not on the train allowlist\n    fix: add \"12.8\" to [cuda] trains"),
+         "CUDA 12.8 is not on the train allowlist\n    fix: add \"12.8\" to cuda.trains"),
         (('cuda-option =', 'cuda-opton ='), 2, "unknown key 'cuda-opton'\n    fix: did you mean 'cuda-option'?"),
         (('[platforms.windows-amd64]', '[platforms.windows-amd46]'), 2, "unknown name 'windows-amd46'\n    fix: did you mean 'windows-amd64'?"),
         (('versions = ["3.10",', 'versions = ["3.9.1",'), 2, "'3.9.1' is not a Python version"),
         (('trains = ["12.6", "13.0", "13.2", "13.4"]', 'trains = ["12.6", "cu13.0", "13.2", "13.4"]'), 2,
          "'cu13.0' is not a CUDA train"),
         (('driver = "setup.py"', 'driver = "make"'), 2, "expected one of 'cmake-presets', 'scikit-build-core', 'setup.py', got 'make'"),
+        # the check's promises (SPEC §8, real projects)
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "shared"'), 2,
+         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', got 'shared'"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "static"'), 2,
+         "library-dir is only used when mode is \"dynamic\" (here 'static')\n    fix: remove library-dir"),
+        (('pull-request = ["13.0"]', 'pull-request = ["13.1"]'), 2,
+         "CUDA 13.1 is preferred for pull requests but not on the train allowlist"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nentry = "/x"'), 2,
+         "[check.rpath-exceptions[0]]: an RPATH exception names either entry or reaches"),
+        (('reaches = "torch/lib"', 'reaches = "../torch/lib"'), 2,
+         "'../torch/lib' is not a directory relative to site-packages"),
+        (('entry = "/lib/intel64"\nreason = "arrives', 'entry = "/lib/intel64"\nreason = " "\nwhy = "arrives'), 2,
+         "unknown key 'why'"),
+        (('[[check.required]]\nrows = ["linux-*-cu*"]', '[[check.required]]\nrows = ["linux-*-cuda*"]'), 2,
+         "rows = 'linux-*-cuda*' (check.required[0]"),
+        (('allow = ["nvcuda.dll"]', 'allow = "nvcuda.dll"'), 2,
+         "[check.no-cuda[1].allow]: expected a list of strings, got 'nvcuda.dll'"),
+        (('files = ["executorch/extension/pybindings/_C.*"]', 'files = []'), 2,
+         "[check.no-cuda[0].files]: files must list at least one non-empty glob"),
+        (('[[check.no-cuda]]\nrows = ["*-cu*"]\nfiles', '[[check.no-cuda]]\nrows = ["*-cu*"]\nfile'), 2,
+         "unknown key 'file'\n    fix: did you mean 'files'?"),
     ],
 )
 def test_policy_errors_table(edit: tuple[str, str], code: int, message: str, policy_copy: Callable[..., Path],
@@ -156,7 +177,8 @@ def test_show_gives_provenance(cli: Callable[..., Result]) -> None:
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["torch_cuda_arch_list"] == "9.0;10.0;11.0+PTX"
-    assert data["image"] == "pytorch/manylinux2_28_aarch64-builder:cuda13.0"
+    assert data["image"] is None  # the release's builder image is kept (SPEC §7)
+    assert data["provenance"]["image"] == "default: the generator's image"
     assert data["provenance"]["archs"].startswith("platforms.linux-aarch64.cuda[0].archs (buildrows.toml:")
     assert data["provenance"]["ptx"] == "default: the newest architecture"
     assert data["cache"] == {"EXECUTORCH_BUILD_CUDA": "ON"}
@@ -253,7 +275,7 @@ def test_a_policy_that_publishes_nothing_is_refused(tmp_path: Path, cli: Callabl
     r = cli("--config", str(p), "rows")
     assert r.code == 2
     assert "[platforms]: the policy publishes no row" in r.err
-    assert "fix: give a platform `trains = [...]`" in r.err
+    assert "`trains = [...]` with their architecture lists, or `cpu = true`" in r.err
 
 
 @pytest.mark.parametrize(("ptx", "message"), [
