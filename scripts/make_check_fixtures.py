@@ -44,6 +44,8 @@ GENCODES: dict[str, list[str]] = {
     "et-x86_64": [f"arch=compute_{a},code=sm_{a}" for a in (75, 80, 86, 89, 90, 100)]
     + ["arch=compute_120,code=[sm_120,compute_120]"],
     "et-aarch64": ["arch=compute_90,code=sm_90", "arch=compute_100,code=sm_100", "arch=compute_110,code=[sm_110,compute_110]"],
+    "et-windows": [f"arch=compute_{a},code=sm_{a}" for a in (80, 86, 89, 90, 100)]
+    + ["arch=compute_120,code=[sm_120,compute_120]"],
 }
 
 
@@ -57,6 +59,17 @@ class Lib:
     rpath: str = ""
     cudart: str = "shared"
     rdc: bool = False
+
+
+@dataclass(frozen=True)
+class Win:
+    """One Windows file of a fixture, built with MinGW: a DLL or .pyd carrying the fat binary of
+    `gencode` (None: no device code) and importing `imports`, or (`kind` "lib") the import library
+    of the DLL named `imports[0]`."""
+
+    kind: str = "dll"
+    gencode: str | None = None
+    imports: tuple[str, ...] = ()
 
 
 @dataclass
@@ -74,6 +87,7 @@ class Fixture:
     files: dict[str, Lib] = field(default_factory=dict)  # member -> library spec (beside `libs`)
     record: dict[str, str | None] | None = None  # .dist-info/buildrows.json (buildrows.buildinfo)
     policy: str = ""  # PROMISE_FIXTURES: "example" or a key of POLICIES
+    windows: dict[str, Win] = field(default_factory=dict)  # member -> MinGW-built file (skipped without MinGW)
 
 
 FIXTURES = [
@@ -134,6 +148,28 @@ def et(name: str, fails: tuple[str, ...], platform: str = "manylinux_2_28_x86_64
                    files=et_files(**kw), policy="example")  # type: ignore[arg-type]
 
 
+# ExecuTorch's Windows CUDA wheel (its Windows CUDA wheel PR): the DLLs and their import libraries,
+# the shims carrying the kernels, every DLL importing only the driver, and _C.pyd with no CUDA.
+def win_et_files(*, drop: str = "", backend_imports: tuple[str, ...] = ("nvcuda.dll",),
+                 c_imports: tuple[str, ...] = ()) -> dict[str, Win]:
+    files = {
+        "executorch/lib/executorch_backend_cuda.dll": Win("dll", None, backend_imports),
+        "executorch/lib/executorch_backend_cuda.lib": Win("lib", None, ("executorch_backend_cuda.dll",)),
+        "executorch/lib/executorch_extension_cuda.dll": Win("dll", None, ("nvcuda.dll",)),
+        "executorch/lib/executorch_extension_cuda.lib": Win("lib", None, ("executorch_extension_cuda.dll",)),
+        "executorch/backends/cuda/aoti_cuda_shims.dll": Win("dll", "et-windows", ("nvcuda.dll",)),
+        "executorch/data/lib/aoti_cuda_shims.lib": Win("lib", None, ("aoti_cuda_shims.dll",)),
+        "executorch/extension/pybindings/_C.cp311-win_amd64.pyd": Win("pyd", None, c_imports),
+    }
+    files.pop(drop, None)
+    return files
+
+
+def win_et(name: str, fails: tuple[str, ...], **kw: object) -> Fixture:
+    return Fixture(name, fails, dist="executorch", version="1.5.0", requires=ET_REQUIRES[1:], platform="win_amd64",
+                   windows=win_et_files(**kw), policy="example")  # type: ignore[arg-type]
+
+
 TORCH_RECORD: dict[str, str | None] = {"row": "linux-x86_64-cu130-py311", "cuda": "13.0", "torch": "2.14.1",
                                        "torch_cuda": "13.0"}
 TORCH_EXT = {"tx/_C.so": Lib("kernel")}  # torch.utils.cpp_extension sets no RPATH: torch loads cudart
@@ -146,6 +182,11 @@ PROMISE_FIXTURES = [
     et("et-nothing-links-runtime", ("runtime-reached",), cudart="static"),
     et("et-x86_64-libraries-in-aarch64-wheel", ("binary-machine",), platform="manylinux_2_28_aarch64",
        gencode="et-aarch64"),
+    win_et("win-et-good", ()),
+    win_et("win-et-missing-import-library", ("required-files",), drop="executorch/lib/executorch_backend_cuda.lib"),
+    win_et("win-et-dll-imports-cudart", ("no-cudart-import", "no-cuda-link"),
+           backend_imports=("nvcuda.dll", "cudart64_13.dll")),
+    win_et("win-et-c-imports-driver", ("no-cuda-link",), c_imports=("nvcuda.dll",)),
     Fixture("static-cudart-under-static", (), files={"fx/_core.so": Lib(cudart="static")}, requires=(), policy="static"),
     Fixture("dynamic-cudart-under-static", ("runtime-declared", "runtime-reached"),
             files={"fx/_core.so": Lib(rpath=GOOD_RPATH)}, policy="static"),
@@ -194,9 +235,14 @@ def mingw_available() -> bool:
     return all(shutil.which(tool) for tool in (MINGW_GCC, MINGW_DLLTOOL))
 
 
-def build_pe_dll(out_dir: Path, fatbin_bytes: bytes, import_cudart: bool, *, name: str = "devicecode",
-                 long_section_names: bool = False) -> Path:
-    """A Windows DLL with `fatbin_bytes` in a `.nv_fatbin` section, optionally importing cudart64_13.dll.
+_IMPORTED_FUNCTION = {"cudart64_13.dll": ("cudaGetDeviceCount", "int *"), "nvcuda.dll": ("cuInit", "unsigned int")}
+
+
+def build_pe_dll(out_dir: Path, fatbin_bytes: bytes | None, import_cudart: bool = False, *, name: str = "devicecode",
+                 long_section_names: bool = False, imports: tuple[str, ...] = (), suffix: str = ".dll") -> Path:
+    """A Windows DLL with `fatbin_bytes` in a `.nv_fatbin` section (None: no section), importing
+    cudart64_13.dll when asked and each DLL of `imports` (`nvcuda.dll`: the driver) through a real
+    import library made from a one-line `.def` file.
 
     Without long section names the linker truncates the name to `.nv_fatb`, as MSVC's link.exe
     does for nvcc-built DLLs; with them MinGW keeps `.nv_fatbin` through the COFF string table.
@@ -204,37 +250,54 @@ def build_pe_dll(out_dir: Path, fatbin_bytes: bytes, import_cudart: bool, *, nam
     if not mingw_available():
         raise RuntimeError(f"{MINGW_GCC}/{MINGW_DLLTOOL} not found (apt-get install gcc-mingw-w64-x86-64)")
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = fatbin_bytes or b"\0"
-    array = ",\n".join(", ".join(str(b) for b in data[i:i + 32]) for i in range(0, len(data), 32))
+    imports = (*imports, "cudart64_13.dll") if import_cudart else imports
     source = out_dir / f"{name}.c"
-    call = "cudaGetDeviceCount(&n);" if import_cudart else ""
-    source.write_text(
-        f"__attribute__((section(\".nv_fatbin\"), used, aligned(8)))\n"
-        f"const unsigned char buildrows_fatbin[{len(data)}] = {{\n{array}\n}};\n"
-        "extern int cudaGetDeviceCount(int *count);\n"
-        f"__declspec(dllexport) int buildrows_probe(void) {{ int n = 0; {call} return n + buildrows_fatbin[0]; }}\n",
-        encoding="utf-8",
-    )
-    cmd = [MINGW_GCC, "-shared", "-O1", "-o", str(out_dir / f"{name}.dll"), str(source)]
-    if import_cudart:
-        definition = out_dir / "cudart64_13.def"
-        definition.write_text("LIBRARY cudart64_13.dll\nEXPORTS\ncudaGetDeviceCount\n", encoding="ascii")
-        subprocess.run([MINGW_DLLTOOL, "-d", str(definition), "-l", str(out_dir / "libcudart64_13.a")],
+    lines: list[str] = []
+    use = "0"
+    if fatbin_bytes is not None:
+        data = fatbin_bytes or b"\0"
+        array = ",\n".join(", ".join(str(b) for b in data[i:i + 32]) for i in range(0, len(data), 32))
+        lines += ["__attribute__((section(\".nv_fatbin\"), used, aligned(8)))",
+                  f"const unsigned char buildrows_fatbin[{len(data)}] = {{\n{array}\n}};"]
+        use = "buildrows_fatbin[0]"
+    calls = []
+    cmd = [MINGW_GCC, "-shared", "-O1", "-o", str(out_dir / f"{name}{suffix}"), str(source)]
+    for dll in imports:
+        function, arg = _IMPORTED_FUNCTION[dll]
+        lines.append(f"extern int {function}({arg});")
+        calls.append(f"n += {function}(0);")
+        stem = dll.removesuffix(".dll")
+        definition = out_dir / f"{stem}.def"
+        definition.write_text(f"LIBRARY {dll}\nEXPORTS\n{function}\n", encoding="ascii")
+        subprocess.run([MINGW_DLLTOOL, "-d", str(definition), "-l", str(out_dir / f"lib{stem}.a")],
                        check=True, capture_output=True)
-        cmd += [f"-L{out_dir}", "-lcudart64_13"]
+        cmd += [f"-L{out_dir}", f"-l{stem}"]
+    lines.append(f"__declspec(dllexport) int buildrows_probe(void) {{ int n = 0; {' '.join(calls)} return n + {use}; }}")
+    source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     cmd += ["-Wl,--enable-long-section-names"] if long_section_names else ["-s", "-Wl,--disable-long-section-names"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
-    return out_dir / f"{name}.dll"
+    return out_dir / f"{name}{suffix}"
 
 
-def row_fatbin(work: Path, nvcc: str) -> bytes:
-    """The `.nv_fatbin` section of the row's Linux library: real device code for the DLLs."""
+def build_import_library(out_dir: Path, dll: str) -> Path:
+    """The import library (`.lib`) a C++ application links to use `dll`, made by dlltool."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = dll.removesuffix(".dll")
+    definition = out_dir / f"{stem}-exports.def"
+    definition.write_text(f"LIBRARY {dll}\nEXPORTS\nbuildrows_probe\n", encoding="ascii")
+    out = out_dir / f"{stem}.lib"
+    subprocess.run([MINGW_DLLTOOL, "-d", str(definition), "-l", str(out)], check=True, capture_output=True)
+    return out
+
+
+def row_fatbin(work: Path, nvcc: str, gencode: str = "row") -> bytes:
+    """The `.nv_fatbin` section of a Linux library built for `gencode`: real device code for the DLLs."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from buildrows.binfmt import read_binary
 
-    info = read_binary(build_library(work, "row", GOOD_RPATH, nvcc).read_bytes())
+    info = read_binary(build_library(work, gencode, GOOD_RPATH, nvcc).read_bytes())
     return bytes(info.fatbin[0])
 
 
@@ -330,6 +393,16 @@ def build_all(out: Path, fixtures: list[Fixture] | None = None) -> dict[str, Pat
             files[member] = build_lib(work, lib, nvcc).read_bytes()
         if fx.cpu_lib:
             files["fx/_core.so"] = build_cpu_library(work).read_bytes()
+        if fx.windows and not mingw_available():
+            continue
+        for member, win in fx.windows.items():
+            where = work / "pe" / hashlib.sha1(repr(win).encode()).hexdigest()[:10]
+            if win.kind == "lib":
+                files[member] = build_import_library(where, win.imports[0]).read_bytes()
+            else:
+                fatbin = row_fatbin(work, nvcc, win.gencode) if win.gencode else None
+                files[member] = build_pe_dll(where, fatbin, imports=win.imports, name="m",
+                                             suffix="." + win.kind).read_bytes()
         if fx.dll is not None:
             if not mingw_available():
                 continue

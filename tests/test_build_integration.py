@@ -3,6 +3,7 @@ fresh virtual environment, import it, and hold each wheel to what its row promis
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,33 @@ def test_cmake_presets_build_checks_its_install_tree(cli: Callable[..., object],
     assert str(install) in r.out and f"[{row}: check PASS]" in r.out  # type: ignore[attr-defined]
     assert "[PASS] device-code-covers-row" in r.err + r.out  # type: ignore[attr-defined]
     assert list(install.glob("cuda_extension/_core*.so"))
+
+
+def test_a_failed_compile_prints_how_to_rerun_it(cli: Callable[..., object], short_policy: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: a failed compile printed neither the environment to rerun it nor the real row's
+    doctor command (`buildrows doctor ROW`). Both, pasted into a shell as printed, run."""
+    import re
+
+    _needs("cmake", "ninja")
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    project = short_policy.parent
+    source = project / "csrc" / "vadd_cpu.c"
+    source.write_text(source.read_text() + "\nthis is not C;\n")
+    row = f"linux-x86_64-cpu-py{PYT}"
+    r = cli("--config", str(short_policy), "build", row)
+    assert r.code == 4, r.err  # type: ignore[attr-defined]
+    err: str = r.err  # type: ignore[attr-defined]
+    assert "step 'build (scikit-build-core wheel)' failed after" in err
+    doctor = f"buildrows --config {short_policy} doctor {row}"
+    assert f"`{doctor}` checks the toolchain" in err
+    rerun = err.split("to rerun it by hand, with the environment it had:\n      ")[1].splitlines()[0]
+    # every variable the step set that the shell does not already have (CU_VERSION=cpu it has)
+    assert re.match(rf"cd {re.escape(str(project))} && env .*BUILDROWS_ROW={row} .*BUILDROWS_LOCAL_VERSION='' ", rerun), rerun
+    assert " -m build --wheel " in rerun
+    again = subprocess.run(["sh", "-c", rerun], capture_output=True, text=True, check=False)
+    assert again.returncode != 0 and "vadd_cpu.c" in again.stdout + again.stderr
+    bindir = str(Path(sys.executable).parent)
+    checked = subprocess.run(["sh", "-c", doctor], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PATH": bindir + os.pathsep + os.environ["PATH"]})
+    assert checked.returncode == 0 and f"{row}: everything the row needs is here" in checked.stdout

@@ -205,6 +205,8 @@ def _policy_args(fx: mcf.Fixture, wheels: dict[str, Path]) -> list[str]:
 @pytest.mark.parametrize("fx", mcf.PROMISE_FIXTURES, ids=[f.name for f in mcf.PROMISE_FIXTURES])
 def test_each_promise_fixture_fails_exactly_its_checks(fx: mcf.Fixture, wheels: dict[str, Path],
                                                         cli: Callable[..., Result]) -> None:
+    if fx.windows and not mcf.mingw_available():
+        pytest.skip("MinGW is not installed (apt-get install gcc-mingw-w64-x86-64)")
     r = cli(*_policy_args(fx, wheels), "check", str(wheels[fx.name]), "--json")
     report = json.loads(r.out)
     failed = tuple(c["name"] for c in report["checks"] if not c["ok"])
@@ -235,6 +237,12 @@ PROMISE_MESSAGES = {
     "torch-ext-cu126-torch": "built against torch 2.14.1 for CUDA 12.6, but the row is CUDA 13.0",
     "torch-ext-no-record": "the wheel has no build record (.dist-info/buildrows.json), so which torch it was compiled "
                            "against is unknown",
+    "win-et-missing-import-library": "missing executorch/lib/executorch_backend_cuda.lib: the policy requires it "
+                                     "(a C++ application links executorch::backend_cuda",
+    "win-et-dll-imports-cudart": "executorch/lib/executorch_backend_cuda.dll links cudart64_13.dll, but must link no "
+                                 "CUDA library: CMake links cudart.lib into the DLLs",
+    "win-et-c-imports-driver": "executorch/extension/pybindings/_C.cp311-win_amd64.pyd links nvcuda.dll, but must "
+                               "link no CUDA library",
     "torch-ext-under-dynamic": "no shipped library links the CUDA runtime (libcudart.so.13) dynamically" + "\0",
 }
 
@@ -242,6 +250,8 @@ PROMISE_MESSAGES = {
 @pytest.mark.parametrize("name", sorted(PROMISE_MESSAGES))
 def test_promise_failure_messages(name: str, wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
     fx = next(f for f in mcf.PROMISE_FIXTURES if f.name == name)
+    if fx.windows and not mcf.mingw_available():
+        pytest.skip("MinGW is not installed (apt-get install gcc-mingw-w64-x86-64)")
     r = cli(*_policy_args(fx, wheels), "check", str(wheels[name]))
     assert r.code == 5
     want = PROMISE_MESSAGES[name]
@@ -346,3 +356,16 @@ def test_loose_library_and_install_tree(wheels: dict[str, Path], cli: Callable[.
     r = cli("archs", "--from-wheel", str(tree), "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["libraries"]["lib/libfx.so"]["elf"] == ["sm_75", "sm_90"]
+
+
+def test_windows_executorch_wheel_passes_with_driver_only_dlls(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    if not mcf.mingw_available():
+        pytest.skip("MinGW is not installed (apt-get install gcc-mingw-w64-x86-64)")
+    r = cli("--config", str(EXAMPLE_POLICY), "check", str(wheels["win-et-good"]), "--json")
+    assert r.code == 0, r.out
+    report = json.loads(r.out)
+    assert report["row"] == "windows-amd64-cu130-py311"
+    checks = {c["name"]: c for c in report["checks"]}
+    assert "executorch/lib/executorch_backend_cuda.dll: no CUDA library (only nvcuda.dll, allowed)" in checks["no-cuda-link"]["details"]
+    assert checks["required-files"]["details"][0] == "6 required files ship"
+    assert checks["binary-machine"]["details"] == ["4 binaries, all x86_64"]

@@ -289,3 +289,20 @@ def test_a_bad_ptx_choice_is_reported_at_ptx(ptx: str, message: str, policy_copy
     assert r.code == 2
     line = p.read_text().splitlines().index(f"ptx = {ptx}") + 1
     assert f"{p}:{line} [platforms.linux-aarch64.cuda[1].ptx]: {message}" in r.err
+
+
+def test_show_lists_the_checks_promises(cli: Callable[..., Result]) -> None:
+    """`show` gives the runtime mode and every exception, required file and no-CUDA rule with its reason."""
+    r = cli("--config", str(EXAMPLE_POLICY), "show", "windows-amd64-cu130-py312", "--json")
+    assert r.code == 0, r.err
+    check = json.loads(r.out)["check"]
+    assert check["runtime_mode"] == "dynamic"
+    assert {"reaches": "torch/lib"}.items() <= check["rpath_exceptions"][0].items()
+    assert check["rpath_exceptions"][2]["entry"] == "/lib/intel64"
+    assert [r["files"][0] for r in check["required"]] == ["executorch/lib/executorch_backend_cuda.dll"]
+    assert [r["allow"] for r in check["no_cuda"]] == [[], ["nvcuda.dll"]]
+    assert all(x["reason"] and x["source"] for x in check["rpath_exceptions"] + check["required"] + check["no_cuda"])
+    r = cli("--config", str(EXAMPLE_POLICY), "show", "linux-x86_64-cu130-py312")
+    assert "check.required" in r.out and "executorch/lib/libexecutorch_backend_cuda.so" in r.out
+    assert "check.rpath_exception      entry /lib/intel64: arrives from PyTorch's exported link interface" in r.out
+    assert "check.runtime_mode         dynamic" in r.out

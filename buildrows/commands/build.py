@@ -153,6 +153,9 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
                                           toolkit=toolkit)], project)
         for path in rendered.paths:
             ui.info(f"  wrote {path}")
+        from buildrows.commands.render import gitignore_advice
+
+        gitignore_advice(project, False, ui)
         bp = drivers.cmake_presets_plan(row, project)
     else:
         ui.step(f"render {row.name}: generator, cache variables and environment")

@@ -125,6 +125,9 @@ def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None
     if found is not None and policy is not None:
         return _for_row(args, found, policy, machine, loose=False)
     if policy is not None and not args.archs:
+        from buildrows.rows import refuse_excluded_python
+
+        refuse_excluded_python(policy, name)
         what = f"abi3 (Python {python.version} and newer)" if python.abi3 else f"Python {python.version}"
         raise Refused(f"{wheel}: inferred row {name} ({what}) is not in {policy.path}\n"
                       "    fix: pass --row, or add the row to the policy")
