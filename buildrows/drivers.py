@@ -80,7 +80,7 @@ def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool) -> l
 
 
 def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, *,
-                           isolation: bool = False) -> BuildPlan:
+                           isolation: bool = False, provider_path: str | None = None) -> BuildPlan:
     """A PEP 517 wheel build with the row's generator, cache and environment as scikit-build-core settings."""
     row = plan.row
     g = plan.generator
@@ -101,17 +101,21 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
     from buildrows.envfile import row_variables
 
     env = row_variables(plan)
+    if provider_path is not None:
+        env["PYTHONPATH"] = provider_path
     notes = (f"generator: {g.generator} ({g.reason})",)
     cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env.items()), str(project), notes)
     return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir)
 
 
 def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, base_env: Mapping[str, str], *,
-                  isolation: bool = False) -> BuildPlan:
+                  isolation: bool = False, provider_path: str | None = None) -> BuildPlan:
     """The row's environment (CMAKE_ARGS, TORCH_CUDA_ARCH_LIST, CU_VERSION, ...), then a PEP 517 wheel build."""
     from buildrows.envfile import environment_from_plan
 
     values = environment_from_plan(plan, base_env)
+    if provider_path is not None:
+        values["PYTHONPATH"] = provider_path
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
                   (f"generator: {plan.generator.generator} ({plan.generator.reason})",))
@@ -166,3 +170,31 @@ def new_wheels(wheel_dir: Path, before: Mapping[Path, int]) -> list[Path]:
     now = snapshot(wheel_dir)
     changed = [p for p, t in now.items() if before.get(p) != t]
     return sorted(changed, key=lambda p: now[p], reverse=True)
+
+
+def provider_path(cache: Path, env: Mapping[str, str]) -> str:
+    """PYTHONPATH for a build, so its interpreter can import `buildrows.metadata` (the metadata
+    provider) whatever environment builds it (the row's provisioned one, an isolated one, another
+    interpreter): a directory under buildrows' cache holding only a link to this `buildrows`
+    package (a copy of the provider where links cannot be made), before the caller's PYTHONPATH.
+    Only buildrows is exposed, never the packages installed beside it. Creates the directory."""
+    import os
+    import shutil
+
+    package = Path(__file__).resolve().parent
+    where = cache / "importable"
+    link = where / "buildrows"
+    if not (link.is_symlink() and link.resolve() == package) and not (link / "metadata.py").is_file():
+        where.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        elif link.is_dir():
+            shutil.rmtree(link)
+        try:
+            link.symlink_to(package, target_is_directory=True)
+        except OSError:  # no symlinks (Windows without the privilege): the provider alone suffices
+            link.mkdir()
+            (link / "__init__.py").write_text("", encoding="utf-8")
+            shutil.copy2(package / "metadata.py", link / "metadata.py")
+    previous = env.get("PYTHONPATH", "")
+    return os.pathsep.join(p for p in (str(where), previous) if p)

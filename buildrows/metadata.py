@@ -30,8 +30,9 @@ so the project's own dependencies are given to the provider as ``requires``)::
     provider = "buildrows.metadata"
     requires = ["numpy>=1.24"]
 
-buildrows must be importable by the build (it is, when `buildrows build` builds without
-isolation; with isolation add it to ``[build-system] requires``).
+buildrows must be importable by the build: `buildrows build` puts this package (and nothing
+installed beside it) on the build's PYTHONPATH (drivers.provider_path), whichever interpreter or
+isolated environment builds; elsewhere, install buildrows where the build runs.
 """
 
 from __future__ import annotations

@@ -274,10 +274,15 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
         python = interp.path if interp else drivers.row_python(row, env)
         if python is None:
             raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `{doctor_command(pol, row)}` says how to get one")
+        from buildrows.provision.cache import cache_root
+
+        importable = drivers.provider_path(cache_root(env), env)  # buildrows.metadata for the build
         if driver == "scikit-build-core":
-            bp = drivers.scikit_build_core_plan(plan, python, project, wheel_dir, isolation=args.isolation)
+            bp = drivers.scikit_build_core_plan(plan, python, project, wheel_dir, isolation=args.isolation,
+                                                provider_path=importable)
         else:
-            bp = drivers.setup_py_plan(plan, python, project, wheel_dir, env, isolation=args.isolation)
+            bp = drivers.setup_py_plan(plan, python, project, wheel_dir, env, isolation=args.isolation,
+                                       provider_path=importable)
     cache = state.compiler_cache(row, project, plan.compiler, dict(plan.cache))
     base_env: Mapping[str, str] = env
     if cache is not None:
