@@ -215,6 +215,8 @@ def parse_arch_list(
         if is_ptx:
             marked.append(arch)
     archs = tuple(sorted(seen, key=lambda a: (a.number, a.suffix)))
+    if train is not None:  # what the train cannot compile is the first thing to fix
+        check_train_supports(train, archs)
     if marked:
         if ptx not in (None, "newest"):
             raise ArchError(
@@ -226,7 +228,7 @@ def parse_arch_list(
     elif ptx in (None, "none"):
         ptx_archs = ()
     elif ptx == "newest":
-        ptx_archs = (max(archs, key=lambda a: (a.number, a.suffix)),)
+        ptx_archs = (newest_portable(archs),)
     else:
         chosen = Arch.parse(ptx)
         if chosen not in seen:
@@ -236,9 +238,61 @@ def parse_arch_list(
                 hint="name an architecture of the list, 'newest' or 'none'",
             )
         ptx_archs = (chosen,)
-    if train is not None:
-        check_train_supports(train, archs)
+    for a in ptx_archs:
+        if a.suffix:
+            plain = [b for b in archs if not b.suffix]
+            raise ArchError(
+                f"{a.dotted}+PTX: PTX of an architecture-specific or family target (compute_{a.number}{a.suffix}) "
+                "runs only on that architecture, so newer GPUs could not JIT-compile it",
+                a.dotted + "+PTX",
+                hint=_portable_ptx_hint(a, plain, inline=bool(marked)),
+            )
     return ArchList(archs, ptx_archs)
+
+
+def _portable_ptx_hint(a: Arch, plain: list[Arch], *, inline: bool) -> str:
+    if not plain and inline:
+        return f"write {a.major}.{a.minor}+PTX {a.dotted} instead of {a.dotted}+PTX (the plain {a.major}.{a.minor} ships the PTX)"
+    if not plain:
+        return f"add the plain {a.major}.{a.minor} to the list and ship its PTX instead, or ship none (ptx = \"none\")"
+    if inline:
+        return f"write {a.dotted} without +PTX and mark a plain architecture instead ({plain[-1].dotted}+PTX)"
+    return f"ship PTX of a plain architecture (ptx = \"{plain[-1].dotted}\", or ptx = \"newest\"), or ship none (ptx = \"none\")"
+
+
+def newest_portable(archs: tuple[Arch, ...]) -> Arch:
+    """The PTX target for ptx = "newest": the numerically newest plain architecture.
+
+    An `a` or `f` entry (9.0a, 10.0f) never is: its PTX runs only on that architecture or family,
+    so newer GPUs could not JIT-compile it. A list of only such entries is refused.
+    """
+    plain = [a for a in archs if not a.suffix]
+    if not plain:
+        written = " ".join(a.dotted for a in archs)
+        newest = max(archs, key=lambda a: (a.number, a.suffix))
+        raise ArchError(
+            f"{written!r}: every entry is architecture-specific or family-specific, so none can ship the PTX "
+            "that newer GPUs JIT-compile (ptx defaults to the newest plain architecture)",
+            newest.dotted,
+            hint=f"add the plain {newest.major}.{newest.minor} to the list, or set ptx = \"none\"",
+        )
+    return max(plain, key=lambda a: a.number)
+
+
+#: Starting lists: what PyTorch's wheels ship per platform, cut to what a train compiles (see
+#: `suggested_archs`). A suggestion only; `buildrows archs --from-wheel` reads the real ones.
+STARTING_ARCHS = {
+    "aarch64": ("8.0", "9.0", "10.0", "11.0", "12.0"),
+    "other": ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "12.0"),
+}
+
+
+def suggested_archs(train: Train, platform: str = "") -> str:
+    """A list valid for the train, for advice and `buildrows init` ("7.5 8.0 8.6 8.9 9.0" for 12.6)."""
+    start = STARTING_ARCHS["aarch64" if platform.endswith("aarch64") else "other"]
+    support = train_table().get(train)
+    chosen = [t for t in start if support is None or support.supports(Arch.parse(t))]
+    return " ".join(chosen)
 
 
 @dataclass(frozen=True)

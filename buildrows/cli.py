@@ -29,7 +29,21 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "check": ("check", "Check a built wheel: device code per library, declared runtime, RPATH."),
     "archs": ("archs", "List the device code of a wheel, and optionally write it into the policy."),
     "schema": ("schema", "Print the JSON Schema of buildrows.toml."),
+    "init": ("init", "Write a starting buildrows.toml for the project in the current directory."),
 }
+
+DESCRIPTION = (
+    "Declare the wheels a C++/CUDA Python project publishes once, as rows (platform x CUDA train x "
+    "Python, each CUDA row with its GPU architecture list) in buildrows.toml, and let buildrows render "
+    "the rest: CMake presets, the wheel workflow's environment, the CI matrix, and the checks a built "
+    "wheel must pass."
+)
+EPILOG = (
+    "Start with `buildrows init` in a project (or `--config PATH` to an existing policy), then "
+    "`buildrows rows`, `buildrows doctor`, `buildrows build`. `buildrows COMMAND --help` describes a command. "
+    "Exit codes: 0 success, 1 internal error, 2 bad input, 3 refused by policy, 4 an external command "
+    "failed, 5 the wheel check failed."
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,7 +72,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
                         help="policy file: buildrows.toml or a pyproject.toml with [tool.buildrows] (default: current directory)")
-    parser = _Parser(prog="buildrows", description=__doc__.splitlines()[0] if __doc__ else None, parents=[common])
+    parser = _Parser(prog="buildrows", description=DESCRIPTION, epilog=EPILOG, parents=[common])
     parser.add_argument("--version", action="version", version=f"buildrows {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     chosen = _chosen_command(argv)

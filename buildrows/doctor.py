@@ -135,11 +135,38 @@ def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Find
     return [Finding("generator", "note", f"{g.generator}: {g.reason}", fix)]
 
 
-def check_python(row: Row, python: str | None) -> Finding:
+def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None)) -> Finding:
+    """The row's interpreter exists, runs, and is the row's version; `ran` is (version it reported, why it did not run)."""
+    fix = f"install Python {row.python} (e.g. `uv python install {row.python}`) or run buildrows with it"
     if python is None:
-        return Finding("python", "missing", f"no Python {row.python} (neither this interpreter nor python{row.python} on PATH)",
-                       f"install Python {row.python} (e.g. `uv python install {row.python}`) or run buildrows with it")
+        return Finding("python", "missing", f"no Python {row.python} (neither this interpreter nor python{row.python} on PATH)", fix)
+    version, problem = ran
+    if problem is not None:
+        return Finding("python", "missing", f"{python} does not run: {problem}", fix)
+    if version is not None and version != row.python:
+        return Finding("python", "missing", f"{python} is Python {version}, not {row.python}", fix)
     return Finding("python", "ok", f"{row.python} at {python}")
+
+
+def check_project(project: Path, driver: Driver) -> Finding | None:
+    """The project directory holds what the driver builds from: setup.py or pyproject.toml for a wheel
+    build, CMakeLists.txt for cmake-presets. None when it does."""
+    wanted = ("CMakeLists.txt",) if driver == "cmake-presets" else ("setup.py", "pyproject.toml")
+    if any((project / name).is_file() for name in wanted):
+        return None
+    return Finding("project", "missing", f"{project} has no {' and no '.join(wanted)}: it is not a project the "
+                   f"{driver} driver can build",
+                   "run buildrows in the project's directory, pass --project DIR, or set [project] source-dir in the "
+                   "policy (relative to the policy file)")
+
+
+def check_environment_bin(added: str | None) -> Finding | None:
+    """A note when the active environment's bin directory was not on PATH and buildrows added it."""
+    if added is None:
+        return None
+    return Finding("PATH", "note", f"the active environment's {added} is not on PATH; buildrows adds it (at the end) "
+                   "for this run, so its cmake and ninja are found and used by the build",
+                   f'put it on PATH yourself to run its tools by hand: export PATH="{added}:$PATH"')
 
 
 def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | None]:
@@ -199,7 +226,14 @@ class Probe(Protocol):
     def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
         """Installed version of each named distribution for that interpreter (canonical names)."""
 
+    def interpreter(self, python: str) -> tuple[str | None, str | None]:
+        """(the X.Y[t] version the interpreter reports, None) or (None, why it does not run)."""
 
+
+_VERSION_SCRIPT = (
+    "import sys, sysconfig\n"
+    "print('%d.%d%s' % (*sys.version_info[:2], 't' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"
+)
 _DIST_SCRIPT = (
     "import json,sys\nfrom importlib import metadata\nout={}\n"
     "for n in sys.argv[1:]:\n    try: out[n]=metadata.version(n)\n    except Exception: out[n]=None\n"
@@ -221,6 +255,22 @@ class MachineProbe:
             return None, None
         got = capture([path, "--version"], env, timeout=30)
         return path, (got.output if got.error is None else got.error)
+
+    def interpreter(self, python: str) -> tuple[str | None, str | None]:
+        from buildrows.runner import capture
+
+        if Path(python).resolve() == Path(sys.executable).resolve():
+            from buildrows.host import host_python
+
+            return host_python(), None
+
+        got = capture([python, "-c", _VERSION_SCRIPT], timeout=60)
+        if got.error is not None:
+            return None, got.error
+        last = got.output.strip().splitlines()[-1:] or ["(no output)"]
+        if got.code != 0:
+            return None, f"it exited with status {got.code}: {last[0][:200]}"
+        return last[0].strip(), None
 
     def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
         if Path(python).resolve() == Path(sys.executable).resolve():
@@ -271,14 +321,18 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
     findings.append(check_cuda(row, policy, env, host))
     findings += check_generator(row, env, host)
+    project_problem = check_project(project, driver)
+    if project_problem is not None:
+        findings.append(project_problem)
     if driver == "cmake-presets":
         return findings
     python = row_python(row, env)
-    findings.append(check_python(row, python))
-    if python is None:
+    finding = check_python(row, python, probe.interpreter(python) if python is not None else (None, None))
+    findings.append(finding)
+    if python is None or finding.failed:
         return findings
     reqs = [FRONTEND]
-    if not isolation:
+    if not isolation and project_problem is None:
         project_reqs, problem = build_requirements(project, driver)
         if problem is not None:
             findings.append(Finding("build requirements", "missing", problem,
@@ -293,9 +347,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
 
 
 def verdict(findings: Sequence[Finding], row: Row) -> None:
-    """Refuse (exit 3) when any finding failed, naming each with its fix."""
+    """Refuse (exit 3) when any finding failed. The findings themselves, with their fixes, are the
+    report printed just before; the refusal names them without repeating them."""
     failed = [f for f in findings if f.failed]
     if failed:
-        body = "\n".join("  " + f.render() for f in failed)
         raise Refused(f"row {row.name} cannot be built on this machine ({len(failed)} problem"
-                      f"{'s' if len(failed) != 1 else ''}):\n{body}")
+                      f"{'s' if len(failed) != 1 else ''}: {', '.join(f.check for f in failed)}; each with its fix above)")

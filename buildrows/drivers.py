@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.model import Driver, Row
-from buildrows.presets import RowPlan
+from buildrows.plan import RowPlan
 from buildrows.runner import Command
 
 

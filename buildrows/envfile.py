@@ -16,7 +16,7 @@ from typing import Literal
 
 from buildrows.errors import BadInput
 from buildrows.model import Policy, Row
-from buildrows.presets import RowPlan, plan_row
+from buildrows.plan import RowPlan, plan_row
 from buildrows.toolchain import CudaCompiler, HostOs
 
 Format = Literal["github", "shell", "powershell", "dotenv"]
@@ -67,13 +67,8 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
         # CMake reads CUDAARCHS to initialise CMAKE_CUDA_ARCHITECTURES; scripts read the latter.
         values["CMAKE_CUDA_ARCHITECTURES"] = cache["CMAKE_CUDA_ARCHITECTURES"]
         values["CUDAARCHS"] = cache["CMAKE_CUDA_ARCHITECTURES"]
-        comp = plan.compiler
-        if comp is not None and not env.get("CUDACXX", "").strip():
-            values["CUDACXX"] = comp.path
-            root = comp.toolkit_root
-            # Only a real toolkit layout: /usr/local/bin/nvcc may be a wrapper script.
-            if not env.get("CUDA_HOME", "").strip() and os.path.isfile(os.path.join(root, "include", "cuda.h")):
-                values["CUDA_HOME"] = root
+        # CUDACXX and CUDA_HOME: the plan decides (a provisioned toolkit overrides the caller's).
+        values.update(plan.toolkit_variables(env))
     g = plan.generator
     values["CMAKE_GENERATOR"] = g.generator
     if g.toolset:

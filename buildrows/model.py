@@ -123,6 +123,12 @@ class Policy:
     platforms: tuple[str, ...]
     rows: tuple[Row, ...] = field(default=())
     ci: Ci = field(default_factory=Ci)
+    #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".
+    key_prefix: str = ""
+
+    def key(self, path: str) -> str:
+        """A key path as the policy file spells it (`tool.buildrows.python.excluded` in pyproject.toml)."""
+        return self.key_prefix + path
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:

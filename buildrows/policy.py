@@ -18,6 +18,7 @@ from buildrows.archs import (
     Train,
     check_train_supports,
     parse_arch_list,
+    suggested_archs,
     train_table,
 )
 from buildrows.errors import BadInput, Problem, raise_problems
@@ -118,16 +119,18 @@ def load_policy(path: str | Path | None = None) -> Policy:
             raise BadInput(f"{cfg}: has no [tool.buildrows] table\n    fix: add one, or pass --config buildrows.toml")
         doc = tool["buildrows"]
         prefix = ("tool", "buildrows")
-    return policy_from_dict(doc, str(cfg), Locator(text, prefix))
+    return policy_from_dict(doc, str(cfg), Locator(text, prefix), prefix)
 
 
-def policy_from_dict(doc: dict[str, Any], file: str, locate: schema.Locate | None = None) -> Policy:
+def policy_from_dict(doc: dict[str, Any], file: str, locate: schema.Locate | None = None,
+                     prefix: tuple[str, ...] = ()) -> Policy:
+    """Validate and resolve a policy table; `prefix` is where it sits in its file (("tool", "buildrows"))."""
     loc: schema.Locate = locate or (lambda _p: None)
     doc = copy.deepcopy(doc)
-    problems = schema.validate(doc, file, loc)
+    problems = schema.validate(doc, file, loc, prefix)
     if "python" not in doc or "platforms" not in doc:
         raise_problems(problems, f"{file}: invalid policy")
-    resolver = _Resolver(doc, file, loc)
+    resolver = _Resolver(doc, file, loc, prefix)
     resolver.problems = problems
     return resolver.resolve()
 
@@ -158,22 +161,27 @@ def row_name(platform: str, cuda: Train | None, python: str) -> str:
 
 
 class _Resolver:
-    def __init__(self, doc: dict[str, Any], file: str, locate: schema.Locate) -> None:
+    def __init__(self, doc: dict[str, Any], file: str, locate: schema.Locate, prefix: tuple[str, ...] = ()) -> None:
         self.doc = doc
         self.file = file
         self.locate = locate
+        self.prefix = prefix
         self.problems: list[Problem] = []
+
+    def key(self, *path: str | int) -> str:
+        """A key path as the file spells it (`tool.buildrows.platforms.linux-x86_64` in pyproject.toml)."""
+        return schema._dotted((*self.prefix, *path))
 
     def problem(self, path: tuple[str | int, ...], message: str, *, row: str | None = None,
                 hint: str | None = None, refusal: bool = False) -> None:
         self.problems.append(
             Problem(message, file=self.file, line=self.locate(path), row=row,
-                    field=schema._dotted(path), hint=hint, refusal=refusal)
+                    field=self.key(*path), hint=hint, refusal=refusal)
         )
 
     def where(self, path: tuple[str | int, ...]) -> str:
         line = self.locate(path)
-        return f"{schema._dotted(path)} ({Path(self.file).name}{f':{line}' if line else ''})"
+        return f"{self.key(*path)} ({Path(self.file).name}{f':{line}' if line else ''})"
 
     def resolve(self) -> Policy:
         d = self.doc
@@ -194,7 +202,8 @@ class _Resolver:
             seen.add(r.name)
         if not self.problems and not any(r.empty_reason is None for r in rows):
             self.problem(("platforms",), "the policy publishes no row",
-                         hint="give a platform `trains = [...]` with their architecture lists, or `cpu = true`")
+                         hint=f"give a platform (e.g. [{self.key('platforms', 'linux-x86_64')}]) `trains = [...]` with their "
+                              "architecture lists, or `cpu = true`")
         raise_problems(self.problems, f"{self.file}: the policy cannot be used")
         return Policy(
             path=self.file,
@@ -206,6 +215,7 @@ class _Resolver:
             platforms=tuple(d["platforms"]),
             rows=tuple(rows),
             ci=ci,
+            key_prefix="".join(f"{k}." for k in self.prefix),
         )
 
     def _project(self, p: dict[str, Any]) -> Project:
@@ -276,7 +286,7 @@ class _Resolver:
                 continue
             if t not in known:
                 self.problem(("cuda", "trains", i), f"buildrows does not know which architectures CUDA {t.dotted} compiles",
-                             hint="known trains: " + ", ".join(k.dotted for k in sorted(known)) + "; extend buildrows/data/cuda_trains.toml")
+                             hint="use a train buildrows knows: " + ", ".join(k.dotted for k in sorted(known)))
             elif t in out:
                 self.problem(("cuda", "trains", i), f"{v!r} is listed twice")
             else:
@@ -313,7 +323,8 @@ class _Resolver:
             if t not in trains:
                 self.problem((*base, "trains", i),
                              f"CUDA {t.dotted} is not on the train allowlist",
-                             hint=f"add \"{t.dotted}\" to [cuda] trains, or remove it from this platform", refusal=True)
+                             hint=f"add \"{t.dotted}\" to {self.key('cuda', 'trains')}, or remove it from "
+                                  f"{self.key(*base, 'trains')}", refusal=True)
                 continue
             published.append(t)
         groups: dict[Train, tuple[int, dict[str, Any]]] = {}
@@ -332,7 +343,7 @@ class _Resolver:
                 elif t not in published:
                     self.problem((*base, "cuda", gi, "trains", ti),
                                  f"an architecture list for CUDA {t.dotted}, which this platform does not publish",
-                                 hint=f"add \"{t.dotted}\" to platforms.{pname}.trains, or drop it here")
+                                 hint=f"add \"{t.dotted}\" to {self.key(*base, 'trains')}, or drop it here")
                 else:
                     groups[t] = (gi, g)
         common_cache = list(project.cache) + [(k, str(v)) for k, v in p.get("cache", {}).items()]
@@ -353,8 +364,7 @@ class _Resolver:
             if t not in groups:
                 self.problem((*base, "trains"),
                              f"CUDA {t.dotted} has no architecture list; rows {', '.join(names)} would fall back to the builder's GPU",
-                             hint=f"add [[platforms.{pname}.cuda]] with trains = [\"{t.dotted}\"] and archs = \"...\"",
-                             refusal=True)
+                             hint=self._missing_list_fix(pname, t, names), refusal=True)
                 continue
             gi, g = groups[t]
             gpath = (*base, "cuda", gi)
@@ -363,7 +373,8 @@ class _Resolver:
                 self.problem((*gpath, "archs"),
                              f"CUDA {t.dotted} has {'an empty' if raw is not None else 'no'} architecture list; rows "
                              f"{', '.join(names)} would fall back to the builder's GPU",
-                             hint="list the architectures, e.g. archs = \"8.0 9.0 12.0\"", refusal=True)
+                             hint=f"write archs = \"{suggested_archs(t, pname)}\" (PyTorch's starting list, cut to what "
+                                  f"CUDA {t.dotted} compiles)\n      {_from_wheel_advice(pname, t)}", refusal=True)
                 continue
             key = (pname, gi)
             if key not in parsed:
@@ -385,7 +396,7 @@ class _Resolver:
             runtime = runtimes.get(t.major)
             if runtime is None:
                 self.problem(("cuda", "runtime"), f"no runtime requirement is known for CUDA major {t.major}",
-                             hint=f"add [cuda.runtime.{t.major}] with requirements and library-dir")
+                             hint=f"add [{self.key('cuda', 'runtime', str(t.major))}] with requirements and library-dir")
                 continue
             image_src = g.get("image", p.get("image"))
             cache = list(common_cache) + [(k, str(v)) for k, v in g.get("cache", {}).items()]
@@ -407,6 +418,14 @@ class _Resolver:
                                 cache=tuple(cache), provenance=prov))
         return rows
 
+    def _missing_list_fix(self, pname: str, t: Train, names: list[str]) -> str:
+        """A TOML block valid for the train, to paste as it is; then where to read a real list."""
+        return (f"add this table (PyTorch's starting list, cut to what CUDA {t.dotted} compiles):\n"
+                f"        [[{self.key('platforms', pname, 'cuda')}]]\n"
+                f"        trains = [\"{t.dotted}\"]\n"
+                f"        archs = \"{suggested_archs(t, pname)}\"\n"
+                f"      {_from_wheel_advice(pname, t)}")
+
     def _empty_rows(self, raw: dict[str, Any], trains: tuple[Train, ...]) -> list[Row]:
         out: list[Row] = []
         for name, e in raw.items():
@@ -427,6 +446,13 @@ class _Resolver:
                            python=e.get("python", ""), archs=None, empty_reason=e["reason"],
                            provenance=(("empty_reason", self.where(("empty", name, "reason"))),)))
         return out
+
+
+def _from_wheel_advice(platform: str, t: Train) -> str:
+    """How to replace a starting list by the one a PyTorch wheel of the train really ships."""
+    return (f"then, to ship what PyTorch ships instead: `buildrows archs --from-wheel TORCH_WHEEL --write "
+            f"'{platform}-{t.cu}-*'` (TORCH_WHEEL: PyTorch's {t.cu} wheel for {platform}, e.g. from "
+            f"`pip download torch --no-deps --index-url https://download.pytorch.org/whl/{t.cu}`)")
 
 
 def _image(template: str | None, train: Train | None) -> str | None:

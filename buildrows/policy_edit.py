@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from buildrows.archs import Arch, ArchList
+from buildrows.archs import Arch, ArchError, ArchList, newest_portable
 from buildrows.errors import BadInput, BuildrowsError, Refused
 from buildrows.model import Policy, Row
 
@@ -20,7 +20,11 @@ def arch_text(archs: ArchList) -> tuple[str, bool]:
     """The list as the policy writes it, and whether the group needs `ptx = "none"`."""
     if not archs.ptx:
         return " ".join(a.dotted for a in archs.archs), True
-    if archs.ptx == (archs.newest,):
+    try:
+        default: tuple[Arch, ...] | None = (newest_portable(archs.archs),)  # what ptx = "newest" picks
+    except ArchError:
+        default = None
+    if archs.ptx == default:
         return " ".join(a.dotted for a in archs.archs), False
     return " ".join(a.dotted + ("+PTX" if a in archs.ptx else "") for a in archs.archs), False
 

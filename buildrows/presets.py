@@ -1,7 +1,7 @@
 """CMake presets for rows (SPEC §5): computed as data, rendered from `presets/*.j2`, then written.
 
-`plan_row` decides everything about one row on this host (compiler, generator, cache variables,
-environment) without side effects; `presets_document` renders the JSON through jinja2;
+`buildrows.plan.plan_row` decides everything about one row on this host (compiler, generator,
+interpreter, cache variables, environment); `presets_data` renders the JSON through jinja2;
 `render_presets` writes it and links it from the project's CMakeUserPresets.json.
 jinja2 is imported only when a document is rendered, so the hook and `env` never pay for it.
 """
@@ -16,88 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from buildrows.errors import BadInput, Refused
-from buildrows.host import refuse_other_machine
 from buildrows.model import Policy, Row
-from buildrows.resources import cmake_module, resource_dir
-from buildrows.toolchain import (
-    CudaCompiler,
-    GeneratorChoice,
-    HostOs,
-    check_cuda_compiler,
-    choose_generator,
-    host_os,
-)
+
+# The plan is decided in buildrows.plan; re-exported for callers that import it from here.
+from buildrows.plan import WINDOWS_CUDA_FLAG as WINDOWS_CUDA_FLAG
+from buildrows.plan import RowPlan as RowPlan
+from buildrows.plan import plan_row as plan_row
+from buildrows.resources import resource_dir
+from buildrows.toolchain import HostOs
 
 PRESETS_FILE = "buildrows-presets.json"
 USER_PRESETS = "CMakeUserPresets.json"
 #: Workflow presets need schema 6 (CMake 3.25).
 SCHEMA_VERSION = 6
-#: CCCL 13.2+ stops with #error under cl.exe's traditional preprocessor; 13.0 accepts the flag.
-WINDOWS_CUDA_FLAG = "-Xcompiler=/Zc:preprocessor"
-#: Steps that build on this machine, so the row must be this machine's (render and env may
-#: prepare a row for another machine of the same OS, a dry run).
-BUILDS_HERE = ("hook", "build")
-
-
-@dataclass(frozen=True)
-class RowPlan:
-    """Everything a row's configure preset and env file fix, decided for this host."""
-
-    row: Row
-    host: HostOs
-    generator: GeneratorChoice
-    compiler: CudaCompiler | None
-    cache: tuple[tuple[str, str], ...]
-    environment: tuple[tuple[str, str], ...]
-
-
-def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs | None = None,
-             compiler: CudaCompiler | None = None, check_toolchain: bool = True, step: str = "render") -> RowPlan:
-    """Resolve one row on this host. Refuses a CUDA row without a list, a row for another OS,
-    and (with `check_toolchain`) a missing nvcc or one of another train."""
-    archs = row.require_archs(step)
-    host = host or host_os(env)
-    if row.os != host:
-        raise Refused(
-            f"{step}: row {row.name} is built on {row.os}, and this host is {host}\n"
-            f"    fix: run it on a {row.os} builder (or set BUILDROWS_HOST_OS={row.os} to render a dry run)")
-    if step in BUILDS_HERE:
-        refuse_other_machine(row.name, row.platform, env, step)
-    if row.is_cuda and compiler is None and check_toolchain:
-        compiler = check_cuda_compiler(row, env, host)
-    generator = choose_generator(row, env, host)
-    cudacxx_set = bool(env.get("CUDACXX", "").strip())
-
-    cache: list[tuple[str, str]] = [
-        ("BUILDROWS_ROW", row.name),
-        ("BUILDROWS_CUDA", "ON" if row.is_cuda else "OFF"),
-        ("CMAKE_PROJECT_TOP_LEVEL_INCLUDES", cmake_module().as_posix()),
-    ]
-    if policy.project.cuda_option:
-        cache.append(("BUILDROWS_CUDA_OPTION", policy.project.cuda_option))
-    cache += list(generator.cache)
-    environment: list[tuple[str, str]] = [("CU_VERSION", row.accel),
-                                          ("BUILDROWS_LOCAL_VERSION", row.local_tag)]
-    if row.is_cuda:
-        cache.append(("CMAKE_CUDA_ARCHITECTURES", archs.cmake_cuda_architectures))
-        # Only when CUDACXX is unset: options a user put there (-allow-unsupported-compiler) must apply.
-        if compiler is not None and not cudacxx_set:
-            cache.append(("CMAKE_CUDA_COMPILER", compiler.path.replace("\\", "/")))
-        if host == "windows":
-            flags = " ".join(f for f in (env.get("CUDAFLAGS", "").strip(), WINDOWS_CUDA_FLAG) if f)
-            cache.append(("CMAKE_CUDA_FLAGS", flags))
-        environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list))
-    # The row's own cache (project, platform, train, and the cuda-option ON/OFF) comes last: it wins.
-    cache += list(row.cache)
-    return RowPlan(row, host, generator, compiler, tuple(_dedupe(cache)), tuple(environment))
-
-
-def _dedupe(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    out: dict[str, str] = {}
-    for k, v in items:
-        out.pop(k, None)
-        out[k] = v
-    return list(out.items())
 
 
 def presets_data(plans: Sequence[RowPlan]) -> dict[str, Any]:
@@ -155,7 +86,15 @@ def render_presets(policy: Policy, rows: Sequence[Row], project_dir: str | Path,
     project = Path(project_dir)
     if not project.is_dir():
         raise BadInput(f"the project directory {project} does not exist\n    fix: pass --project DIR")
-    plans = [plan_row(policy, r, env, host=host, check_toolchain=check_toolchain) for r in rows]
+    return render_plans([plan_row(policy, r, env, host=host, check_toolchain=check_toolchain) for r in rows], project)
+
+
+def render_plans(plans: Sequence[RowPlan], project_dir: str | Path) -> Rendered:
+    """Write already-decided plans (`render_presets` without the planning), as `build` does after
+    choosing the row's interpreter and toolkit."""
+    project = Path(project_dir)
+    if not project.is_dir():
+        raise BadInput(f"the project directory {project} does not exist\n    fix: pass --project DIR")
     if not plans:
         raise BadInput("no rows to render\n    fix: name at least one row")
     _refuse_name_clash(project, [p.row.name for p in plans])

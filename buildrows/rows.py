@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import Any
 
-from buildrows.errors import BadInput
+from buildrows.errors import BadInput, Refused
 from buildrows.model import Policy, Row
 
 
@@ -17,6 +18,7 @@ def select(policy: Policy, selectors: list[str] | tuple[str, ...]) -> list[Row]:
     for sel in selectors:
         hits = [r for r in policy.rows if fnmatch.fnmatchcase(r.name, sel)]
         if not hits:
+            refuse_excluded_python(policy, sel)
             import difflib  # only on the error path
 
             close = difflib.get_close_matches(sel, [r.name for r in policy.rows], n=3)
@@ -26,6 +28,31 @@ def select(policy: Policy, selectors: list[str] | tuple[str, ...]) -> list[Row]:
             if r not in chosen:
                 chosen.append(r)
     return chosen
+
+
+_PY_TAG = re.compile(r"-py3(\d{1,2})(t?)$", re.ASCII)
+
+
+def excluded_python(policy: Policy, selector: str) -> tuple[str, str] | None:
+    """(version, reason) when the selector names a Python the policy excludes (`...-py314`)."""
+    m = _PY_TAG.search(selector)
+    if m is None:
+        return None
+    version = f"3.{m.group(1)}{m.group(2)}"
+    why = dict(policy.excluded_pythons).get(version)
+    return (version, why) if why is not None else None
+
+
+def refuse_excluded_python(policy: Policy, selector: str) -> None:
+    """A row of an excluded Python is refused with the policy's reason, not a "did you mean"."""
+    hit = excluded_python(policy, selector)
+    if hit is None:
+        return
+    version, why = hit
+    built = ", ".join(policy.pythons)
+    raise Refused(f"{selector}: Python {version} is excluded by {policy.path} ({policy.key('python.excluded')}): "
+                  f"{why}\n    fix: choose a Python the policy builds ({built}), or move {version} from "
+                  f"{policy.key('python.excluded')} to {policy.key('python.versions')}")
 
 
 def select_one(policy: Policy, selector: str) -> Row:
@@ -62,26 +89,45 @@ def row_json(row: Row) -> dict[str, Any]:
     return out
 
 
+def human(value: Any) -> str:
+    """A value as a person reads it: no Python reprs (None, ['7.5', ...], {'K': 'V'})."""
+    if value is None or value == [] or value == {}:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (list, tuple)):
+        return " ".join(human(v) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={human(v)}" for k, v in value.items())
+    return str(value)
+
+
 def show_lines(policy: Policy, row: Row) -> list[str]:
-    """Every resolved value of a row and where it came from."""
+    """Every resolved value of a row and where it came from, as a person reads them."""
     data = row_json(row)
+    runtime = data.pop("runtime", None)
+    if runtime is not None:  # one line per field, not a dict
+        data["runtime_requirements"] = runtime["requirements"]
+        data["runtime_library_dir"] = runtime["library_dir"]
     prov = dict(row.provenance)
     lines = [f"row {row.name}  (policy {policy.path})"]
     keyed = {
         "python": "python", "cuda": "cuda", "archs": "archs", "ptx": "ptx",
         "torch_cuda_arch_list": "archs", "cmake_cuda_architectures": "archs", "image": "image",
-        "runtime": "runtime", "empty_reason": "empty_reason",
+        "runtime_requirements": "runtime", "runtime_library_dir": "runtime", "empty_reason": "empty_reason",
     }
+    derived = {"os": "platform name", "machine": "platform name", "platform": "platforms." + row.platform,
+               "local_version": "derived from cuda", "cache": "project.cache + platform cache + cuda-option"}
     for key, value in data.items():
         if key == "name":
             continue
-        src = prov.get(keyed.get(key, ""), "")
-        if not src:
-            src = {"os": "platform name", "machine": "platform name", "platform": "platforms." + row.platform,
-                   "local_version": "derived from cuda", "cache": "project.cache + platform cache + cuda-option"}.get(key, "")
-        lines.append(f"  {key:26} {value!s:60}  <- {src}" if src else f"  {key:26} {value!s}")
-    lines.append(f"  {'driver':26} {policy.project.driver!s:60}  <- {prov.get('driver', 'project.driver')}")
+        src = prov.get(keyed.get(key, ""), "") or derived.get(key, "")
+        text = human(value)
+        lines.append(f"  {key:26} {text:60}  <- {src}" if src else f"  {key:26} {text}")
+    lines.append(f"  {'driver':26} {policy.project.driver:60}  <- {prov.get('driver', 'project.driver')}")
     lines.append(f"  {'source_dir':26} {policy.project.source_dir}")
+    for py, why in policy.excluded_pythons:
+        lines.append(f"  {'excluded python ' + py:26} {why}  <- {policy.key('python.excluded')}")
     if row.archs is not None:
         lines.append(f"  {'nvcc_flags':26} {' '.join(row.archs.nvcc_flags)}")
     return lines

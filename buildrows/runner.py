@@ -45,6 +45,35 @@ def find_tool(name: str, env: Mapping[str, str]) -> str | None:
     return shutil.which(name, path=env.get("PATH", os.defpath))
 
 
+def with_environment_bin(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """env with the active Python environment's scripts directory (sys.prefix/bin; Scripts on
+    Windows) at the end of PATH when it is not on PATH already, and that directory (None when
+    nothing was added). `pip install cmake ninja` into a venv that was never activated puts them
+    there: doctor finds them, and the build (cmake looking for ninja included) uses them."""
+    import sysconfig
+
+    out = dict(env)
+    scripts = sysconfig.get_path("scripts")
+    if not scripts or not os.path.isdir(scripts):
+        return out, None
+    path = out.get("PATH", "")
+    norm = os.path.normcase(os.path.normpath(scripts))
+    if any(d and os.path.normcase(os.path.normpath(d)) == norm for d in path.split(os.pathsep)):
+        return out, None
+    out["PATH"] = path + os.pathsep + scripts if path else scripts
+    return out, scripts
+
+
+def rerun_line(cmd: Command, argv: Sequence[str], env: Mapping[str, str], shell_env: Mapping[str, str]) -> str:
+    """The step as one shell line a person can paste: cd, every variable that differs from their
+    shell's environment, then the command."""
+    assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items() if shell_env.get(k) != v]
+    unset = [f"-u {shlex.quote(k)}" for k in shell_env if k not in env]
+    head = f"cd {shlex.quote(cmd.cwd)} && " if cmd.cwd else ""
+    prefix = " ".join(["env", *unset, *assigns]) + " " if assigns or unset else ""
+    return head + prefix + shlex.join(list(argv))
+
+
 def resolve(cmd: Command, base: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
     """The argv (tool resolved to a full path) and environment a step will run with."""
     env = cmd.environment(base)
@@ -56,8 +85,12 @@ def resolve(cmd: Command, base: Mapping[str, str]) -> tuple[list[str], dict[str,
     return [tool, *cmd.argv[1:]], env
 
 
-def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None) -> float:
-    """Run one step, streaming its output to the UI's error stream; return its wall time in seconds."""
+def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None, *,
+             doctor: str = "buildrows doctor") -> float:
+    """Run one step, streaming its output to the UI's error stream; return its wall time in seconds.
+
+    A failure says how to rerun the step by hand (the variables it had, then the command) and
+    names `doctor` (the exact `buildrows ... doctor ROW` for the row being built)."""
     argv, env = resolve(cmd, os.environ if base is None else base)
     ui.step(cmd.step, argv)
     for var, value in cmd.env:
@@ -73,11 +106,20 @@ def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None) -> flo
     if code != 0:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
         raise ExternalFailure(
-            f"step '{cmd.step}' failed: `{shlex.join(argv)}` {how}"
+            f"step '{cmd.step}' failed after {duration(elapsed)}: `{shlex.join(argv)}` {how}"
             + (f" (in {cmd.cwd})" if cmd.cwd else "")
-            + "\n    fix: read the step's output above; `buildrows doctor ROW` checks the toolchain")
-    ui.info(f"  step '{cmd.step}' took {elapsed:.1f}s")
+            + f"\n    to rerun it by hand, with the environment it had:\n      {rerun_line(cmd, argv, env, os.environ)}"
+            + f"\n    fix: read the step's output above; `{doctor}` checks the toolchain")
+    ui.info(f"  step '{cmd.step}' took {duration(elapsed)}")
     return elapsed
+
+
+def duration(seconds: float) -> str:
+    """`0.4s`, `25.3s`, `1m54s`."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, sec = divmod(round(seconds), 60)
+    return f"{m}m{sec:02d}s"
 
 
 def _stream(argv: Sequence[str], env: Mapping[str, str], cwd: str | None, ui: UI) -> int:

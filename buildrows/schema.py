@@ -256,15 +256,34 @@ def _dotted(path: tuple[str | int, ...]) -> str:
     return out
 
 
-def validate(raw: object, file: str, locate: Locate) -> list[Problem]:
+def validate(raw: object, file: str, locate: Locate, prefix: tuple[str, ...] = ()) -> list[Problem]:
     """Check types and keys against POLICY; every problem of the file, with 'did you mean'.
 
-    Invalid entries are removed from `raw` (callers pass a copy), so the semantic checks that
-    follow can still run on the rest and every problem is reported at once.
+    `prefix` is where the policy lives in its file (("tool", "buildrows") in pyproject.toml): every
+    field and fix names the key as it is written there. Invalid entries are removed from `raw`
+    (callers pass a copy), so the semantic checks that follow can still run on the rest and every
+    problem is reported at once.
     """
     problems: list[Problem] = []
-    _walk(POLICY, raw, (), file, locate, problems)
+    _walk(POLICY, raw, (), file, locate, problems, prefix)
     return problems
+
+
+def _literal(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def type_hint(node: Node, key: str | int, value: object) -> str:
+    """A fix for a value of the wrong type or outside a closed set: what to write, not what the field is."""
+    name = key if isinstance(key, str) else "the entry"
+    if isinstance(node, Str) and node.enum:
+        import difflib
+
+        close = difflib.get_close_matches(str(value), list(node.enum), n=1, cutoff=0.4) if isinstance(value, str) else []
+        choice = close[0] if close else node.enum[0]
+        others = ", ".join(_literal(e) for e in node.enum)
+        return f"write {name} = {_literal(choice)} ({node.doc.rstrip('.').lower()}: one of {others})"
+    return f"{name} must be {node.type_name()}: {node.doc}"
 
 
 def _walk(
@@ -274,11 +293,15 @@ def _walk(
     file: str,
     locate: Locate,
     problems: list[Problem],
+    prefix: tuple[str, ...] = (),
 ) -> bool:
     """Report what is wrong below `value`; False when `value` itself must be dropped."""
     import difflib  # imported here: the loader's happy path never needs it
 
-    where = _dotted(path) or "(top level)"
+    def dotted(p: tuple[str | int, ...]) -> str:
+        return _dotted((*prefix, *p))
+
+    where = dotted(path) or "(top level)"
     if not node.accepts(value):
         problems.append(
             Problem(
@@ -286,7 +309,7 @@ def _walk(
                 file=file,
                 line=locate(path),
                 field=where,
-                hint=node.doc,
+                hint=type_hint(node, path[-1] if path else "the policy", value),
             )
         )
         return False
@@ -297,16 +320,17 @@ def _walk(
                 close = difflib.get_close_matches(key, list(node.fields), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(node.fields)
                 problems.append(
-                    Problem(f"unknown key {key!r}", file=file, line=locate((*path, key)), field=_dotted((*path, key)), hint=hint)
+                    Problem(f"unknown key {key!r}", file=file, line=locate((*path, key)), field=dotted((*path, key)), hint=hint)
                 )
                 del value[key]
                 continue
-            if not _walk(node.fields[key], sub, (*path, key), file, locate, problems):
+            if not _walk(node.fields[key], sub, (*path, key), file, locate, problems, prefix):
                 del value[key]
         for req in node.required:
             if req not in value:
                 problems.append(
-                    Problem(f"missing required key {req!r}", file=file, line=locate(path), field=where, hint=node.fields[req].doc)
+                    Problem(f"missing required key {req!r}", file=file, line=locate(path), field=where,
+                            hint=f"add `{req} = ...` under {where}: {node.fields[req].doc}")
                 )
                 return False
     elif isinstance(node, MapOf):
@@ -316,15 +340,15 @@ def _walk(
                 close = difflib.get_close_matches(key, list(node.keys), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known names: " + ", ".join(node.keys)
                 problems.append(
-                    Problem(f"unknown name {key!r}", file=file, line=locate((*path, key)), field=_dotted((*path, key)), hint=hint)
+                    Problem(f"unknown name {key!r}", file=file, line=locate((*path, key)), field=dotted((*path, key)), hint=hint)
                 )
                 del value[key]
                 continue
-            if not _walk(node.value, sub, (*path, key), file, locate, problems):
+            if not _walk(node.value, sub, (*path, key), file, locate, problems, prefix):
                 del value[key]
     elif isinstance(node, ArrayOf):
         assert isinstance(value, list)
-        keep = [_walk(node.item, sub, (*path, i), file, locate, problems) for i, sub in enumerate(value)]
+        keep = [_walk(node.item, sub, (*path, i), file, locate, problems, prefix) for i, sub in enumerate(value)]
         # keep indices stable for line lookup: replace dropped items by None and skip them later
         for i, ok in enumerate(keep):
             if not ok:

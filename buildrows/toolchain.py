@@ -86,16 +86,49 @@ def locate_cuda_compiler(env: Mapping[str, str], host: HostOs | None = None) -> 
             raise BadInput(f"CUDACXX={cudacxx!r} names {path!r}, which does not exist\n"
                            "    fix: point CUDACXX at the row's nvcc, or unset it to use CUDA_HOME or PATH")
         return CudaCompiler(found, (found, *argv[1:]), "CUDACXX")
+    on_path = which("nvcc", env, host)
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = env.get(var, "").strip()
         if root:
             cand = os.path.join(root, "bin", exe)
             if os.path.isfile(cand):
                 return CudaCompiler(cand, (cand,), var)
-    found = which("nvcc", env, host)
+            # Never fall through to another nvcc: torch.utils.cpp_extension and many setup.py
+            # files read this variable and would build against a toolkit that is not there.
+            raise BadInput(_no_nvcc_under(var, root, exe, on_path, env, host))
+    found = on_path
     if found is not None:
         return CudaCompiler(found, (found,), "PATH")
     return None
+
+
+def toolkit_root(nvcc: str, env: Mapping[str, str]) -> str | None:
+    """The toolkit root an nvcc really uses, asked of nvcc itself (`--dryrun` prints `TOP=`), so a
+    wrapper script (/usr/local/bin/nvcc exec'ing /usr/local/cuda-13.0/bin/nvcc) names the real root."""
+    try:
+        proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "buildrows-probe.cu", "-E"], capture_output=True,
+                              text=True, errors="replace", env=dict(env), timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"^#\$ TOP=(.+?)\s*$", proc.stdout + proc.stderr, re.MULTILINE)
+    return os.path.normpath(m.group(1)) if m else None
+
+
+def _no_nvcc_under(var: str, root: str, exe: str, on_path: str | None, env: Mapping[str, str], host: HostOs) -> str:
+    """Why a CUDA_HOME/CUDA_PATH without nvcc is refused, and the assignment that fixes it."""
+    what = f"{var}={root} has no {os.path.join('bin', exe)}"
+    what += ": it is not a CUDA toolkit root" if os.path.isdir(root) else ": that directory does not exist"
+
+    def set_cmd(value: str) -> str:
+        return f"set {var}={value}" if host == "windows" else f"export {var}={shlex.quote(value)}"
+
+    unset = f"set {var}=" if host == "windows" else f"unset {var}"
+    real = toolkit_root(on_path, env) if on_path is not None else None
+    if on_path is not None and real is not None:
+        what += f" (the nvcc on PATH is {on_path}; buildrows does not silently use another toolkit than {var} names)"
+        return f"{what}\n    fix: `{set_cmd(real)}` (the root of that nvcc), or `{unset}`"
+    return (f"{what}\n    fix: `{set_cmd('/path/to/cuda')}` with the root that holds {os.path.join('bin', exe)} "
+            f"(e.g. /usr/local/cuda), or `{unset}`")
 
 
 def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:

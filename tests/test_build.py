@@ -130,8 +130,28 @@ def test_runner_logs_the_exact_command_and_streams_output() -> None:
 
 def test_runner_failure_names_the_step_and_the_status() -> None:
     ui, _ = _ui()
-    with pytest.raises(ExternalFailure, match=r"step 'compile' failed: .* exited with status 7"):
+    with pytest.raises(ExternalFailure, match=r"step 'compile' failed after \d+\.\ds: .* exited with status 7"):
         run_step(ui, Command("compile", (sys.executable, "-c", "raise SystemExit(7)")))
+
+
+def test_a_failed_step_prints_how_to_rerun_it_and_the_rows_doctor(tmp_path: Path) -> None:
+    """The rerun line is the step's exact environment and command: pasted into a shell, it does
+    what the step did. The doctor command names the real row (it once said `doctor ROW`)."""
+    import os
+    import subprocess
+
+    ui, _ = _ui()
+    script = "import os, sys; print(os.environ['ROW_VAR']); sys.exit(7)"
+    cmd = Command("compile", (sys.executable, "-c", script), (("ROW_VAR", "a 'b' $c"),), str(tmp_path))
+    with pytest.raises(ExternalFailure) as e:
+        run_step(ui, cmd, dict(os.environ), doctor="buildrows --config p.toml doctor linux-x86_64-cu130-py311")
+    text = str(e.value)
+    assert "`buildrows --config p.toml doctor linux-x86_64-cu130-py311` checks the toolchain" in text
+    assert "doctor ROW" not in text
+    line = text.split("to rerun it by hand, with the environment it had:\n      ")[1].splitlines()[0]
+    assert line.startswith(f"cd {tmp_path} && env ROW_VAR=")
+    again = subprocess.run(["sh", "-c", line], capture_output=True, text=True, check=False)
+    assert again.returncode == 7 and again.stdout == "a 'b' $c\n"
 
 
 def test_runner_refuses_a_tool_missing_from_the_steps_path() -> None:

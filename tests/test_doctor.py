@@ -49,6 +49,9 @@ class FakeProbe:
     def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
         return {n: self.dists.get(n) for n in names}
 
+    def interpreter(self, python: str) -> tuple[str | None, str | None]:
+        return None, None  # it ran; its version is not observed here
+
 
 GOOD_TOOLS = {"cmake": "cmake version 3.31.6", "ninja": "1.12.1"}
 GOOD_DISTS = {"build": "1.2.2", "scikit-build-core": "0.11.1"}
@@ -101,7 +104,7 @@ def test_wrong_toolkit_train_is_refused_naming_both(tmp_path: Path) -> None:
     assert "is CUDA 13.0, but the toolkit found is CUDA 12.6.85" in nvcc.seen
     # toolchain.check_cuda_compiler's verdict and fix (the same as the hook's), then how to get 13.0
     assert "or build the cu126 row instead" in nvcc.fix and "pip install 'nvidia-cuda-nvcc==13.0.*'" in nvcc.fix
-    with pytest.raises(Refused, match=r"cannot be built on this machine \(1 problem\)"):
+    with pytest.raises(Refused, match=r"cannot be built on this machine \(1 problem: nvcc; each with its fix above\)"):
         verdict(findings, row)
 
 
@@ -113,7 +116,7 @@ def test_doctor_cli_exits_3_on_the_wrong_train(tmp_path: Path, cli: Callable[...
         monkeypatch.delenv(var, raising=False)
     r = cli("--config", str(EXAMPLE_POLICY), "doctor", "linux-x86_64-cu130-py311")
     assert r.code == 3  # type: ignore[attr-defined]
-    assert "toolkit found is CUDA 12.6.85" in r.err  # type: ignore[attr-defined]
+    assert "toolkit found is CUDA 12.6.85" in r.out  # type: ignore[attr-defined]
 
 
 def test_cpu_row_without_a_cuda_option_is_noted(tmp_path: Path) -> None:
@@ -180,8 +183,15 @@ def test_project_without_pyproject_for_scikit_build_core(tmp_path: Path) -> None
         pytest.skip("this Python is not on the example's allowlist")
     findings = diagnose(pol, row, {"PATH": ""}, tmp_path, driver="scikit-build-core", host="linux",
                         probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
-    (f,) = [f for f in findings if f.check == "build requirements"]
-    assert f.failed and "pyproject.toml does not exist" in f.seen
+    (f,) = [f for f in findings if f.check == "project"]
+    assert f.failed and f"{tmp_path} has no setup.py and no pyproject.toml" in f.seen
+    assert "pass --project DIR" in f.fix
+    # the missing pyproject.toml is that one problem, not a second "build requirements" one
+    assert not [f for f in findings if f.check == "build requirements"]
+    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["scikit-build-core>=0.10"]\n')
+    again = diagnose(pol, row, {"PATH": ""}, tmp_path, driver="scikit-build-core", host="linux",
+                     probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
+    assert not [f for f in again if f.failed]
 
 
 def test_row_for_another_os_is_refused() -> None:
@@ -240,4 +250,115 @@ def test_doctor_cli_all_good_for_the_cpu_row(cli: Callable[..., object], monkeyp
     if "has no such row" in r.err:  # type: ignore[attr-defined]
         pytest.skip("this Python is not on the example's allowlist")
     assert r.code == 0, r.err  # type: ignore[attr-defined]
-    assert "everything the row needs is here" in r.err  # type: ignore[attr-defined]
+    assert "everything the row needs is here" in r.out  # type: ignore[attr-defined]
+
+
+# --- issue 15: a newcomer's doctor --------------------------------------------------------------
+
+
+def _shim(tmp_path: Path, name: str, body: str) -> Path:
+    d = tmp_path / "shims"
+    d.mkdir(exist_ok=True)
+    exe = d / name
+    exe.write_text("#!/bin/sh\n" + body)
+    exe.chmod(0o755)
+    return d
+
+
+def test_a_python_that_does_not_run_is_not_ok(tmp_path: Path, cli: Callable[..., object],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pyenv shim for a version that is not installed exits 127; doctor once called it ok."""
+    from buildrows.host import host_python
+
+    other = "3.12" if host_python() != "3.12" else "3.13"
+    shims = _shim(tmp_path, f"python{other}", f'echo "pyenv: python{other}: command not found" >&2\nexit 127\n')
+    monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    row = f"linux-x86_64-cpu-py{other.replace('.', '')}"
+    r = cli("--config", str(EXAMPLE_POLICY), "doctor", row)
+    assert r.code == 3, r  # type: ignore[attr-defined]
+    assert (f"[MISSING] python: {shims}/python{other} does not run: it exited with status 127: "
+            f"pyenv: python{other}: command not found") in r.out  # type: ignore[attr-defined]
+    assert "everything the row needs is here" not in r.out  # type: ignore[attr-defined]
+
+
+def test_a_python_of_another_version_is_not_ok(tmp_path: Path) -> None:
+    row = load_policy(EXAMPLE_POLICY).row("linux-x86_64-cpu-py312")
+    assert row is not None
+    f = check_python(row, "/x/python3.12", ("3.11", None))
+    assert f.failed and f.seen == "/x/python3.12 is Python 3.11, not 3.12"
+
+
+def test_cuda_home_without_nvcc_is_reported_and_its_fix_works(tmp_path: Path, cli: Callable[..., object],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA_HOME naming no toolkit was skipped in favour of another nvcc. Now it is a problem whose
+    fix line, followed literally, makes doctor pass."""
+    import re
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc on PATH")
+    for var in ("CUDACXX", "CUDA_PATH"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda-here"))
+    from buildrows.toolchain import find_cuda_compiler
+
+    comp = find_cuda_compiler({"PATH": os.environ["PATH"]})
+    assert comp is not None and comp.train is not None
+    row = f"linux-x86_64-{comp.train.cu}-py{sys.version_info[0]}{sys.version_info[1]}"
+    if load_policy(EXAMPLE_POLICY).row(row) is None:
+        pytest.skip(f"the example has no row {row}")
+    r = cli("--config", str(EXAMPLE_POLICY), "doctor", row)
+    assert r.code == 3  # type: ignore[attr-defined]
+    out: str = r.out  # type: ignore[attr-defined]
+    assert f"[MISSING] nvcc: CUDA_HOME={tmp_path / 'no-cuda-here'} has no bin/nvcc: that directory does not exist" in out
+    assert "buildrows does not silently use another toolkit than CUDA_HOME names" in out
+    m = re.search(r"`export CUDA_HOME=(\S+)`", out)
+    assert m, out
+    monkeypatch.setenv("CUDA_HOME", m.group(1))  # the fix, literally
+    again = cli("--config", str(EXAMPLE_POLICY), "doctor", row)
+    assert "[ok     ] nvcc:" in again.out and "found through CUDA_HOME" in again.out  # type: ignore[attr-defined]
+
+
+def test_cmake_in_the_environments_bin_is_found_and_used_by_build(tmp_path: Path, cli: Callable[..., object],
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pip install cmake` into a venv that was never activated: doctor said cmake was missing."""
+    import argparse
+    import sysconfig
+
+    from buildrows.commands._build import setup
+    from buildrows.runner import Command, resolve
+
+    scripts = sysconfig.get_path("scripts")
+    if not (Path(scripts) / "cmake").is_file():
+        pytest.skip("cmake is not installed in this environment")
+    # nothing on PATH at all, so no system cmake can answer instead
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    r = cli("--config", str(EXAMPLE_POLICY), "doctor")
+    if "has no such row" in r.err:  # type: ignore[attr-defined]
+        pytest.skip("this Python is not on the example's allowlist")
+    out: str = r.out  # type: ignore[attr-defined]
+    assert "[ok     ] cmake: " in out and f"at {scripts}/cmake" in out, out
+    assert f"at {scripts}/ninja" in out
+    assert f"[note   ] PATH: the active environment's {scripts} is not on PATH; buildrows adds it" in out
+    # build resolves its steps on the same PATH: cmake (and, through PATH, ninja for cmake) from there
+    _, env, _ = setup(argparse.Namespace(config=str(EXAMPLE_POLICY)))
+    argv, _ = resolve(Command("configure", ("cmake", "--version")), env)
+    assert argv[0] == os.path.join(scripts, "cmake")
+
+
+def test_each_problem_is_printed_once_on_stdout(tmp_path: Path, cli: Callable[..., object],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report went to stderr, and the refusal repeated every problem under it."""
+    empty = tmp_path / "not-a-project"
+    empty.mkdir()
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    r = cli("--config", str(EXAMPLE_POLICY), "doctor", "--project", str(empty))
+    if "has no such row" in r.err:  # type: ignore[attr-defined]
+        pytest.skip("this Python is not on the example's allowlist")
+    assert r.code == 3  # type: ignore[attr-defined]
+    seen = f"{empty} has no setup.py and no pyproject.toml"
+    assert (r.out + r.err).count(seen) == 1 and seen in r.out  # type: ignore[attr-defined]
+    assert "everything the row needs is here" not in r.out + r.err  # type: ignore[attr-defined]
+    assert "(1 problem: project; each with its fix above)" in r.err  # type: ignore[attr-defined]

@@ -109,7 +109,7 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
         (('archs = "9.0 10.0 11.0"', 'archs = "7.0 9.0"'), 2,
          "row linux-aarch64-cu130-py*: '7.0': CUDA 13.0 cannot compile this architecture"),
         (('[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2"]', '[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2", "12.8"]'), 3,
-         "CUDA 12.8 is not on the train allowlist\n    fix: add \"12.8\" to [cuda] trains"),
+         "CUDA 12.8 is not on the train allowlist\n    fix: add \"12.8\" to cuda.trains"),
         (('cuda-option =', 'cuda-opton ='), 2, "unknown key 'cuda-opton'\n    fix: did you mean 'cuda-option'?"),
         (('[platforms.windows-amd64]', '[platforms.windows-amd46]'), 2, "unknown name 'windows-amd46'\n    fix: did you mean 'windows-amd64'?"),
         (('versions = ["3.10",', 'versions = ["3.9.1",'), 2, "'3.9.1' is not a Python version"),
@@ -253,7 +253,7 @@ def test_a_policy_that_publishes_nothing_is_refused(tmp_path: Path, cli: Callabl
     r = cli("--config", str(p), "rows")
     assert r.code == 2
     assert "[platforms]: the policy publishes no row" in r.err
-    assert "fix: give a platform `trains = [...]`" in r.err
+    assert "`trains = [...]` with their architecture lists, or `cpu = true`" in r.err
 
 
 @pytest.mark.parametrize(("ptx", "message"), [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from buildrows.commands._common import policy
@@ -15,10 +15,22 @@ from buildrows.ui import UI
 
 
 def setup(args: argparse.Namespace) -> tuple[Policy, dict[str, str], HostOs]:
+    """The policy, the environment the steps run with, and the host. The environment is this
+    one, plus the active Python environment's bin directory at the end of PATH when it is not
+    on PATH (recorded in args.environment_bin for doctor's report)."""
+    from buildrows.runner import with_environment_bin
     from buildrows.toolchain import host_os
 
-    env = dict(os.environ)
+    env, added = with_environment_bin(os.environ)
+    args.environment_bin = added
     return policy(args), env, host_os(env)
+
+
+def doctor_command(pol: Policy, row: Row) -> str:
+    """`buildrows --config POLICY doctor ROW`, as a person would paste it."""
+    import shlex
+
+    return shlex.join(["buildrows", "--config", pol.path, "doctor", row.name])
 
 
 def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
@@ -87,16 +99,28 @@ def project_of(pol: Policy, args: argparse.Namespace) -> Path:
 
 
 def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: HostOs,
-                args: argparse.Namespace, ui: UI) -> None:
-    """Print every finding for each row; refuse (exit 3) when any row has a failed one."""
-    from buildrows.doctor import diagnose, verdict
+                args: argparse.Namespace, ui: UI, *, report: Callable[[str], None] | None = None) -> float:
+    """Print every finding for each row once (through `report`, default the UI's info stream);
+    refuse (exit 3) when any row has a failed one. Returns the seconds it took."""
+    import time
 
+    from buildrows.doctor import check_environment_bin, diagnose, verdict
+    from buildrows.runner import duration
+
+    say = report or ui.info
+    start = time.perf_counter()
     driver = driver_of(pol, args)
     project = project_of(pol, args)
     for row in rows:
         ui.step(f"doctor {row.name} (driver {driver}, project {project})")
         findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation)
+        note = check_environment_bin(getattr(args, "environment_bin", None))
+        if note is not None:
+            findings.insert(0, note)
         for f in findings:
-            ui.info("  " + f.render())
+            say("  " + f.render())
         verdict(findings, row)
-        ui.ok(f"  {row.name}: everything the row needs is here")
+        say(f"  {row.name}: everything the row needs is here")
+    elapsed = time.perf_counter() - start
+    ui.info(f"  doctor took {duration(elapsed)}")
+    return elapsed

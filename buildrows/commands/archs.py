@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from buildrows.errors import BadInput, Refused
 from buildrows.ui import UI
+
+if TYPE_CHECKING:
+    from buildrows.wheelread import WheelInfo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -17,23 +22,45 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write the architectures common to every library into these rows' list in the policy (--config)")
 
 
-def run(args: argparse.Namespace, ui: UI) -> int:
+@dataclass(frozen=True)
+class DeviceCode:
+    """What `archs --from-wheel` reads: each library's cubins and PTX, and what all of them share."""
+
+    info: WheelInfo
+    libraries: dict[str, Any]  # library path -> {"elf": [...], "ptx": [...]}
+    with_code: dict[str, Any]
+    common_elf: set[str]
+    common_ptx: set[str]
+
+
+def read_device_code(wheel: Path) -> DeviceCode:
+    """Read a wheel's device code (refusing, with a fix, a file that is not a readable wheel)."""
     from buildrows.binfmt import BinaryFormatError
-    from buildrows.check import _arch_key, library_json
+    from buildrows.check import library_json
     from buildrows.fatbin import FatbinError
     from buildrows.wheelread import WheelError, read_wheel
 
-    wheel = Path(args.from_wheel)
     if not wheel.is_file():
         raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a .whl (pip download --no-deps NAME)")
     try:
         info = read_wheel(wheel)
     except (WheelError, BinaryFormatError, FatbinError) as e:
-        raise BadInput(str(e)) from e
+        from buildrows.commands.check import unreadable_fix
+
+        raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     libs = library_json(info.libraries)
     with_code = {k: v for k, v in libs.items() if v["elf"] or v["ptx"]}
     common_elf = set.intersection(*(set(v["elf"]) for v in with_code.values())) if with_code else set()
     common_ptx = set.intersection(*(set(v["ptx"]) for v in with_code.values())) if with_code else set()
+    return DeviceCode(info, libs, with_code, common_elf, common_ptx)
+
+
+def run(args: argparse.Namespace, ui: UI) -> int:
+    from buildrows.check import _arch_key
+
+    wheel = Path(args.from_wheel)
+    code = read_device_code(wheel)
+    libs, with_code, common_elf, common_ptx = code.libraries, code.with_code, code.common_elf, code.common_ptx
     if args.json:
         ui.print(json.dumps({"libraries": libs,
                              "common": {"elf": sorted(common_elf, key=_arch_key), "ptx": sorted(common_ptx, key=_arch_key)}},

@@ -30,8 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.commands._build import doctor_rows, resolve_rows, setup
+    import time
 
+    from buildrows.commands._build import doctor_rows, resolve_rows, setup
+    from buildrows.runner import duration
+
+    start = time.perf_counter()
     pol, env, host = setup(args)
     rows = resolve_rows(pol, args.selectors, env, host, ui)
     for row in rows:
@@ -47,7 +51,8 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             ui.print(f"{row.name}: built (the {args.driver or pol.project.driver} driver makes no wheel)")
         else:
             verdict = "not checked" if ok is None else ("check PASS" if ok else "check FAIL")
-            ui.print(f"{wheel}  [{row.name}: {verdict}]")
+            ui.print(f"{wheel}  ({size_text(wheel.stat().st_size)}) [{row.name}: {verdict}]")
+    ui.info(f"built {len(wheels)} row{'s' if len(wheels) != 1 else ''} in {duration(time.perf_counter() - start)}")
     failed = [r.name for r, _, ok in wheels if ok is False]
     if failed:
         from buildrows.errors import CheckFailed
@@ -60,7 +65,7 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
               ui: UI) -> tuple[Row, Path | None, bool | None]:
     """Render, build and check one row; returns its wheel (None when the driver makes none) and the verdict."""
     from buildrows import drivers
-    from buildrows.commands._build import driver_of, project_of
+    from buildrows.commands._build import doctor_command, driver_of, project_of
     from buildrows.errors import ExternalFailure, Refused
     from buildrows.presets import plan_row, render_presets
     from buildrows.runner import run_step
@@ -79,14 +84,14 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
         plan = plan_row(pol, row, env, host=host, step="build")
         python = drivers.row_python(row, env)
         if python is None:
-            raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `buildrows doctor {row.name}`")
+            raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `{doctor_command(pol, row)}` says how to get one")
         if driver == "scikit-build-core":
             bp = drivers.scikit_build_core_plan(plan, python, project, wheel_dir, isolation=args.isolation)
         else:
             bp = drivers.setup_py_plan(plan, python, project, wheel_dir, env, isolation=args.isolation)
     before = drivers.snapshot(wheel_dir)
     for cmd in bp.commands:
-        run_step(ui, cmd, env)
+        run_step(ui, cmd, env, doctor=doctor_command(pol, row))
     if bp.wheel_dir is None:
         ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
         return row, None, None
@@ -94,7 +99,7 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
     wheel = made[0]
-    ui.info(f"  wheel: {wheel}")
+    ui.info(f"  wheel: {wheel} ({size_text(wheel.stat().st_size)})")
     return row, wheel, None if args.no_check else check_built_wheel(pol, row, wheel, ui)
 
 
@@ -113,10 +118,24 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
     return None
 
 
+def size_text(n: int) -> str:
+    """A file size as people read it: `812 KB`, `4.2 MB`."""
+    if n < 1000 * 1000:
+        return f"{max(1, round(n / 1000))} KB"
+    if n < 1000 ** 3:
+        return f"{n / 1000 ** 2:.1f} MB"
+    return f"{n / 1000 ** 3:.2f} GB"
+
+
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     """`buildrows check` on the new wheel against its row; prints the report, returns the verdict."""
+    import time
+
     from buildrows.check import CheckResult
     from buildrows.commands.check import check_wheel
+    from buildrows.runner import duration
+
+    start = time.perf_counter()
 
     args = argparse.Namespace(row=row.name, archs=None, cuda=None, config=pol.path, json=False)
     ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
@@ -129,4 +148,5 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
             ui.info(f"         {d}")
     ok = all(r.ok for r in results)
     ui.info(f"  verdict: {'PASS' if ok else 'FAIL'}")
+    ui.info(f"  check took {duration(time.perf_counter() - start)}")
     return ok

@@ -106,6 +106,18 @@ def expectation(args: argparse.Namespace, info: WheelInfo, policy: Policy | None
                        rt.requirements if rt else (), rt.library_dir if rt else None)
 
 
+def unreadable_fix(e: Exception) -> str:
+    """What to do about a file buildrows cannot read as a wheel: the advice depends on why."""
+    text = str(e)
+    if "not a wheel file name" in text:
+        return ("pass a built wheel (NAME-VERSION-PYTHON-ABI-PLATFORM.whl); `buildrows build` prints the path of "
+                "each wheel it writes")
+    if "cannot open as a zip archive" in text:
+        return ("this file is not a zip archive, so not a wheel (a truncated download, or another file renamed): "
+                "download or build it again")
+    return "the wheel is malformed: build it again (`buildrows build`), or report it to the tool that wrote it"
+
+
 def check_wheel(args: argparse.Namespace, wheel: Path, policy: Policy | None) -> tuple[Expectation, WheelInfo, list[CheckResult]]:
     from buildrows.binfmt import BinaryFormatError
     from buildrows.check import run_checks
@@ -117,7 +129,7 @@ def check_wheel(args: argparse.Namespace, wheel: Path, policy: Policy | None) ->
     try:
         info = read_wheel(wheel)
     except (WheelError, BinaryFormatError, FatbinError) as e:
-        raise BadInput(f"{e}\n    fix: rebuild the wheel; buildrows reads it without extracting it") from e
+        raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     except OSError as e:
         raise BadInput(f"{wheel}: cannot read: {e}") from e
     exp = expectation(args, info, policy)

@@ -23,5 +23,5 @@ def run(args: argparse.Namespace, ui: UI) -> int:
 
     pol, env, host = setup(args)
     rows = resolve_rows(pol, args.selectors, env, host, ui)
-    doctor_rows(pol, rows, env, host, args, ui)
+    doctor_rows(pol, rows, env, host, args, ui, report=ui.print)  # the report is the result: stdout
     return 0

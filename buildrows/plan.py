@@ -1,0 +1,158 @@
+"""Where a row becomes a concrete build plan on this host: the single home of that decision.
+
+`plan_row` turns a policy row into a :class:`RowPlan` - the generator, the CUDA compiler and the
+toolkit root it belongs to, the interpreter that builds the row, the CMake cache variables and the
+environment - without side effects. Its readers: the presets (`buildrows.presets`), the env files
+and the hook (`buildrows.envfile`), the build drivers (`buildrows.drivers`) and doctor. Finding or
+provisioning an interpreter or a toolkit is `buildrows.provision`'s job; the plan only records
+what was chosen, so every reader sees the same choice.
+
+Imports stay light: the hook plans a row on every CI job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from buildrows.errors import Refused
+from buildrows.host import refuse_other_machine
+from buildrows.model import Policy, Row
+from buildrows.provision.interpreters import Interpreter
+from buildrows.resources import cmake_module
+from buildrows.toolchain import (
+    CudaCompiler,
+    GeneratorChoice,
+    HostOs,
+    check_cuda_compiler,
+    choose_generator,
+    host_os,
+    read_train,
+)
+
+#: CCCL 13.2+ stops with #error under cl.exe's traditional preprocessor; 13.0 accepts the flag.
+WINDOWS_CUDA_FLAG = "-Xcompiler=/Zc:preprocessor"
+#: Steps that build on this machine, so the row must be this machine's (render and env may
+#: prepare a row for another machine of the same OS, a dry run).
+BUILDS_HERE = ("hook", "build")
+#: The cache variables that pin the row's interpreter (FindPython and FindPython3).
+PYTHON_PINS = ("Python_EXECUTABLE", "Python3_EXECUTABLE")
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """Everything a row's configure preset, env file and build fix, decided for this host."""
+
+    row: Row
+    host: HostOs
+    generator: GeneratorChoice
+    compiler: CudaCompiler | None
+    cache: tuple[tuple[str, str], ...]
+    environment: tuple[tuple[str, str], ...]
+    #: The interpreter that builds the row (pinned in the cache), or None when none was chosen.
+    interpreter: Interpreter | None = None
+    #: A toolkit root buildrows provisioned for the row; it overrides CUDACXX/CUDA_HOME.
+    toolkit: str | None = None
+
+    @property
+    def cuda_home(self) -> str | None:
+        """The CUDA root of the row's nvcc, for CUDA_HOME (setup.py projects, torch.utils.cpp_extension):
+        the provisioned toolkit, else the compiler's own root when it is a real toolkit layout
+        (/usr/local/bin/nvcc may be a wrapper script whose parent is no toolkit). Never a guess."""
+        if self.toolkit is not None:
+            return self.toolkit
+        if self.compiler is None:
+            return None
+        root = self.compiler.toolkit_root
+        return root if os.path.isfile(os.path.join(root, "include", "cuda.h")) else None
+
+    def toolkit_variables(self, env: Mapping[str, str]) -> dict[str, str]:
+        """CUDACXX and CUDA_HOME for a build of this row: a provisioned toolkit always sets both
+        (the caller's point at another train); otherwise each only where the caller left it unset,
+        so options a user put in CUDACXX still apply."""
+        comp = self.compiler
+        if comp is None:
+            return {}
+        out: dict[str, str] = {}
+        if self.toolkit is not None or not env.get("CUDACXX", "").strip():
+            out["CUDACXX"] = comp.path
+        home = self.cuda_home
+        if home is not None and (self.toolkit is not None or not env.get("CUDA_HOME", "").strip()):
+            out["CUDA_HOME"] = home
+        return out
+
+
+def toolkit_compiler(row: Row, root: str, env: Mapping[str, str]) -> CudaCompiler:
+    """The nvcc of a provisioned toolkit root, run and checked to be the row's train."""
+    exe = "nvcc.exe" if row.os == "windows" else "nvcc"
+    path = os.path.join(root, "bin", exe)
+    comp = read_train(CudaCompiler(path, (path,), "provisioned toolkit"), env)
+    if row.cuda is not None and comp.train != row.cuda:
+        raise Refused(f"the provisioned toolkit {root} is CUDA {comp.version}, not the row's {row.cuda.dotted}\n"
+                      f"    fix: `buildrows toolkit install {row.cuda.dotted} --force` to assemble it again")
+    return comp
+
+
+def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs | None = None,
+             compiler: CudaCompiler | None = None, check_toolchain: bool = True, step: str = "render",
+             interpreter: Interpreter | None = None, toolkit: str | None = None) -> RowPlan:
+    """Resolve one row on this host. Refuses a CUDA row without a list, a row for another OS,
+    and (with `check_toolchain`) a missing nvcc or one of another train. `toolkit` is a CUDA root
+    buildrows provisioned (its nvcc is used whatever CUDACXX says); `interpreter` is pinned as
+    Python_EXECUTABLE/Python3_EXECUTABLE."""
+    archs = row.require_archs(step)
+    host = host or host_os(env)
+    if row.os != host:
+        raise Refused(
+            f"{step}: row {row.name} is built on {row.os}, and this host is {host}\n"
+            f"    fix: run it on a {row.os} builder (or set BUILDROWS_HOST_OS={row.os} to render a dry run)")
+    if step in BUILDS_HERE:
+        refuse_other_machine(row.name, row.platform, env, step)
+    if not row.is_cuda:
+        toolkit = None
+    if toolkit is not None and compiler is None:
+        compiler = toolkit_compiler(row, toolkit, env)
+    if row.is_cuda and compiler is None and check_toolchain:
+        compiler = check_cuda_compiler(row, env, host)
+    generator = choose_generator(row, env, host)
+    cudacxx_set = bool(env.get("CUDACXX", "").strip()) and toolkit is None
+
+    cache: list[tuple[str, str]] = [
+        ("BUILDROWS_ROW", row.name),
+        ("BUILDROWS_CUDA", "ON" if row.is_cuda else "OFF"),
+        ("CMAKE_PROJECT_TOP_LEVEL_INCLUDES", cmake_module().as_posix()),
+    ]
+    if policy.project.cuda_option:
+        cache.append(("BUILDROWS_CUDA_OPTION", policy.project.cuda_option))
+    if interpreter is not None:
+        cache += [(name, interpreter.path.replace("\\", "/")) for name in PYTHON_PINS]
+    cache += list(generator.cache)
+    environment: list[tuple[str, str]] = [("CU_VERSION", row.accel),
+                                          ("BUILDROWS_LOCAL_VERSION", row.local_tag)]
+    if row.is_cuda:
+        cache.append(("CMAKE_CUDA_ARCHITECTURES", archs.cmake_cuda_architectures))
+        # Only when CUDACXX is unset: options a user put there (-allow-unsupported-compiler) must apply.
+        if compiler is not None and not cudacxx_set:
+            cache.append(("CMAKE_CUDA_COMPILER", compiler.path.replace("\\", "/")))
+        if toolkit is not None:
+            # FindCUDAToolkit looks here first; it would otherwise search PATH and /usr/local/cuda.
+            cache.append(("CUDAToolkit_ROOT", toolkit.replace("\\", "/")))
+        if host == "windows":
+            flags = " ".join(f for f in (env.get("CUDAFLAGS", "").strip(), WINDOWS_CUDA_FLAG) if f)
+            cache.append(("CMAKE_CUDA_FLAGS", flags))
+        environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list))
+        if toolkit is not None:
+            environment += [("CUDA_HOME", toolkit), ("CUDACXX", compiler.path if compiler else "")]
+    # The row's own cache (project, platform, train, and the cuda-option ON/OFF) comes last: it wins.
+    cache += list(row.cache)
+    return RowPlan(row, host, generator, compiler, tuple(_dedupe(cache)), tuple(environment),
+                   interpreter, toolkit)
+
+
+def _dedupe(items: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    out: dict[str, str] = {}
+    for k, v in items:
+        out.pop(k, None)
+        out[k] = v
+    return list(out.items())
