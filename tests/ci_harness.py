@@ -316,6 +316,7 @@ class LinuxRun:
         self.test_infra = test_infra
         self.echo = echo
         self.buildrows_bin = buildrows_bin or Path(sys.executable).parent
+        self.work.mkdir(parents=True, exist_ok=True)
 
     # --- the caller ----------------------------------------------------------------------------
 
