@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hook": ("hook", "Pre-build hook: find the CI row, check the toolchain, write BUILD_ENV_FILE and GITHUB_ENV."),
     "doctor": ("doctor", "Check that this machine has everything a row needs before a long build."),
     "build": ("build", "Build rows end to end: doctor, render, build, check the wheel."),
+    "toolkit": ("toolkit", "Provision a CUDA train's toolkit into the cache (install), or show it (path, list)."),
     "matrix": ("matrix", "Narrow the shared generator's matrix to what the policy publishes (the release gate)."),
     "workflow": ("workflow", "Render the GitHub workflows that use the policy."),
     "check": ("check", "Check a built wheel: device code per library, declared runtime, RPATH."),

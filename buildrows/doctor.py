@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
-from buildrows.archs import Train
 from buildrows.errors import BadInput, Refused
 from buildrows.model import Driver, Policy, Row
+from buildrows.provision.interpreters import Interpreter, Rejected
 from buildrows.toolchain import HostOs
 
 Status = Literal["ok", "note", "missing", "refused"]
@@ -82,18 +82,28 @@ def ninja_fix() -> str:
     return f"pip install 'ninja>={_dotted(MIN_NINJA)}'"
 
 
-def nvcc_install_hint(train: Train) -> str:
-    """How to get a CUDA compiler of one train without an installer."""
-    if train.major >= 13:
-        pkg, where = f"nvidia-cuda-nvcc=={train.dotted}.*", f"site-packages/nvidia/cu{train.major}/bin/nvcc"
+def nvcc_install_hint(row: Row) -> str:
+    """The buildrows command that gives this machine the row's CUDA compiler, no installer needed."""
+    assert row.cuda is not None
+    train = row.cuda
+    from buildrows.provision.sources import pypi_trains
+
+    if train in pypi_trains(row.platform):
+        where = f"from NVIDIA's PyPI wheels (pinned in buildrows), into {_cache_hint()}"
     else:
-        pkg, where = f"nvidia-cuda-nvcc-cu{train.major}=={train.dotted}.*", "site-packages/nvidia/cuda_nvcc/bin/nvcc"
-    return (f"install the CUDA {train.dotted} toolkit and set CUDA_HOME to it, or `pip install '{pkg}'` "
-            f"and set CUDACXX to the nvcc it installs ({where})")
+        where = ("from NVIDIA's redistributable archives (set BUILDROWS_CUDA_MIRROR to use a mirror), "
+                 f"into {_cache_hint()}")
+    return (f"`buildrows build {row.name} --provision` (or `buildrows toolkit install {train.dotted}` first) "
+            f"assembles CUDA {train.dotted} {where}; or install the toolkit yourself and set CUDA_HOME to it")
 
 
-def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -> Finding:
-    """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off."""
+def _cache_hint() -> str:
+    return "the buildrows cache ($BUILDROWS_CACHE, default ~/.cache/buildrows)"
+
+
+def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, toolkit: str | None = None) -> Finding:
+    """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off.
+    With a provisioned `toolkit`, its nvcc is the row's (whatever CUDACXX or PATH say)."""
     from buildrows.toolchain import NO_CUDA_COMPILER, check_cuda_compiler, locate_cuda_compiler
 
     if row.cuda is None:
@@ -109,13 +119,18 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs) -
                            "set [project] cuda-option to the project's CUDA switch (e.g. MYPROJ_BUILD_CUDA)")
         return Finding("cuda", "ok", f"CPU row: {option}=OFF{present}")
     try:
+        if toolkit is not None:
+            from buildrows.plan import toolkit_compiler
+
+            comp = toolkit_compiler(row, toolkit, env)
+            return Finding("nvcc", "ok", comp.describe())
         comp = check_cuda_compiler(row, env, host)  # the same verdict the hook and render give
     except (BadInput, Refused) as e:
         what, _, fix = str(e).partition("\n    fix: ")
         none_found = any(p.message == NO_CUDA_COMPILER for p in e.problems)
         status: Status = "missing" if none_found or isinstance(e, BadInput) else "refused"
         fixes = [] if none_found else [fix]  # when none was found, the install hint is the whole fix
-        return Finding("nvcc", status, what, "; ".join(f for f in (*fixes, nvcc_install_hint(row.cuda)) if f))
+        return Finding("nvcc", status, what, "; ".join(f for f in (*fixes, nvcc_install_hint(row)) if f))
     return Finding("nvcc", "ok", comp.describe())
 
 
@@ -135,11 +150,20 @@ def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Find
     return [Finding("generator", "note", f"{g.generator}: {g.reason}", fix)]
 
 
-def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None)) -> Finding:
-    """The row's interpreter exists, runs, and is the row's version; `ran` is (version it reported, why it did not run)."""
-    fix = f"install Python {row.python} (e.g. `uv python install {row.python}`) or run buildrows with it"
+def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None), *,
+                 rejected: Sequence[Rejected] = (), env: Mapping[str, str] | None = None,
+                 places: Sequence[str] = ()) -> Finding:
+    """The row's interpreter exists, runs, and is the row's version; `ran` is (version it reported,
+    why it did not run); `rejected` the candidates a search turned down (a failing shim is not one)."""
+    from buildrows.provision.interpreters import install_hint
+
+    fix = install_hint(row.python, env if env is not None else {})
     if python is None:
-        return Finding("python", "missing", f"no Python {row.python} (neither this interpreter nor python{row.python} on PATH)", fix)
+        if rejected:
+            turned = "; ".join(f"{r.path} {r.why}" for r in rejected[:4])
+            return Finding("python", "missing", f"no Python {row.python} that runs: {turned}", fix)
+        where = f" (looked in {', '.join(places)})" if places else ""
+        return Finding("python", "missing", f"no Python {row.python}{where}", fix)
     version, problem = ran
     if problem is not None:
         return Finding("python", "missing", f"{python} does not run: {problem}", fix)
@@ -294,13 +318,14 @@ class MachineProbe:
 
 
 def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *, driver: Driver,
-             host: HostOs, isolation: bool = False, probe: Probe | None = None) -> list[Finding]:
+             host: HostOs, isolation: bool = False, probe: Probe | None = None,
+             interpreter: Interpreter | None = None, toolkit: str | None = None) -> list[Finding]:
     """Every finding for building `row` of `policy` in `project` with `driver` on this machine."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
-    from buildrows.drivers import row_python
     from buildrows.host import refuse_other_machine
+    from buildrows.provision.interpreters import find_interpreter
     from buildrows.toolchain import choose_generator
 
     probe = probe or MachineProbe()
@@ -319,15 +344,23 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
     if choose_generator(row, env, host).is_ninja:
         findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
-    findings.append(check_cuda(row, policy, env, host))
+    findings.append(check_cuda(row, policy, env, host, toolkit))
     findings += check_generator(row, env, host)
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
     if driver == "cmake-presets":
         return findings
-    python = row_python(row, env)
-    finding = check_python(row, python, probe.interpreter(python) if python is not None else (None, None))
+    if interpreter is None:
+        search = find_interpreter(row.python, env)
+        interpreter = search.found
+        if interpreter is None:
+            finding = check_python(row, None, rejected=search.rejected, env=env, places=search.looked)
+        else:
+            finding = check_python(row, interpreter.path, probe.interpreter(interpreter.path), env=env)
+    else:
+        finding = check_python(row, interpreter.path, probe.interpreter(interpreter.path), env=env)
+    python = interpreter.path if interpreter else None
     findings.append(finding)
     if python is None or finding.failed:
         return findings

@@ -127,6 +127,7 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         cache.append(("BUILDROWS_CUDA_OPTION", policy.project.cuda_option))
     if interpreter is not None:
         cache += [(name, interpreter.path.replace("\\", "/")) for name in PYTHON_PINS]
+        cache.append(("BUILDROWS_PYTHON", row.python))  # the CMake module refuses another version found
     cache += list(generator.cache)
     environment: list[tuple[str, str]] = [("CU_VERSION", row.accel),
                                           ("BUILDROWS_LOCAL_VERSION", row.local_tag)]
@@ -135,15 +136,15 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         # Only when CUDACXX is unset: options a user put there (-allow-unsupported-compiler) must apply.
         if compiler is not None and not cudacxx_set:
             cache.append(("CMAKE_CUDA_COMPILER", compiler.path.replace("\\", "/")))
-        if toolkit is not None:
-            # FindCUDAToolkit looks here first; it would otherwise search PATH and /usr/local/cuda.
-            cache.append(("CUDAToolkit_ROOT", toolkit.replace("\\", "/")))
         if host == "windows":
             flags = " ".join(f for f in (env.get("CUDAFLAGS", "").strip(), WINDOWS_CUDA_FLAG) if f)
             cache.append(("CMAKE_CUDA_FLAGS", flags))
         environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list))
         if toolkit is not None:
-            environment += [("CUDA_HOME", toolkit), ("CUDACXX", compiler.path if compiler else "")]
+            # CUDAToolkit_ROOT: FindCUDAToolkit looks there first (as an environment variable it
+            # does not warn in projects that never call it), CUDA_HOME for torch.utils.cpp_extension.
+            environment += [("CUDA_HOME", toolkit), ("CUDAToolkit_ROOT", toolkit),
+                            ("CUDACXX", compiler.path if compiler else "")]
     # The row's own cache (project, platform, train, and the cuda-option ON/OFF) comes last: it wins.
     cache += list(row.cache)
     return RowPlan(row, host, generator, compiler, tuple(_dedupe(cache)), tuple(environment),

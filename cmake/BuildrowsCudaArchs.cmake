@@ -152,3 +152,29 @@ function(_buildrows_check_languages)
   endif()
 endfunction()
 cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _buildrows_check_languages)
+
+# --- 4. The row's interpreter ------------------------------------------------------------------
+# The presets pin the row's Python (Python_EXECUTABLE, Python3_EXECUTABLE and its version in
+# BUILDROWS_PYTHON). Reading them here keeps CMake from warning in projects that never look for
+# Python. At the end of the top-level directory, a FindPython/FindPython3 result of another
+# version than the row's stops the configuration: a cp311 module built under a py312 row's name
+# is the mistake this prevents.
+set(_buildrows_python_pins "${Python_EXECUTABLE};${Python3_EXECUTABLE};${BUILDROWS_PYTHON}")
+function(_buildrows_check_python)
+  if(NOT BUILDROWS_PYTHON)
+    return()
+  endif()
+  string(REGEX REPLACE "t$" "" _want "${BUILDROWS_PYTHON}")
+  foreach(_p Python Python3)
+    if(DEFINED ${_p}_VERSION_MAJOR AND DEFINED ${_p}_VERSION_MINOR)
+      set(_got "${${_p}_VERSION_MAJOR}.${${_p}_VERSION_MINOR}")
+      if(NOT _got STREQUAL _want)
+        message(FATAL_ERROR "buildrows: row ${BUILDROWS_ROW}: the project found Python ${_got} "
+          "(${${_p}_EXECUTABLE}), but the row is Python ${BUILDROWS_PYTHON}; its module would carry "
+          "the wrong tag. Fix: keep the preset's ${_p}_EXECUTABLE (`buildrows render ROW` pins the "
+          "row's interpreter), or get Python ${BUILDROWS_PYTHON} (`buildrows doctor ROW` says how).")
+      endif()
+    endif()
+  endforeach()
+endfunction()
+cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _buildrows_check_python)

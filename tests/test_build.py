@@ -217,8 +217,8 @@ def test_this_machines_row_refuses_a_train_the_policy_lacks(monkeypatch: pytest.
     from buildrows.errors import Refused
 
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
-    with pytest.raises(Refused, match=r"this machine's row would be linux-x86_64-cu132-py\d+ .* has no such row"):
-        this_machines_row(load_policy(EXAMPLE_POLICY), {"CU_VERSION": "cu132", "PATH": ""})
+    with pytest.raises(Refused, match=r"this machine's row would be linux-x86_64-cu134-py\d+ .* has no such row"):
+        this_machines_row(load_policy(EXAMPLE_POLICY), {"CU_VERSION": "cu134", "PATH": ""})
 
 
 def test_build_command_imports_stay_light() -> None:

@@ -88,3 +88,25 @@ def test_a_project_that_enables_cuda_anyway_is_stopped(cmake: str, tmp_path: Pat
     p = configure(cmake, tmp_path, defines, source=CUDA_PROJECT)
     assert p.returncode != 0
     assert message in " ".join((p.stdout + p.stderr).split())
+
+
+PYTHON_PROJECT = """cmake_minimum_required(VERSION 3.25)
+project(probe LANGUAGES NONE)
+find_package(Python REQUIRED COMPONENTS Interpreter)
+message(STATUS "PYTHON=[${Python_VERSION}]")
+"""
+
+
+@pytest.mark.parametrize("cmake", CMAKES)
+def test_python_of_another_version_than_the_row_is_refused(cmake: str, tmp_path: Path) -> None:
+    """The issue's case: a py312 preset built a cp311 module. The pinned interpreter is the row's;
+    when the project finds another one anyway, configuration stops naming both."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    pins = [f"-DPython_EXECUTABLE={sys.executable}", "-DBUILDROWS_ROW=linux-x86_64-cpu-py39"]
+    p = configure(cmake, tmp_path, [*pins, "-DBUILDROWS_PYTHON=3.9"], source=PYTHON_PROJECT)
+    assert p.returncode != 0
+    assert f"the project found Python {here}" in p.stderr and "but the row is Python 3.9" in p.stderr
+    shutil.rmtree(tmp_path / "b")
+    p = configure(cmake, tmp_path, [*pins, f"-DBUILDROWS_PYTHON={here}"], source=PYTHON_PROJECT)
+    assert p.returncode == 0, p.stderr
+    assert "unused" not in p.stderr.lower()

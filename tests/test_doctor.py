@@ -86,11 +86,19 @@ def test_missing_nvcc_says_how_to_get_it(tmp_path: Path) -> None:
                         probe=FakeProbe(GOOD_TOOLS, GOOD_DISTS))
     (nvcc,) = [f for f in findings if f.check == "nvcc"]
     assert nvcc.status == "missing" and "needs a CUDA 13.0 compiler and none was found" in nvcc.seen
-    assert "pip install 'nvidia-cuda-nvcc==13.0.*'" in nvcc.fix and "site-packages/nvidia/cu13/bin/nvcc" in nvcc.fix
+    assert "`buildrows build linux-x86_64-cu130-py311 --provision`" in nvcc.fix
+    assert "`buildrows toolkit install 13.0`" in nvcc.fix and "PyPI" in nvcc.fix
+    assert "pip install" not in nvcc.fix
 
 
-def test_nvcc_hint_for_cuda_12_uses_the_suffixed_package() -> None:
-    assert "nvidia-cuda-nvcc-cu12==12.6.*" in nvcc_install_hint(Train(12, 6))
+def test_nvcc_hint_for_cuda_12_is_the_redistributable_archives() -> None:
+    """No cu12 package on PyPI carries nvcc (only ptxas): the advice for 12.6 is the manifest route."""
+    pol = load_policy(EXAMPLE_POLICY)
+    row = pol.row("linux-x86_64-cu126-py311")
+    assert row is not None and row.cuda == Train(12, 6)
+    hint = nvcc_install_hint(row)
+    assert "`buildrows toolkit install 12.6`" in hint and "redistributable archives" in hint
+    assert "nvidia-cuda-nvcc-cu12" not in hint
 
 
 def test_wrong_toolkit_train_is_refused_naming_both(tmp_path: Path) -> None:
@@ -103,7 +111,7 @@ def test_wrong_toolkit_train_is_refused_naming_both(tmp_path: Path) -> None:
     assert nvcc.status == "refused"
     assert "is CUDA 13.0, but the toolkit found is CUDA 12.6.85" in nvcc.seen
     # toolchain.check_cuda_compiler's verdict and fix (the same as the hook's), then how to get 13.0
-    assert "or build the cu126 row instead" in nvcc.fix and "pip install 'nvidia-cuda-nvcc==13.0.*'" in nvcc.fix
+    assert "or build the cu126 row instead" in nvcc.fix and "`buildrows toolkit install 13.0`" in nvcc.fix
     with pytest.raises(Refused, match=r"cannot be built on this machine \(1 problem: nvcc; each with its fix above\)"):
         verdict(findings, row)
 
@@ -174,6 +182,7 @@ def test_missing_python_for_the_row() -> None:
     assert row is not None
     f = check_python(row, None)
     assert f.failed and "no Python 3.10" in f.seen and "uv python install 3.10" in f.fix
+    assert "pyenv install 3.10" in f.fix
 
 
 def test_project_without_pyproject_for_scikit_build_core(tmp_path: Path) -> None:
@@ -274,10 +283,15 @@ def test_a_python_that_does_not_run_is_not_ok(tmp_path: Path, cli: Callable[...,
     shims = _shim(tmp_path, f"python{other}", f'echo "pyenv: python{other}: command not found" >&2\nexit 127\n')
     monkeypatch.setenv("PATH", f"{shims}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("CU_VERSION", "cpu")
+    # Only the shim: doctor also looks in uv's, pyenv's and manylinux's places (a real pyenv version
+    # there would be found, and rightly called ok), so point those at empty directories.
+    for var in ("PYENV_ROOT", "UV_PYTHON_INSTALL_DIR", "BUILDROWS_MANYLINUX_PYTHONS"):
+        monkeypatch.setenv(var, str(tmp_path / "empty" / var))
     row = f"linux-x86_64-cpu-py{other.replace('.', '')}"
     r = cli("--config", str(EXAMPLE_POLICY), "doctor", row)
     assert r.code == 3, r  # type: ignore[attr-defined]
-    assert (f"[MISSING] python: {shims}/python{other} does not run: it exited with status 127: "
+    assert f"[MISSING] python: no Python {other} that runs: " in r.out  # type: ignore[attr-defined]
+    assert (f"{shims}/python{other} does not run: it exited with status 127: "
             f"pyenv: python{other}: command not found") in r.out  # type: ignore[attr-defined]
     assert "everything the row needs is here" not in r.out  # type: ignore[attr-defined]
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.commands._common import policy
 from buildrows.errors import Refused
 from buildrows.model import Driver, Policy, Row
+from buildrows.provision.interpreters import Interpreter
 from buildrows.toolchain import HostOs
 from buildrows.ui import UI
 
@@ -98,10 +100,21 @@ def project_of(pol: Policy, args: argparse.Namespace) -> Path:
     return path
 
 
+@dataclass(frozen=True)
+class Provided:
+    """What `build` found or provisioned for a row: the interpreter that builds it (a row
+    environment's with --provision) and a provisioned toolkit root (None: this machine's nvcc)."""
+
+    interpreter: Interpreter | None
+    toolkit: str | None
+
+
 def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: HostOs,
-                args: argparse.Namespace, ui: UI, *, report: Callable[[str], None] | None = None) -> float:
+                args: argparse.Namespace, ui: UI, *, report: Callable[[str], None] | None = None,
+                provided: Mapping[str, Provided] | None = None) -> float:
     """Print every finding for each row once (through `report`, default the UI's info stream);
-    refuse (exit 3) when any row has a failed one. Returns the seconds it took."""
+    refuse (exit 3) when any row has a failed one. `provided` is what `build` found or provisioned
+    for each row. Returns the seconds it took."""
     import time
 
     from buildrows.doctor import check_environment_bin, diagnose, verdict
@@ -113,7 +126,9 @@ def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: 
     project = project_of(pol, args)
     for row in rows:
         ui.step(f"doctor {row.name} (driver {driver}, project {project})")
-        findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation)
+        got = (provided or {}).get(row.name)
+        findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation,
+                            interpreter=got.interpreter if got else None, toolkit=got.toolkit if got else None)
         note = check_environment_bin(getattr(args, "environment_bin", None))
         if note is not None:
             findings.insert(0, note)

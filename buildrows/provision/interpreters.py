@@ -41,7 +41,7 @@ class Rejected:
 
     path: str
     source: str
-    why: str
+    why: str  # a predicate of the path: "does not run: ...", "is Python 3.11 (3.11.7), not 3.12"
 
 
 @dataclass(frozen=True)
@@ -115,11 +115,11 @@ def probe(path: str, env: Mapping[str, str], timeout: float = 30) -> tuple[tuple
         return None, f"does not run: {e}"
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[:1] or ["(no output)"]
-        return None, f"exited {proc.returncode}: {tail[0]}"
+        return None, f"does not run: it exited with status {proc.returncode}: {tail[0]}"
     try:
         major, minor, free, exe, version = json.loads(proc.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return None, f"did not report its version ({proc.stdout.strip()[:80]!r})"
+        return None, f"does not run as Python: it did not report its version ({proc.stdout.strip()[:80]!r})"
     return (int(major), int(minor), bool(free), str(exe), str(version)), ""
 
 
@@ -142,7 +142,8 @@ def find_interpreter(python: str, env: Mapping[str, str]) -> Search:
         major, minor, free, _, version = got
         if (major, minor, free) != want:
             if source != "PATH" or os.path.basename(path) != "python3":  # python3 is a guess; say nothing
-                rejected.append(Rejected(path, source, f"is Python {version}{' free-threaded' if free else ''}"))
+                got_py = f"{major}.{minor}{'t' if free else ''}"
+                rejected.append(Rejected(path, source, f"is Python {got_py} ({version}), not {python}"))
             continue
         return Search(Interpreter(path, python, version, source), tuple(rejected), places(python, env))
     return Search(None, tuple(rejected), places(python, env))

@@ -1,0 +1,209 @@
+"""A train's CUDA toolkit, assembled without root or an installer into the buildrows cache
+(`toolkits/PLATFORM/TRAIN`), as a root that CMake (CMAKE_CUDA_COMPILER, FindCUDAToolkit) and
+torch.utils.cpp_extension (CUDA_HOME) accept: bin/nvcc, nvvm, include (runtime, crt, CCCL, NVTX,
+and with `libraries` the cuBLAS/cuSPARSE/cuSOLVER/cuRAND/cuFFT headers), lib64 with libcudart.
+
+It is assembled in a staging directory, checked (its nvcc must run and report the train), given a
+receipt, and only then renamed into place: a toolkit with a receipt is complete, so reusing one is
+reading a small JSON file (well under a second), with no rehashing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildrows.archs import Train
+from buildrows.errors import BadInput, Refused
+from buildrows.provision import sources
+from buildrows.provision.archives import Artifact, fetch, unpack
+from buildrows.provision.cache import downloads_dir, toolkits_dir
+
+RECEIPT = "buildrows-toolkit.json"
+#: The CUDA target directory of each platform in an installer-style layout (targets/<triple>).
+TARGETS = {"linux-x86_64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
+
+
+@dataclass(frozen=True)
+class Toolkit:
+    """A complete toolkit in the cache."""
+
+    train: Train
+    platform: str
+    root: Path
+    source: str
+    release: str
+    nvcc_version: str
+    libraries: bool
+
+    @property
+    def nvcc(self) -> Path:
+        return self.root / "bin" / "nvcc"
+
+    def describe(self) -> str:
+        libs = ", with library headers" if self.libraries else ""
+        return f"CUDA {self.nvcc_version} ({self.source} {self.release}{libs}) at {self.root}"
+
+
+def toolkit_root(train: Train, platform: str, env: Mapping[str, str]) -> Path:
+    return toolkits_dir(env) / platform / train.dotted
+
+
+def installed(train: Train, platform: str, env: Mapping[str, str]) -> Toolkit | None:
+    """The cached toolkit of the train, or None. Reads the receipt only: the toolkit was verified
+    when it was assembled, and nothing renames a directory without a receipt into place."""
+    root = toolkit_root(train, platform, env)
+    try:
+        data = json.loads((root / RECEIPT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not (root / "bin" / "nvcc").is_file():
+        return None
+    return Toolkit(train, platform, root, str(data.get("source")), str(data.get("release")),
+                   str(data.get("nvcc_version")), bool(data.get("libraries")))
+
+
+def list_installed(env: Mapping[str, str]) -> list[Toolkit]:
+    out: list[Toolkit] = []
+    base = toolkits_dir(env)
+    if not base.is_dir():
+        return out
+    for plat in sorted(p for p in base.iterdir() if p.is_dir()):
+        for d in sorted(plat.iterdir()):
+            try:
+                train = Train.parse(d.name)
+            except (BadInput, ValueError):
+                continue
+            tk = installed(train, plat.name, env)
+            if tk is not None:
+                out.append(tk)
+    return out
+
+
+def choose_release(train: Train, platform: str, env: Mapping[str, str], *, source: sources.Source | None,
+                   libraries: bool, mirror: str | None, release: str | None) -> sources.Release:
+    """PyPI's pinned wheels when the train has them (and no other source was asked for), else the
+    mirror's redistributable archives."""
+    if platform not in TARGETS:
+        raise Refused(f"buildrows provisions toolkits for {', '.join(TARGETS)}; {platform} is not one of them\n"
+                      "    fix: install the CUDA toolkit with NVIDIA's installer and set CUDA_PATH to it")
+    if source is None:
+        pinned = train in sources.pypi_trains(platform) and release is None and mirror is None
+        source = "pypi" if pinned else "redist"
+    if source == "pypi":
+        return sources.pypi_release(train, platform, libraries)
+    return sources.redist_release(train, platform, libraries, sources.mirror_url(env, mirror), release)
+
+
+def install(train: Train, platform: str, env: Mapping[str, str], *, source: sources.Source | None = None,
+            libraries: bool = False, mirror: str | None = None, release: str | None = None, force: bool = False,
+            progress: Callable[[str], None] | None = None) -> Toolkit:
+    """The train's toolkit in the cache: the one there (when complete and it has what was asked
+    for), else fetched, verified, unpacked and checked."""
+    have = installed(train, platform, env)
+    if have is not None and not force and (have.libraries or not libraries):
+        return have
+    chosen = choose_release(train, platform, env, source=source, libraries=libraries, mirror=mirror, release=release)
+    root = toolkit_root(train, platform, env)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(root.parent / f".{train.dotted}.lock"):
+        have = installed(train, platform, env)  # another process may have finished it meanwhile
+        if have is not None and not force and (have.libraries or not libraries):
+            return have
+        staging = root.parent / f".staging-{train.dotted}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        try:
+            triple = TARGETS[platform]
+            for art in chosen.artifacts:
+                if chosen.layout == "targets":
+                    art = _into_targets(art, triple)
+                path = fetch(art, downloads_dir(env), progress)
+                if progress:
+                    progress(f"unpack {art.filename} ({art.component})")
+                unpack(path, art, staging)
+            _finish_layout(staging, chosen.layout, triple)
+            version = _check_nvcc(staging, train, env, chosen)
+            receipt = {"train": train.dotted, "platform": platform, "source": chosen.source,
+                       "release": chosen.release, "origin": chosen.origin, "nvcc_version": version,
+                       "libraries": libraries,
+                       "artifacts": [{"component": a.component, "filename": a.filename, "sha256": a.sha256}
+                                     for a in chosen.artifacts]}
+            (staging / RECEIPT).write_text(json.dumps(receipt, indent=2) + "\n", encoding="utf-8")
+            if root.exists() or root.is_symlink():
+                old = root.parent / f".old-{train.dotted}-{os.getpid()}"
+                os.replace(root, old)
+                shutil.rmtree(old, ignore_errors=True)
+            os.replace(staging, root)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    done = installed(train, platform, env)
+    assert done is not None
+    return done
+
+
+def _into_targets(art: Artifact, triple: str) -> Artifact:
+    """Installer layout for the redistributable archives: headers and libraries under
+    targets/<triple>/ (where their nvcc.profile looks: $(TOP)/$(_TARGET_DIR_)/include)."""
+    remap = (("include", f"targets/{triple}/include"), ("lib", f"targets/{triple}/lib"))
+    return Artifact(art.url, art.filename, art.sha256, art.size, art.strip, art.into, art.component, remap)
+
+
+def _link(path: Path, target: str) -> None:
+    if not path.exists() and not path.is_symlink():
+        os.symlink(target, path)
+
+
+def _finish_layout(root: Path, layout: str, triple: str) -> None:
+    """The links CMake and torch.utils.cpp_extension look for: include/, lib64/ and libcudart.so."""
+    if layout == "targets":
+        _link(root / "include", f"targets/{triple}/include")
+        _link(root / "lib64", f"targets/{triple}/lib")
+        _link(root / "lib", f"targets/{triple}/lib")  # nvcc.profile of some releases adds $(TOP)/lib
+        lib = root / "targets" / triple / "lib"
+    else:
+        _link(root / "lib64", "lib")
+        lib = root / "lib"
+    if not lib.is_dir():
+        raise Refused(f"the toolkit assembled in {root} has no library directory (no CUDA runtime was unpacked)\n"
+                      "    fix: check that the source provides cuda_cudart / nvidia-cuda-runtime for this platform")
+    # The wheels ship only libcudart.so.13; a linker (and FindCUDAToolkit) looks for libcudart.so.
+    versioned = sorted(p.name for p in lib.glob("libcudart.so.*"))
+    if versioned:
+        _link(lib / "libcudart.so", versioned[0])
+
+
+def _check_nvcc(root: Path, train: Train, env: Mapping[str, str], chosen: sources.Release) -> str:
+    from buildrows.toolchain import CudaCompiler, read_train
+
+    nvcc = root / "bin" / "nvcc"
+    if not nvcc.is_file():
+        raise Refused(f"{chosen.origin}: CUDA {chosen.release} assembled no bin/nvcc\n"
+                      "    fix: check that the source provides cuda_nvcc / nvidia-cuda-nvcc for this platform")
+    comp = read_train(CudaCompiler(str(nvcc), (str(nvcc),), "provisioned toolkit"), env)
+    if comp.train != train:
+        raise Refused(f"{chosen.origin}: the nvcc of release {chosen.release} reports CUDA {comp.version}, "
+                      f"not {train.dotted}; the toolkit was not installed\n"
+                      "    fix: re-sync the mirror (or re-pin the train with scripts/pin_toolkits.py)")
+    return comp.version
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """One process assembles a train at a time (two builds of one train may start together)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - Windows: not provisioned (see TARGETS)
+            pass
+        yield
+    finally:
+        os.close(fd)
