@@ -53,6 +53,11 @@ _DT_RUNPATH: Final = 29
 
 _NUL = re.compile(b"\x00")
 
+# Machines by their ELF e_machine and PE Machine numbers, in one vocabulary, so a binary can be
+# compared with a wheel's platform tag (win_amd64 and manylinux_x86_64 are the same machine).
+ELF_MACHINES: Final = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 20: "ppc", 21: "ppc64", 22: "s390x", 243: "riscv"}
+PE_MACHINES: Final = {0x14C: "i386", 0x8664: "x86_64", 0xAA64: "aarch64", 0x1C4: "arm"}
+
 
 class BinaryFormatError(ValueError):
     """The bytes are not a well-formed ELF or PE file (or not one we can read)."""
@@ -67,6 +72,7 @@ class BinaryInfo:
     """
 
     format: BinaryFormat
+    machine: str = ""  # "x86_64", "aarch64", ... (ELF_MACHINES, PE_MACHINES); "e_machine N" if unknown
     fatbin: tuple[memoryview, ...] = ()
     relfatbin: tuple[memoryview, ...] = ()
     needed: tuple[str, ...] = ()
@@ -168,7 +174,7 @@ def _read_elf(view: memoryview) -> BinaryInfo:
     _check_range(total, 16, layout.header.size, "ELF header")
     (
         _e_type,
-        _e_machine,
+        e_machine,
         _e_version,
         _e_entry,
         e_phoff,
@@ -188,6 +194,7 @@ def _read_elf(view: memoryview) -> BinaryInfo:
     needed, rpath, runpath = _elf_dynamic(view, layout, e_phoff, e_phentsize, e_phnum)
     return BinaryInfo(
         format="elf",
+        machine=ELF_MACHINES.get(e_machine, f"e_machine {e_machine}"),
         fatbin=fatbin,
         relfatbin=relfatbin,
         needed=needed,
@@ -354,8 +361,10 @@ def _read_pe(data: bytes | bytearray | memoryview) -> BinaryInfo:
         # pefile trusts some fields it has not range-checked; keep its failures in our type.
         raise BinaryFormatError(f"malformed PE file: {exc}") from None
     # No pe.close(): it only matters for files pefile mapped itself, and it runs gc.collect().
+    machine = pe.FILE_HEADER.Machine
     return BinaryInfo(
         format="pe",
+        machine=PE_MACHINES.get(machine, f"Machine {machine:#x}"),
         fatbin=tuple(fatbin),
         relfatbin=tuple(relfatbin),
         imports=imports,

@@ -41,6 +41,7 @@ class BuildPlan:
     driver: Driver
     commands: tuple[Command, ...]
     wheel_dir: Path | None
+    install_dir: Path | None = None  # cmake-presets: the install tree `build` checks instead of a wheel
 
 
 def row_python(row: Row, env: Mapping[str, str]) -> str | None:
@@ -60,9 +61,14 @@ def requires_dist(row: Row) -> list[str]:
 
 
 def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:
-    """`cmake --workflow --preset ROW` in the project: configure, build and test, as rendered."""
+    """`cmake --workflow --preset ROW` in the project (configure, build and test, as rendered), then
+    `cmake --install` into build/ROW/install: the tree the wheel check holds to the row."""
     cmd = Command("build (cmake --workflow)", ("cmake", "--workflow", "--preset", row.name), cwd=str(project))
-    return BuildPlan(row, "cmake-presets", (cmd,), None)
+    build_dir = f"build/{row.name}"  # the presets' binaryDir (presets/buildrows-presets.json.j2)
+    install = Command("install (cmake --install)",
+                      ("cmake", "--install", build_dir, "--config", "Release", "--prefix", f"{build_dir}/install"),
+                      cwd=str(project))  # Release: the configuration the build preset builds
+    return BuildPlan(row, "cmake-presets", (cmd, install), None, project / build_dir / "install")
 
 
 def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool) -> list[str]:

@@ -309,8 +309,10 @@ def narrow(
         )
 
     if pull_request:
-        # One representative row: the newest train on offer, by preference, never an exact combination.
-        best = max(kept, key=lambda kr: (_train_key(kr[0].train), _py_key(kr[0].python)))
+        # One representative row: the most preferred train on offer (the policy's pull-request order,
+        # then the newest), never an exact combination that may silently be absent.
+        best = max(kept, key=lambda kr: (_preference(policy.pull_request_trains, kr[0].train),
+                                         _train_key(kr[0].train), _py_key(kr[0].python)))
         kept_now = [best]
         for o, _ in kept:
             if o is not best[0]:
@@ -338,6 +340,11 @@ def narrow(
             entry["container_image"] = row.image
         include.append(entry)
     return Narrowed(include, [r for _, r in kept_now], dropped, len(offered))
+
+
+def _preference(order: tuple[Train, ...], t: Train | None) -> int:
+    """Higher for trains listed earlier in the policy's preference; 0 for trains not listed."""
+    return len(order) - order.index(t) if t in order else 0
 
 
 def _train_key(t: Train | None) -> tuple[int, int]:

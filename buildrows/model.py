@@ -11,15 +11,65 @@ from buildrows.errors import Problem, Refused
 Os = Literal["linux", "windows"]
 Machine = Literal["x86_64", "aarch64", "amd64"]
 Driver = Literal["cmake-presets", "scikit-build-core", "setup.py"]
+RuntimeMode = Literal["dynamic", "static", "torch"]
+RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "torch")
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """What a wheel of one CUDA major declares and must reach."""
+    """What a wheel of one CUDA major declares and must reach.
+
+    `mode` is how the CUDA runtime reaches the libraries: `dynamic` (linked from the runtime
+    wheel, which is declared and reached through RPATH), `static` (linked in; nothing links it
+    dynamically) or `torch` (a PyTorch extension: torch brings the runtime, and the wheel pins the
+    torch it was built against). `library_dir` is empty unless the mode is dynamic.
+    """
 
     requirements: tuple[str, ...]
     library_dir: str
     source: str
+    mode: RuntimeMode = "dynamic"
+
+
+@dataclass(frozen=True)
+class RpathException:
+    """An RPATH/RUNPATH entry the check accepts, and why: `entry` (a literal, or a glob) or
+    `reaches` (where an $ORIGIN entry lands, relative to site-packages: another package's
+    library directory). `libraries` (globs over wheel members) limits it; empty means every one."""
+
+    reason: str
+    source: str
+    entry: str | None = None
+    reaches: str | None = None
+    libraries: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileRule:
+    """A promise about named files of the wheel, for the rows `rows` (globs; empty: every row).
+
+    `required`: every glob of `files` matches at least one member. `no-cuda`: the libraries it
+    matches (at least one) link no CUDA library, except the names in `allow` (`nvcuda.dll`)."""
+
+    kind: Literal["required", "no-cuda"]
+    files: tuple[str, ...]
+    reason: str
+    source: str
+    rows: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+
+    def applies_to(self, row: str) -> bool:
+        import fnmatch
+
+        return not self.rows or any(fnmatch.fnmatchcase(row, g) for g in self.rows)
+
+
+@dataclass(frozen=True)
+class CheckPolicy:
+    """What the project promises about its wheels beyond the defaults (SPEC §8, real projects)."""
+
+    rpath_exceptions: tuple[RpathException, ...] = ()
+    files: tuple[FileRule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -123,6 +173,8 @@ class Policy:
     platforms: tuple[str, ...]
     rows: tuple[Row, ...] = field(default=())
     ci: Ci = field(default_factory=Ci)
+    check: CheckPolicy = field(default_factory=CheckPolicy)
+    pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow, newest first
     #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".
     key_prefix: str = ""
 

@@ -6,6 +6,7 @@ Every problem of the file is collected and reported at once, each with file, lin
 from __future__ import annotations
 
 import copy
+import fnmatch
 import re
 import sys
 from pathlib import Path
@@ -22,7 +23,21 @@ from buildrows.archs import (
     train_table,
 )
 from buildrows.errors import BadInput, Problem, raise_problems
-from buildrows.model import Ci, Driver, Machine, Os, Policy, Project, Row, Runtime, Submodules
+from buildrows.model import (
+    CheckPolicy,
+    Ci,
+    Driver,
+    FileRule,
+    Machine,
+    Os,
+    Policy,
+    Project,
+    Row,
+    RpathException,
+    Runtime,
+    RuntimeMode,
+    Submodules,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -189,7 +204,9 @@ class _Resolver:
         pythons = self._pythons(d["python"])
         excluded = tuple((k, v) for k, v in d["python"].get("excluded", {}).items())
         trains = self._trains(d.get("cuda", {}).get("trains", []))
+        pr_trains = self._pull_request_trains(d.get("cuda", {}).get("pull-request", []), trains)
         runtimes = self._runtimes(d.get("cuda", {}).get("runtime", {}))
+        check = self._check(d.get("check", {}))
         rows: list[Row] = []
         for pname, pdoc in d["platforms"].items():
             rows += self._platform_rows(pname, pdoc, pythons, trains, runtimes, project)
@@ -200,6 +217,11 @@ class _Resolver:
             if r.name in seen:
                 self.problem(("empty", r.name), f"row {r.name} is declared twice", hint="give the empty row its own name")
             seen.add(r.name)
+        for rule in check.files:
+            for g in rule.rows:
+                if not any(fnmatch.fnmatchcase(r.name, g) for r in rows):
+                    self.problem(("check",), f"rows = {g!r} ({rule.source}) matches no row of the policy",
+                                 hint="`buildrows rows` lists the row names; globs such as \"linux-*-cu*\" work")
         if not self.problems and not any(r.empty_reason is None for r in rows):
             self.problem(("platforms",), "the policy publishes no row",
                          hint=f"give a platform (e.g. [{self.key('platforms', 'linux-x86_64')}]) `trains = [...]` with their "
@@ -215,6 +237,8 @@ class _Resolver:
             platforms=tuple(d["platforms"]),
             rows=tuple(rows),
             ci=ci,
+            check=check,
+            pull_request_trains=pr_trains,
             key_prefix="".join(f"{k}." for k in self.prefix),
         )
 
@@ -293,6 +317,23 @@ class _Resolver:
                 out.append(t)
         return tuple(out)
 
+    def _pull_request_trains(self, items: list[str], trains: tuple[Train, ...]) -> tuple[Train, ...]:
+        out: list[Train] = []
+        for i, v in enumerate(items):
+            try:
+                t = Train.parse(v)
+            except ValueError as e:
+                self.problem(("cuda", "pull-request", i), str(e))
+                continue
+            if t not in trains:
+                self.problem(("cuda", "pull-request", i), f"CUDA {t.dotted} is preferred for pull requests but not on the train allowlist",
+                             hint="list only trains from [cuda] trains")
+            elif t in out:
+                self.problem(("cuda", "pull-request", i), f"{v!r} is listed twice")
+            else:
+                out.append(t)
+        return tuple(out)
+
     def _runtimes(self, raw: dict[str, Any]) -> dict[int, Runtime]:
         out = default_runtimes()
         for k, v in raw.items():
@@ -300,13 +341,65 @@ class _Resolver:
                 self.problem(("cuda", "runtime", k), f"{k!r} is not a CUDA major version", hint="use \"12\" or \"13\"")
                 continue
             base = out.get(int(k))
+            mode = cast(RuntimeMode, v.get("mode", "dynamic"))
+            if mode != "dynamic":
+                # Linked in, or brought by torch: nothing to declare or reach unless the policy says so.
+                if "library-dir" in v:
+                    self.problem(("cuda", "runtime", k, "library-dir"), f"library-dir is only used when mode is \"dynamic\" (here {mode!r})",
+                                 hint="remove library-dir, or set mode = \"dynamic\"")
+                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode)
+                continue
             reqs = v.get("requirements", list(base.requirements) if base else None)
-            libdir = v.get("library-dir", base.library_dir if base else None)
+            libdir = v.get("library-dir", base.library_dir if base and base.library_dir else None)
             if reqs is None or libdir is None:
                 self.problem(("cuda", "runtime", k), "needs both requirements and library-dir")
                 continue
-            out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)))
+            out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)), mode)
         return out
+
+    def _check(self, raw: dict[str, Any]) -> CheckPolicy:
+        exceptions: list[RpathException] = []
+        for i, e in enumerate(raw.get("rpath-exceptions", [])):
+            if e is None:  # dropped by schema validation, already reported
+                continue
+            path = ("check", "rpath-exceptions", i)
+            if ("entry" in e) == ("reaches" in e):
+                self.problem(path, "an RPATH exception names either entry or reaches",
+                             hint="entry = \"/lib/intel64\" (as written in the library) or reaches = \"torch/lib\" "
+                                  "(where an $ORIGIN entry lands, relative to site-packages)")
+                continue
+            reaches = e.get("reaches")
+            if reaches is not None and (reaches.startswith("/") or ".." in reaches.split("/") or "$" in reaches):
+                self.problem((*path, "reaches"), f"{reaches!r} is not a directory relative to site-packages",
+                             hint="write where the entry lands, e.g. \"torch/lib\"; use entry = \"...\" for a literal entry")
+                continue
+            if self._no_reason(e, path):
+                continue
+            exceptions.append(RpathException(reason=e["reason"].strip(), source=self.where(path), entry=e.get("entry"),
+                                             reaches=reaches.strip("/") if reaches is not None else None,
+                                             libraries=tuple(e.get("libraries", ()))))
+        rules: list[FileRule] = []
+        for kind in ("required", "no-cuda"):
+            for i, r in enumerate(raw.get(kind, [])):
+                if r is None:
+                    continue
+                path = ("check", kind, i)
+                if not r["files"] or any(not f.strip() for f in r["files"]):
+                    self.problem((*path, "files"), "files must list at least one non-empty glob",
+                                 hint="e.g. files = [\"mypkg/lib/libmypkg_cuda.so\"]")
+                    continue
+                if self._no_reason(r, path):
+                    continue
+                rules.append(FileRule(kind=cast(Any, kind), files=tuple(r["files"]), reason=r["reason"].strip(),
+                                      source=self.where(path), rows=tuple(r.get("rows", ())),
+                                      allow=tuple(r.get("allow", ()))))
+        return CheckPolicy(tuple(exceptions), tuple(rules))
+
+    def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:
+        if not e["reason"].strip():
+            self.problem((*path, "reason"), "an exception needs its reason", hint="say why the project intends it")
+            return True
+        return False
 
     def _platform_rows(self, pname: str, p: dict[str, Any], pythons: tuple[str, ...],
                        trains: tuple[Train, ...], runtimes: dict[int, Runtime], project: Project) -> list[Row]:

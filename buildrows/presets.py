@@ -22,13 +22,22 @@ from buildrows.model import Policy, Row
 from buildrows.plan import WINDOWS_CUDA_FLAG as WINDOWS_CUDA_FLAG
 from buildrows.plan import RowPlan as RowPlan
 from buildrows.plan import plan_row as plan_row
-from buildrows.resources import resource_dir
+from buildrows.resources import cmake_module, resource_dir
 from buildrows.toolchain import HostOs
 
 PRESETS_FILE = "buildrows-presets.json"
 USER_PRESETS = "CMakeUserPresets.json"
 #: Workflow presets need schema 6 (CMake 3.25).
 SCHEMA_VERSION = 6
+
+
+#: The hidden configure, build and test presets every row inherits from.
+BASE_PRESET = "buildrows-base"
+#: The CMake module, copied beside the presets so they hold no path into buildrows' installation.
+MODULE_FILE = "BuildrowsCudaArchs.cmake"
+MODULE_IN_PRESETS = "${sourceDir}/" + MODULE_FILE
+#: Cache variables that name the row itself: always on the row's preset, never in the base.
+_ROW_OWN = ("BUILDROWS_ROW",)
 
 
 def presets_data(plans: Sequence[RowPlan]) -> dict[str, Any]:
@@ -42,16 +51,19 @@ def presets_data(plans: Sequence[RowPlan]) -> dict[str, Any]:
         autoescape=False,
     )
     env.filters["tojson"] = lambda v: json.dumps(v)
+    rows = [_template_row(p) for p in plans]
+    common = _common(rows)
     text = env.get_template("buildrows-presets.json.j2").render(
-        version=SCHEMA_VERSION,
-        rows=[_template_row(p) for p in plans],
-    )
+        version=SCHEMA_VERSION, base=BASE_PRESET, common=common, rows=rows)
     data: dict[str, Any] = json.loads(text)
     return data
 
 
 def _template_row(plan: RowPlan) -> dict[str, Any]:
     g = plan.generator
+    cache = dict(plan.cache)
+    if cache.get("CMAKE_PROJECT_TOP_LEVEL_INCLUDES") == cmake_module().as_posix():
+        cache["CMAKE_PROJECT_TOP_LEVEL_INCLUDES"] = MODULE_IN_PRESETS  # the copy beside the presets
     return {
         "name": plan.row.name,
         "display": f"{plan.row.name} ({'CUDA ' + plan.row.cuda.dotted if plan.row.cuda else 'CPU'}, "
@@ -59,13 +71,72 @@ def _template_row(plan: RowPlan) -> dict[str, Any]:
         "generator": g.generator,
         "toolset": g.toolset,
         "architecture": g.architecture,
-        "cache": dict(plan.cache),
+        "cache": cache,
         "environment": dict(plan.environment),
     }
 
 
+def _common(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Move what every row shares into the base preset (removing it from the rows); keep the rest per row."""
+    common: dict[str, Any] = {}
+    for key in ("generator", "toolset", "architecture"):
+        values = {r[key] for r in rows}
+        common[key] = values.pop() if len(values) == 1 else None
+        if common[key] is not None:
+            for r in rows:
+                r[key] = None
+    for key in ("cache", "environment"):
+        shared = dict(rows[0][key])
+        for r in rows[1:]:
+            shared = {k: v for k, v in shared.items() if r[key].get(k) == v}
+        for k in _ROW_OWN:
+            shared.pop(k, None)
+        common[key] = shared
+        for r in rows:
+            r[key] = {k: v for k, v in r[key].items() if k not in shared}
+    return common
+
+
 def presets_text(plans: Sequence[RowPlan]) -> str:
     return json.dumps(presets_data(plans), indent=2) + "\n"
+
+
+def gitignore_entries(project: Path) -> list[str]:
+    """The rendered files (machine-specific: compiler and interpreter paths) that belong in the
+    project's .gitignore and are not ignored yet, as /-anchored patterns."""
+    wanted = [PRESETS_FILE, MODULE_FILE, USER_PRESETS]
+    return [f"/{name}" for name in wanted if not _ignored(project, name)]
+
+
+def _ignored(project: Path, name: str) -> bool:
+    """Whether git ignores project/name: `git check-ignore` inside a work tree, else .gitignore's lines."""
+    import shutil
+    import subprocess
+
+    git = shutil.which("git")
+    if git is not None:
+        try:
+            proc = subprocess.run([git, "check-ignore", "-q", "--no-index", name], cwd=project, capture_output=True,
+                                  timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            proc = None
+        if proc is not None and proc.returncode in (0, 1):
+            return proc.returncode == 0
+    path = project / ".gitignore"
+    try:
+        lines = {ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()} if path.is_file() else set()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return name in lines or f"/{name}" in lines
+
+
+def add_to_gitignore(project: Path, entries: Sequence[str]) -> Path:
+    """Append the entries to project/.gitignore (created if absent): one write, never truncating."""
+    from buildrows.envfile import append_file
+
+    path = project / ".gitignore"
+    append_file(path, "# rendered by buildrows (machine-specific)\n" + "".join(f"{e}\n" for e in entries))
+    return path
 
 
 @dataclass(frozen=True)
@@ -102,10 +173,28 @@ def render_plans(plans: Sequence[RowPlan], project_dir: str | Path) -> Rendered:
     user_text = _updated_user_presets(user_path)
     out = project / PRESETS_FILE
     _refuse_foreign_file(out)
+    module = project / MODULE_FILE
+    module_text = cmake_module().read_text(encoding="utf-8")
+    _refuse_foreign_module(module, module_text)
     _write(out, presets_text(plans))
+    if not module.is_file() or module.read_text(encoding="utf-8") != module_text:
+        _write(module, module_text)
     if user_text is not None:
         _write(user_path, user_text)
-    return Rendered((out, user_path), tuple(plans))
+    return Rendered((out, module, user_path), tuple(plans))
+
+
+def _refuse_foreign_module(path: Path, ours: str) -> None:
+    """The module copy is ours to refresh; a file of that name with other content is the project's."""
+    if not path.exists() and not path.is_symlink():
+        return
+    try:
+        text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if text.splitlines()[:1] != ours.splitlines()[:1]:
+        raise BadInput(f"{path}: exists and is not buildrows' CMake module; it will not be overwritten\n"
+                       "    fix: rename or remove that file, then render again")
 
 
 def _refuse_name_clash(project: Path, names: list[str]) -> None:
@@ -132,9 +221,13 @@ def _refuse_foreign_file(path: Path) -> None:
     try:
         data = _strict_json(path)
         presets = data.get("configurePresets") if isinstance(data, dict) else None
-        ours = isinstance(presets, list) and bool(presets) and all(
+        vendor = data.get("vendor") if isinstance(data, dict) else None
+        marked = isinstance(vendor, dict) and isinstance(vendor.get("buildrows"), dict)
+        # what earlier versions wrote: every configure preset carries BUILDROWS_ROW
+        earlier = isinstance(presets, list) and bool(presets) and all(
             isinstance(p, dict) and isinstance(p.get("cacheVariables"), dict) and "BUILDROWS_ROW" in p["cacheVariables"]
             for p in presets)
+        ours = marked or earlier
     except BadInput:
         ours = False
     if not ours:

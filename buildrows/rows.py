@@ -83,10 +83,45 @@ def row_json(row: Row) -> dict[str, Any]:
         "cache": dict(row.cache),
     }
     if row.runtime is not None:
-        out["runtime"] = {"requirements": list(row.runtime.requirements), "library_dir": row.runtime.library_dir}
+        out["runtime"] = {"mode": row.runtime.mode, "requirements": list(row.runtime.requirements),
+                          "library_dir": row.runtime.library_dir or None}
     if row.empty_reason is not None:
         out["empty_reason"] = row.empty_reason
     return out
+
+
+def check_json(policy: Policy, row: Row) -> dict[str, Any]:
+    """What `buildrows check` holds this row's wheel to beyond the defaults, each with its reason."""
+    rules = [r for r in policy.check.files if r.applies_to(row.name)]
+    return {
+        "runtime_mode": row.runtime.mode if row.cuda is not None and row.runtime is not None else None,
+        "rpath_exceptions": [
+            {k: v for k, v in (("entry", e.entry), ("reaches", e.reaches), ("libraries", list(e.libraries) or None),
+                               ("reason", e.reason), ("source", e.source)) if v is not None}
+            for e in policy.check.rpath_exceptions],
+        "required": [{"files": list(r.files), "reason": r.reason, "source": r.source}
+                     for r in rules if r.kind == "required"],
+        "no_cuda": [{"files": list(r.files), "allow": list(r.allow), "reason": r.reason, "source": r.source}
+                    for r in rules if r.kind == "no-cuda"],
+    }
+
+
+def _check_lines(policy: Policy, row: Row) -> list[str]:
+    data = check_json(policy, row)
+    lines = []
+    if data["runtime_mode"] is not None:
+        lines.append(f"  {'check.runtime_mode':26} {data['runtime_mode']!s:60}  <- {row.runtime.source if row.runtime else ''}")
+    for e in data["rpath_exceptions"]:
+        what = f"entry {e['entry']}" if "entry" in e else f"reaches {e['reaches']}"
+        if "libraries" in e:
+            what += f" (in {', '.join(e['libraries'])})"
+        lines.append(f"  {'check.rpath_exception':26} {what}: {e['reason']}  <- {e['source']}")
+    for r in data["required"]:
+        lines.append(f"  {'check.required':26} {', '.join(r['files'])}: {r['reason']}  <- {r['source']}")
+    for r in data["no_cuda"]:
+        allow = f" (may link {', '.join(r['allow'])})" if r["allow"] else ""
+        lines.append(f"  {'check.no_cuda':26} {', '.join(r['files'])}{allow}: {r['reason']}  <- {r['source']}")
+    return lines
 
 
 def human(value: Any) -> str:
@@ -130,4 +165,4 @@ def show_lines(policy: Policy, row: Row) -> list[str]:
         lines.append(f"  {'excluded python ' + py:26} {why}  <- {policy.key('python.excluded')}")
     if row.archs is not None:
         lines.append(f"  {'nvcc_flags':26} {' '.join(row.archs.nvcc_flags)}")
-    return lines
+    return lines + _check_lines(policy, row)

@@ -168,11 +168,60 @@ PLATFORM = Table(
     },
 )
 
+RUNTIME_MODES = ("dynamic", "static", "torch")
+
 RUNTIME = Table(
     "What a wheel of one CUDA major must declare and reach.",
     {
-        "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\"."),
-        "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach."),
+        "mode": Str("How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, "
+                    "the requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it "
+                    "dynamically, no requirement) or \"torch\" (a PyTorch extension: requires the torch it was built "
+                    "against, recorded in the wheel, and no other minor version).", RUNTIME_MODES),
+        "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\" "
+                                "(default: the seed set when dynamic, none otherwise)."),
+        "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach (dynamic mode)."),
+    },
+)
+
+RPATH_EXCEPTION = Table(
+    "An RPATH/RUNPATH entry the wheel check accepts, and why (give entry or reaches).",
+    {
+        "entry": Str("The entry as written in the library, e.g. \"/lib/intel64\" (a glob: * ? [..])."),
+        "reaches": Str("Where an $ORIGIN entry may land, relative to site-packages, e.g. \"torch/lib\" "
+                       "(another package's library directory, or one the project keeps on purpose)."),
+        "libraries": StrList("Wheel members this exception applies to (globs); default every library."),
+        "reason": Str("Why the entry is intended; shown by `show` and by the check."),
+    },
+    required=("reason",),
+)
+
+REQUIRED_FILES = Table(
+    "Files a wheel must ship: each glob matches at least one member.",
+    {
+        "files": StrList("Wheel member globs, e.g. \"executorch/lib/libexecutorch_backend_cuda.so\"."),
+        "rows": StrList("Rows this applies to (names or globs, e.g. \"linux-*-cu*\"); default every row."),
+        "reason": Str("Why these files must ship; shown by `show` and by the check."),
+    },
+    required=("files", "reason"),
+)
+
+NO_CUDA = Table(
+    "Libraries that must link no CUDA library (the runtime, the driver, the math libraries).",
+    {
+        "files": StrList("Wheel member globs; each must match at least one shipped library."),
+        "rows": StrList("Rows this applies to (names or globs); default every row."),
+        "allow": StrList("Libraries they may still link, e.g. [\"nvcuda.dll\"] (the driver) for DLLs that link cudart statically."),
+        "reason": Str("Why these must not link CUDA; shown by `show` and by the check."),
+    },
+    required=("files", "reason"),
+)
+
+CHECK = Table(
+    "What the wheel check holds this project's wheels to beyond the defaults, each with its reason.",
+    {
+        "rpath-exceptions": ArrayOf("RPATH/RUNPATH entries kept on purpose.", RPATH_EXCEPTION),
+        "required": ArrayOf("Files the wheel must ship.", REQUIRED_FILES),
+        "no-cuda": ArrayOf("Libraries that must link no CUDA library.", NO_CUDA),
     },
 )
 
@@ -228,12 +277,15 @@ POLICY = Table(
             "CUDA train allowlist and runtime packaging.",
             {
                 "trains": StrList("CUDA trains any platform may publish, e.g. [\"12.6\", \"13.0\"]."),
+                "pull-request": StrList("Trains a pull request's one row prefers, in order, e.g. [\"13.0\"]; trains not "
+                                        "listed follow, newest first (the default)."),
                 "runtime": MapOf("Per CUDA major (\"12\", \"13\"): runtime requirement and library directory.", RUNTIME),
             },
         ),
         "platforms": MapOf("The platforms, by name.", PLATFORM, PLATFORMS),
         "empty": MapOf("Rows declared but deliberately empty, by row name.", EMPTY_ROW),
         "ci": CI,
+        "check": CHECK,
     },
     required=("python", "platforms"),
 )

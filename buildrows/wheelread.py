@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Final
 
 from buildrows.binfmt import BinaryFormat, BinaryFormatError, read_binary
+from buildrows.buildinfo import RECORD_NAME
 from buildrows.fatbin import FatbinError
 from buildrows.fatbin import list_device_code as _fatbin_device_code
 
@@ -38,10 +39,12 @@ __all__ = [
     "WheelError",
     "WheelInfo",
     "WheelName",
+    "describe_library",
     "is_shared_library",
     "iter_libraries",
     "list_device_code",
     "parse_wheel_filename",
+    "read_dist_info_member",
     "read_wheel",
 ]
 
@@ -100,6 +103,7 @@ class LibraryInfo:
     path: str
     format: BinaryFormat
     size: int
+    machine: str = ""
     cubins: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
     needed: tuple[str, ...] = ()
@@ -107,6 +111,9 @@ class LibraryInfo:
     runpath: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
     delay_imports: tuple[str, ...] = ()
+    # PTX that only the relocatable fat binary (``__nv_relfatbin``) holds while an executable one
+    # exists: what separable compilation leaves, and what the runtime never JIT-compiles.
+    relocatable_ptx: tuple[str, ...] = ()
 
     @property
     def has_device_code(self) -> bool:
@@ -128,6 +135,7 @@ class WheelInfo:
     requires_dist: tuple[str, ...]
     libraries: tuple[LibraryInfo, ...]
     members: tuple[str, ...]
+    build_record: bytes | None = None  # ``.dist-info/buildrows.json`` (buildrows.buildinfo), if any
 
 
 def is_shared_library(member: str) -> bool:
@@ -171,6 +179,7 @@ def read_wheel(
     with _open_zip(wheel) as zf:
         infos = _checked_members(wheel, zf)
         requires = _requires_dist(wheel, infos, name)
+        record = _dist_info_member(wheel, infos, name, RECORD_NAME)
         libs = [i for i in infos if is_shared_library(i.filename)]
         libraries = tuple(_read_libraries(wheel, libs, max_member_size, workers))
     return WheelInfo(
@@ -179,7 +188,30 @@ def read_wheel(
         requires_dist=requires,
         libraries=libraries,
         members=tuple(i.filename for i in infos),
+        build_record=record,
     )
+
+
+def read_dist_info_member(path: str | os.PathLike[str], filename: str) -> bytes | None:
+    """One small file of the wheel's ``.dist-info`` (``buildrows.json``, say), or None if absent."""
+    wheel = Path(path)
+    name = parse_wheel_filename(wheel.name)
+    with _open_zip(wheel) as zf:
+        return _dist_info_member(wheel, _checked_members(wheel, zf), name, filename)
+
+
+def _dist_info_member(wheel: Path, infos: list[zipfile.ZipInfo], name: WheelName, filename: str) -> bytes | None:
+    """``<dist>-<version>.dist-info/FILENAME`` (the one beside the wheel's METADATA), if present."""
+    metadata = [i.filename for i in infos if i.filename.count("/") == 1 and i.filename.endswith(".dist-info/METADATA")]
+    expected = f"{name.distribution}-{name.version}.dist-info/METADATA"
+    chosen = expected if expected in metadata else (metadata[0] if len(metadata) == 1 else None)
+    if chosen is None:
+        return None
+    target = chosen.rsplit("/", 1)[0] + "/" + filename
+    for info in infos:
+        if info.filename == target:
+            return bytes(_read_member(wheel, info, MAX_METADATA_SIZE, _Buffer()))
+    return None
 
 
 def iter_libraries(
@@ -363,19 +395,32 @@ def _library_info(
 ) -> LibraryInfo:
     data = _read_member(wheel, info, max_size, buffer)
     try:
-        binary = read_binary(data)
-        cubins: list[str] = []
-        ptx: list[str] = []
-        for section in binary.device_code_sections:
-            code = _fatbin_device_code(section)
-            cubins.extend(code.cubins)
-            ptx.extend(code.ptx)
+        return describe_library(info.filename, data)
     except (BinaryFormatError, FatbinError) as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from exc
+
+
+def describe_library(path: str, data: bytes | bytearray | memoryview) -> LibraryInfo:
+    """A :class:`LibraryInfo` for one library held in memory (a wheel member or a loose file).
+
+    Malformed input raises :class:`BinaryFormatError` or :class:`FatbinError`.
+    """
+    binary = read_binary(data)
+    cubins: list[str] = []
+    ptx: list[str] = []
+    for section in binary.device_code_sections:
+        code = _fatbin_device_code(section)
+        cubins.extend(code.cubins)
+        ptx.extend(code.ptx)
+    relocatable_ptx: list[str] = []
+    if binary.fatbin:  # else the relocatable one was read above, as cuobjdump does
+        for section in binary.relfatbin:
+            relocatable_ptx.extend(p for p in _fatbin_device_code(section).ptx if p not in ptx)
     return LibraryInfo(
-        path=info.filename,
+        path=path,
         format=binary.format,
-        size=info.file_size,
+        size=len(data),
+        machine=binary.machine,
         cubins=tuple(cubins),
         ptx=tuple(ptx),
         needed=binary.needed,
@@ -383,6 +428,7 @@ def _library_info(
         runpath=binary.runpath,
         imports=binary.imports,
         delay_imports=binary.delay_imports,
+        relocatable_ptx=tuple(relocatable_ptx),
     )
 
 

@@ -80,11 +80,14 @@ def test_setup_py_driver_gets_the_rows_environment(tmp_path: Path) -> None:
     assert cmd.argv[1:4] == ("-m", "build", "--wheel")
 
 
-def test_cmake_presets_driver_runs_the_workflow_and_makes_no_wheel() -> None:
+def test_cmake_presets_driver_runs_the_workflow_and_installs_the_tree_it_checks() -> None:
     _, row = _row("linux-x86_64-cu130-py311")
     bp = drivers.cmake_presets_plan(row, EXAMPLE)
     assert bp.commands[0].argv == ("cmake", "--workflow", "--preset", "linux-x86_64-cu130-py311")
     assert bp.commands[0].cwd == str(EXAMPLE) and bp.wheel_dir is None
+    assert bp.commands[1].argv == ("cmake", "--install", "build/linux-x86_64-cu130-py311", "--config", "Release",
+                                   "--prefix", "build/linux-x86_64-cu130-py311/install")
+    assert bp.install_dir == EXAMPLE / "build" / "linux-x86_64-cu130-py311" / "install"
 
 
 def test_windows_rows_declare_no_nvidia_package() -> None:

@@ -102,3 +102,19 @@ def test_cpu_row_wheel(cli: Callable[..., object], short_policy: Path, tmp_path:
     out = _venv_import(tmp_path, wheel, deps=False, code=(
         "import cuda_extension as ce; print(ce.built_with_cuda, ce.cuda_available(), ce.add([1.5, 2], [2.5, 3]))"))
     assert out.strip() == "False False [4.0, 5.0]"
+
+
+def test_cmake_presets_build_checks_its_install_tree(cli: Callable[..., object], short_policy: Path,
+                                                    tmp_path: Path) -> None:
+    """The cmake-presets driver makes no wheel: `build` holds the installed tree to the row instead."""
+    _needs("cmake", "ninja")
+    if locate_cuda_compiler(dict(__import__("os").environ)) is None:
+        pytest.skip("needs nvcc (CUDA 13.0)")
+    row = f"linux-x86_64-cu130-py{PYT}"
+    r = cli("--config", str(short_policy), "build", row, "--driver", "cmake-presets",
+            "--project", str(short_policy.parent))
+    install = short_policy.parent / "build" / row / "install"
+    assert r.code == 0, r.err  # type: ignore[attr-defined]
+    assert str(install) in r.out and f"[{row}: check PASS]" in r.out  # type: ignore[attr-defined]
+    assert "[PASS] device-code-covers-row" in r.err + r.out  # type: ignore[attr-defined]
+    assert list(install.glob("cuda_extension/_core*.so"))

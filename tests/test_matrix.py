@@ -65,25 +65,35 @@ def test_linux_release_narrows_to_the_twelve_published_rows(matrix: Callable[...
         assert r == original[r["build_name"]]
 
 
-def test_pull_request_gets_exactly_one_row_the_newest_train(matrix: Callable[..., Result]) -> None:
+def test_pull_request_gets_exactly_one_row_the_preferred_train(matrix: Callable[..., Result]) -> None:
+    """ExecuTorch's policy prefers 13.0 (its test machines run it): 13.2 on offer never outranks it."""
     rows = rows_of(matrix(LINUX_PR, "--pull-request"))
     assert len(rows) == 1
-    assert rows[0]["desired_cuda"] == "cu132"
-    assert rows[0]["build_name"] == "manywheel-py3_10-cuda13_2"
+    assert rows[0]["desired_cuda"] == "cu130"
+    assert rows[0]["build_name"] == "manywheel-py3_10-cuda13_0"
 
 
 def test_pull_request_on_the_full_matrix_is_still_one_row(matrix: Callable[..., Result]) -> None:
     rows = rows_of(matrix(LINUX, "--pull-request"))
-    assert [(r["python_version"], r["desired_cuda"]) for r in rows] == [("3.13", "cu132")]
+    assert [(r["python_version"], r["desired_cuda"]) for r in rows] == [("3.13", "cu130")]
 
 
-def test_pull_request_falls_back_to_the_next_newest_train(matrix: Callable[..., Result]) -> None:
+def test_pull_request_falls_back_to_the_newest_train(matrix: Callable[..., Result]) -> None:
     doc = load(LINUX_PR)
-    doc["include"] = [r for r in doc["include"] if r["desired_cuda"] != "cu132"]
+    doc["include"] = [r for r in doc["include"] if r["desired_cuda"] != "cu130"]
     rows = rows_of(matrix(doc, "--pull-request"))
-    assert [r["desired_cuda"] for r in rows] == ["cu130"]
+    assert [r["desired_cuda"] for r in rows] == ["cu132"]
     doc["include"] = [r for r in doc["include"] if r["desired_cuda"] == "cu126"]
     assert [r["desired_cuda"] for r in rows_of(matrix(doc, "--pull-request"))] == ["cu126"]
+
+
+def test_pull_request_without_a_preference_takes_the_newest(matrix: Callable[..., Result],
+                                                              policy_copy: Callable[..., Path]) -> None:
+    config = policy_copy('pull-request = ["13.0"]\n', "")
+    rows = rows_of(matrix(LINUX_PR, "--pull-request", config=config))
+    assert [r["desired_cuda"] for r in rows] == ["cu132"]
+    config = policy_copy('pull-request = ["13.0"]', 'pull-request = ["12.6", "13.0"]')
+    assert [r["desired_cuda"] for r in rows_of(matrix(LINUX_PR, "--pull-request", config=config))] == ["cu126"]
 
 
 def test_pull_request_does_not_require_every_combination(matrix: Callable[..., Result]) -> None:
@@ -92,13 +102,20 @@ def test_pull_request_does_not_require_every_combination(matrix: Callable[..., R
     assert matrix(LINUX_PR, "--pull-request").code == 0
 
 
-def test_aarch64_rows_get_the_policys_builder_image(matrix: Callable[..., Result]) -> None:
+def test_aarch64_rows_keep_the_release_builder_image(matrix: Callable[..., Result],
+                                                      policy_copy: Callable[..., Path]) -> None:
+    """SPEC §7: the shared build setup expects conda in the release's image; the example overrides none."""
     rows = rows_of(matrix(AARCH64, platform="linux-aarch64"))
     assert len(rows) == 12
+    original = {r["build_name"]: r for r in load(AARCH64)["include"]}
     for r in rows:
-        train = r["gpu_arch_version"].split("-")[0]
-        assert r["container_image"] == f"pytorch/manylinux2_28_aarch64-builder:cuda{train}"
+        assert r["container_image"] == original[r["build_name"]]["container_image"]
+        assert r["container_image"].startswith("pytorch/manylinuxaarch64-builder:cuda")
     assert {r["desired_cuda"] for r in rows} == set(LINUX_TRAINS)  # cu134 dropped silently
+    # an override only where a policy says so explicitly
+    config = policy_copy('[platforms.linux-aarch64]\n', '[platforms.linux-aarch64]\nimage = "example/aarch64:cuda{cuda}"\n')
+    for r in rows_of(matrix(AARCH64, platform="linux-aarch64", config=config)):
+        assert r["container_image"] == f"example/aarch64:cuda{r['gpu_arch_version'].split('-')[0]}"
 
 
 def test_trains_the_policy_does_not_publish_are_dropped_silently(matrix: Callable[..., Result]) -> None:

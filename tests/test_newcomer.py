@@ -250,3 +250,39 @@ def test_inline_ptx_on_a_specific_entry_is_refused() -> None:
 def test_example_policies_still_load() -> None:
     for p in (REPO / "examples").glob("*/buildrows.toml"):
         load_policy(p)
+
+
+EXCLUDES_3_11 = """\
+[python]
+versions = ["3.12"]
+[python.excluded]
+"3.11" = "our C API use breaks on 3.11"
+[platforms.linux-x86_64]
+cpu = true
+"""
+
+
+def test_this_machines_row_of_an_excluded_python_says_why(tmp_path: Path, cli: Callable[..., Result],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from buildrows.host import host_python
+
+    text = EXCLUDES_3_11.replace("3.11", host_python()) if host_python() != "3.12" else EXCLUDES_3_11
+    if host_python() == "3.12":
+        text = text.replace('versions = ["3.12"]', 'versions = ["3.13"]').replace('"3.11"', '"3.12"')
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text(text)
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    r = cli("--config", str(policy), "doctor")
+    assert r.code == 3 and f"Python {host_python()} is excluded by {policy} (python.excluded): our C API use" in r.err
+
+
+def test_check_of_a_wheel_for_an_excluded_python_says_why(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    import make_check_fixtures as mcf
+
+    wheel = tmp_path / "fx-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    mcf.write_wheel(wheel, "fx", "1.0", {}, (), "cp311-cp311-manylinux_2_28_x86_64")
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text(EXCLUDES_3_11)
+    r = cli("--config", str(policy), "check", str(wheel))
+    assert r.code == 3 and "Python 3.11 is excluded by" in r.err and "our C API use breaks on 3.11" in r.err

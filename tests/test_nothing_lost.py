@@ -17,7 +17,7 @@ from buildrows.archs import parse_arch_list
 from buildrows.errors import BuildrowsError
 from buildrows.policy import load_policy
 from buildrows.policy_edit import write_archs
-from buildrows.presets import PRESETS_FILE, USER_PRESETS, render_presets
+from buildrows.presets import MODULE_FILE, PRESETS_FILE, USER_PRESETS, render_presets
 from buildrows.rows import select
 from tests.conftest import EXAMPLE_POLICY, Result
 from tests.cuda_tools import fatbin_container, fatbin_entry, make_elf, make_wheel
@@ -67,8 +67,8 @@ def test_render_keeps_every_user_preset_and_only_adds_the_include(tmp_path: Path
     text = user.read_bytes()
     _render(tmp_path, (ROW, "linux-x86_64-cu126-py312"))  # again, with other rows: idempotent for the user file
     assert user.read_bytes() == text
-    assert {p["name"] for p in json.loads((tmp_path / PRESETS_FILE).read_text())["configurePresets"]} == {
-        ROW, "linux-x86_64-cu126-py312"}
+    assert {p["name"] for p in json.loads((tmp_path / PRESETS_FILE).read_text())["configurePresets"]
+            if not p.get("hidden")} == {ROW, "linux-x86_64-cu126-py312"}
 
 
 json_values = st.recursive(
@@ -149,7 +149,7 @@ def test_render_writes_through_a_symlinked_user_file_and_keeps_its_mode(tmp_path
     assert (project / USER_PRESETS).is_symlink()
     assert json.loads(target.read_text())["include"] == ["other.json", PRESETS_FILE]
     assert target.stat().st_mode & 0o777 == 0o600
-    assert sorted(p.name for p in project.iterdir()) == [USER_PRESETS, PRESETS_FILE]
+    assert sorted(p.name for p in project.iterdir()) == sorted([USER_PRESETS, PRESETS_FILE, MODULE_FILE])
 
 
 # --- archs --write: only the edited list changes ------------------------------------------------------

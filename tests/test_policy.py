@@ -116,6 +116,27 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
         (('trains = ["12.6", "13.0", "13.2", "13.4"]', 'trains = ["12.6", "cu13.0", "13.2", "13.4"]'), 2,
          "'cu13.0' is not a CUDA train"),
         (('driver = "setup.py"', 'driver = "make"'), 2, "expected one of 'cmake-presets', 'scikit-build-core', 'setup.py', got 'make'"),
+        # the check's promises (SPEC §8, real projects)
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "shared"'), 2,
+         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', got 'shared'"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "static"'), 2,
+         "library-dir is only used when mode is \"dynamic\" (here 'static')\n    fix: remove library-dir"),
+        (('pull-request = ["13.0"]', 'pull-request = ["13.1"]'), 2,
+         "CUDA 13.1 is preferred for pull requests but not on the train allowlist"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nentry = "/x"'), 2,
+         "[check.rpath-exceptions[0]]: an RPATH exception names either entry or reaches"),
+        (('reaches = "torch/lib"', 'reaches = "../torch/lib"'), 2,
+         "'../torch/lib' is not a directory relative to site-packages"),
+        (('entry = "/lib/intel64"\nreason = "arrives', 'entry = "/lib/intel64"\nreason = " "\nwhy = "arrives'), 2,
+         "unknown key 'why'"),
+        (('[[check.required]]\nrows = ["linux-*-cu*"]', '[[check.required]]\nrows = ["linux-*-cuda*"]'), 2,
+         "rows = 'linux-*-cuda*' (check.required[0]"),
+        (('allow = ["nvcuda.dll"]', 'allow = "nvcuda.dll"'), 2,
+         "[check.no-cuda[1].allow]: expected a list of strings, got 'nvcuda.dll'"),
+        (('files = ["executorch/extension/pybindings/_C.*"]', 'files = []'), 2,
+         "[check.no-cuda[0].files]: files must list at least one non-empty glob"),
+        (('[[check.no-cuda]]\nrows = ["*-cu*"]\nfiles', '[[check.no-cuda]]\nrows = ["*-cu*"]\nfile'), 2,
+         "unknown key 'file'\n    fix: did you mean 'files'?"),
     ],
 )
 def test_policy_errors_table(edit: tuple[str, str], code: int, message: str, policy_copy: Callable[..., Path],
@@ -156,7 +177,8 @@ def test_show_gives_provenance(cli: Callable[..., Result]) -> None:
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["torch_cuda_arch_list"] == "9.0;10.0;11.0+PTX"
-    assert data["image"] == "pytorch/manylinux2_28_aarch64-builder:cuda13.0"
+    assert data["image"] is None  # the release's builder image is kept (SPEC §7)
+    assert data["provenance"]["image"] == "default: the generator's image"
     assert data["provenance"]["archs"].startswith("platforms.linux-aarch64.cuda[0].archs (buildrows.toml:")
     assert data["provenance"]["ptx"] == "default: the newest architecture"
     assert data["cache"] == {"EXECUTORCH_BUILD_CUDA": "ON"}
@@ -267,3 +289,20 @@ def test_a_bad_ptx_choice_is_reported_at_ptx(ptx: str, message: str, policy_copy
     assert r.code == 2
     line = p.read_text().splitlines().index(f"ptx = {ptx}") + 1
     assert f"{p}:{line} [platforms.linux-aarch64.cuda[1].ptx]: {message}" in r.err
+
+
+def test_show_lists_the_checks_promises(cli: Callable[..., Result]) -> None:
+    """`show` gives the runtime mode and every exception, required file and no-CUDA rule with its reason."""
+    r = cli("--config", str(EXAMPLE_POLICY), "show", "windows-amd64-cu130-py312", "--json")
+    assert r.code == 0, r.err
+    check = json.loads(r.out)["check"]
+    assert check["runtime_mode"] == "dynamic"
+    assert {"reaches": "torch/lib"}.items() <= check["rpath_exceptions"][0].items()
+    assert check["rpath_exceptions"][2]["entry"] == "/lib/intel64"
+    assert [r["files"][0] for r in check["required"]] == ["executorch/lib/executorch_backend_cuda.dll"]
+    assert [r["allow"] for r in check["no_cuda"]] == [[], ["nvcuda.dll"]]
+    assert all(x["reason"] and x["source"] for x in check["rpath_exceptions"] + check["required"] + check["no_cuda"])
+    r = cli("--config", str(EXAMPLE_POLICY), "show", "linux-x86_64-cu130-py312")
+    assert "check.required" in r.out and "executorch/lib/libexecutorch_backend_cuda.so" in r.out
+    assert "check.rpath_exception      entry /lib/intel64: arrives from PyTorch's exported link interface" in r.out
+    assert "check.runtime_mode         dynamic" in r.out

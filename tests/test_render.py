@@ -44,10 +44,30 @@ def render(cli: Callable[..., Result], policy: Path, project: Path, *rows: str) 
 
 
 def _presets(r: Result, project: Path) -> dict[str, dict]:
+    """The rows' configure presets as CMake sees them: each merged with what it inherits."""
     if r.code != 0:
         return {}
     data = json.loads((project / "buildrows-presets.json").read_text())
-    return {p["name"]: p for p in data["configurePresets"]}
+    return resolved(data["configurePresets"])
+
+
+def resolved(presets: list[dict]) -> dict[str, dict]:
+    """Visible presets with their `inherits` applied (the row's own values win; maps merge)."""
+    by_name = {p["name"]: p for p in presets}
+    out: dict[str, dict] = {}
+    for p in presets:
+        if p.get("hidden"):
+            continue
+        merged: dict = {}
+        parents = p.get("inherits", [])
+        for parent in [parents] if isinstance(parents, str) else parents:
+            for k, v in by_name[parent].items():
+                merged[k] = dict(v) if isinstance(v, dict) else v
+        for k, v in p.items():
+            merged[k] = {**merged.get(k, {}), **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) else v
+        merged.pop("hidden", None)
+        out[p["name"]] = merged
+    return out
 
 
 def test_linux_cuda_row(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,20 +75,22 @@ def test_linux_cuda_row(cli: Callable[..., Result], tmp_path: Path, monkeypatch:
     nvcc = fake_nvcc(tmp_path / "bin")
     r, presets = render(cli, EXAMPLE_POLICY, tmp_path, ROW)
     assert r.code == 0, r.err
-    assert "generator Ninja Multi-Config - Linux host" in r.err
+    assert f"generator for {ROW}: Ninja Multi-Config - Linux host" in r.err
     data = json.loads((tmp_path / "buildrows-presets.json").read_text())
     assert data["version"] >= 6
     for kind in ("configurePresets", "buildPresets", "testPresets", "workflowPresets"):
-        assert [p["name"] for p in data[kind]] == [ROW]
+        assert [p["name"] for p in data[kind] if not p.get("hidden")] == [ROW]
     p = presets[ROW]
     assert p["generator"] == "Ninja Multi-Config"
-    assert p["binaryDir"] == "${sourceDir}/build/" + ROW
+    assert p["binaryDir"] == "${sourceDir}/build/${presetName}"
     assert p["environment"]["TORCH_CUDA_ARCH_LIST"] == "7.5;8.0;8.6;8.9;9.0;10.0;12.0+PTX"
     cache = p["cacheVariables"]
     assert cache["CMAKE_CUDA_ARCHITECTURES"] == "75-real;80-real;86-real;89-real;90-real;100-real;120-real;120-virtual"
     assert cache["CMAKE_CUDA_COMPILER"] == str(nvcc)
     assert cache["EXECUTORCH_BUILD_CUDA"] == "ON"
-    assert cache["CMAKE_PROJECT_TOP_LEVEL_INCLUDES"].endswith("cmake/BuildrowsCudaArchs.cmake")
+    # the module's copy beside the presets: no path into buildrows' installation
+    assert cache["CMAKE_PROJECT_TOP_LEVEL_INCLUDES"] == "${sourceDir}/BuildrowsCudaArchs.cmake"
+    assert (tmp_path / "BuildrowsCudaArchs.cmake").read_text() == (REPO / "cmake" / "BuildrowsCudaArchs.cmake").read_text()
     assert "CMAKE_CUDA_FLAGS" not in cache  # /Zc:preprocessor is for Windows only
     assert data["workflowPresets"][0]["steps"] == [{"type": t, "name": ROW} for t in ("configure", "build", "test")]
 
@@ -309,3 +331,108 @@ def test_workflow_builds_exactly_the_rows_device_code(cli: Callable[..., Result]
     assert p.returncode == 0, p.stdout + p.stderr
     cache = (project / "build" / "linux-x86_64-cpu-py311" / "CMakeCache.txt").read_text()
     assert "MINI_BUILD_CUDA:BOOL=OFF" in cache and "CMAKE_CUDA_COMPILER:" not in cache
+
+
+# --- issue 15: presets a person can read, that survive a move, and say what to ignore ---------
+
+
+def test_rows_inherit_a_hidden_base_instead_of_full_copies(cli: Callable[..., Result], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    tool_env(monkeypatch, tmp_path / "bin")
+    fake_nvcc(tmp_path / "bin")
+    r = cli("--config", str(EXAMPLE_POLICY), "render", "linux-x86_64-cu13*", "--project", str(tmp_path),
+            "--no-toolchain-check")
+    assert r.code == 0, r.err
+    data = json.loads((tmp_path / "buildrows-presets.json").read_text())
+    configure = data["configurePresets"]
+    base, rows = configure[0], configure[1:]
+    assert base["name"] == "buildrows-base" and base["hidden"] is True
+    assert base["generator"] == "Ninja Multi-Config" and base["binaryDir"] == "${sourceDir}/build/${presetName}"
+    assert base["cacheVariables"]["CMAKE_PROJECT_TOP_LEVEL_INCLUDES"] == "${sourceDir}/BuildrowsCudaArchs.cmake"
+    assert len(rows) == 8
+    for row in rows:
+        assert row["inherits"] == "buildrows-base"
+        assert "generator" not in row and "binaryDir" not in row
+        assert "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" not in row["cacheVariables"]
+        assert row["cacheVariables"]["BUILDROWS_ROW"] == row["name"]
+    # the reason for the generator is said once, not once per row
+    assert r.err.count("Linux host: Ninja Multi-Config") == 1
+    assert "generator for every row: Ninja Multi-Config" in r.err
+    for kind in ("buildPresets", "testPresets"):
+        assert data[kind][0] == {**data[kind][0], "name": "buildrows-base", "hidden": True}
+        assert all(p["inherits"] == "buildrows-base" for p in data[kind][1:])
+    for kind, verb in (("buildPresets", "Build "), ("testPresets", "Test "), ("workflowPresets", "Configure, build and test ")):
+        for p in data[kind]:
+            if not p.get("hidden"):
+                assert p["displayName"].startswith(verb + p["name"] + " (CUDA 13."), p
+
+
+def test_no_path_into_buildrows_installation(cli: Callable[..., Result], tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from buildrows.resources import resource_dir
+
+    tool_env(monkeypatch, tmp_path / "bin")
+    fake_nvcc(tmp_path / "bin")
+    r = cli("--config", str(EXAMPLE_POLICY), "render", ROW, "--project", str(tmp_path))
+    assert r.code == 0, r.err
+    text = (tmp_path / "buildrows-presets.json").read_text()
+    import buildrows
+
+    # the module and the templates (cmake/, presets/, or buildrows/_data/ in a wheel) are never named;
+    # the row's compiler and interpreter are, and those are this machine's on purpose
+    for where in (resource_dir("cmake"), resource_dir("presets"), Path(buildrows.__file__).parent):
+        assert str(where) not in text, where
+
+
+def test_a_foreign_file_named_like_the_module_is_not_overwritten(cli: Callable[..., Result], tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    tool_env(monkeypatch, tmp_path / "bin")
+    fake_nvcc(tmp_path / "bin")
+    (tmp_path / "BuildrowsCudaArchs.cmake").write_text("# the project's own\n")
+    r = cli("--config", str(EXAMPLE_POLICY), "render", ROW, "--project", str(tmp_path))
+    assert r.code == 2 and "is not buildrows' CMake module; it will not be overwritten" in r.err
+    assert (tmp_path / "BuildrowsCudaArchs.cmake").read_text() == "# the project's own\n"
+    assert not (tmp_path / "buildrows-presets.json").exists()
+
+
+def test_render_says_what_belongs_in_gitignore_and_can_add_it(cli: Callable[..., Result], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    tool_env(monkeypatch, tmp_path / "bin")
+    fake_nvcc(tmp_path / "bin")
+    (tmp_path / ".gitignore").write_text("build/\n/CMakeUserPresets.json")  # no final newline
+    r = cli("--config", str(EXAMPLE_POLICY), "render", ROW, "--project", str(tmp_path))
+    assert r.code == 0, r.err
+    assert (f"add to {tmp_path / '.gitignore'} (rendered, machine-specific files): /buildrows-presets.json "
+            "/BuildrowsCudaArchs.cmake  (`buildrows render --gitignore ...` appends them)") in r.err
+    r = cli("--config", str(EXAMPLE_POLICY), "render", ROW, "--project", str(tmp_path), "--gitignore")
+    assert r.code == 0, r.err
+    assert (tmp_path / ".gitignore").read_text() == ("build/\n/CMakeUserPresets.json\n# rendered by buildrows "
+                                                     "(machine-specific)\n/buildrows-presets.json\n/BuildrowsCudaArchs.cmake\n")
+    r = cli("--config", str(EXAMPLE_POLICY), "render", ROW, "--project", str(tmp_path))
+    assert ".gitignore" not in r.err  # nothing left to add
+    if shutil.which("git"):  # and git agrees that every rendered file is ignored
+        subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"], cwd=tmp_path,
+                                capture_output=True, text=True, check=True).stdout
+        assert "buildrows-presets.json" not in status and "BuildrowsCudaArchs.cmake" not in status
+        assert "CMakeUserPresets.json" not in status
+
+
+@pytest.mark.integration
+@needs_cmake
+@pytest.mark.parametrize("cmake", CMAKES)
+def test_rendered_presets_still_build_after_the_project_moves(cli: Callable[..., Result], tmp_path: Path,
+                                                              cmake: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Presets once named buildrows' own installation; a project moved (or a venv rebuilt) broke."""
+    for var in ("CUDACXX", "CUDAARCHS", "TORCH_CUDA_ARCH_LIST", "CMAKE_ARGS", "BUILDROWS_HOST_OS"):
+        monkeypatch.delenv(var, raising=False)
+    project, policy = mini_project(tmp_path, "9.0 7.5")
+    r = cli("--config", str(policy), "render", "linux-x86_64-cpu-py311", "--no-toolchain-check")
+    assert r.code == 0, r.err
+    moved = tmp_path / "moved"
+    project.rename(moved)
+    p = subprocess.run([cmake, "--workflow", "--preset", "linux-x86_64-cpu-py311"], cwd=moved,
+                       capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+    cache = (moved / "build" / "linux-x86_64-cpu-py311" / "CMakeCache.txt").read_text()
+    assert f"CMAKE_PROJECT_TOP_LEVEL_INCLUDES:UNINITIALIZED={moved}/BuildrowsCudaArchs.cmake" in cache

@@ -62,6 +62,9 @@ def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
         if cpu is not None:
             return cpu, f"{why}, but {pol.path} has no row {name}: building the CPU row"
     if row is None:
+        from buildrows.rows import refuse_excluded_python
+
+        refuse_excluded_python(pol, name)
         raise Refused(f"this machine's row would be {name} ({plat}, Python {python}, {why}), and {pol.path} "
                       "has no such row\n    fix: name a row (`buildrows rows` lists them), or add this "
                       "platform, Python or train to the policy")

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from-wheel", required=True, metavar="WHEEL", help="a wheel (PyTorch's, say) to read device code from")
+    p.add_argument("--from-wheel", required=True, metavar="WHEEL",
+                   help="a wheel (PyTorch's, say), a shared library or a directory (an install tree) to read device code from")
     p.add_argument("--json", action="store_true", help="print {\"libraries\": {path: {\"elf\": [...], \"ptx\": [...]}}}")
     p.add_argument("--write", metavar="ROWSELECTOR",
                    help="write the architectures common to every library into these rows' list in the policy (--config)")
@@ -26,7 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 class DeviceCode:
     """What `archs --from-wheel` reads: each library's cubins and PTX, and what all of them share."""
 
-    info: WheelInfo
+    info: WheelInfo | None  # None for a shared library or a directory
     libraries: dict[str, Any]  # library path -> {"elf": [...], "ptx": [...]}
     with_code: dict[str, Any]
     common_elf: set[str]
@@ -34,21 +35,32 @@ class DeviceCode:
 
 
 def read_device_code(wheel: Path) -> DeviceCode:
-    """Read a wheel's device code (refusing, with a fix, a file that is not a readable wheel)."""
+    """Read the device code of a wheel, a shared library or a directory (refusing, with a fix, what cannot be read)."""
     from buildrows.binfmt import BinaryFormatError
     from buildrows.check import library_json
     from buildrows.fatbin import FatbinError
-    from buildrows.wheelread import WheelError, read_wheel
+    from buildrows.looseread import LooseError, read_loose
+    from buildrows.wheelread import LibraryInfo, WheelError, read_wheel
 
-    if not wheel.is_file():
-        raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a .whl (pip download --no-deps NAME)")
-    try:
-        info = read_wheel(wheel)
-    except (WheelError, BinaryFormatError, FatbinError) as e:
-        from buildrows.commands.check import unreadable_fix
+    libraries: tuple[LibraryInfo, ...]
+    info: WheelInfo | None = None
+    if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
+        try:
+            libraries = read_loose(wheel).libraries
+        except LooseError as e:
+            raise BadInput(f"{e}\n    fix: pass a .whl, a shared library, or an install directory") from e
+    elif not wheel.is_file():
+        raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a .whl (pip download --no-deps NAME), "
+                       "a shared library or a directory")
+    else:
+        try:
+            info = read_wheel(wheel)
+        except (WheelError, BinaryFormatError, FatbinError) as e:
+            from buildrows.commands.check import unreadable_fix
 
-        raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
-    libs = library_json(info.libraries)
+            raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
+        libraries = info.libraries
+    libs = library_json(libraries)
     with_code = {k: v for k, v in libs.items() if v["elf"] or v["ptx"]}
     common_elf = set.intersection(*(set(v["elf"]) for v in with_code.values())) if with_code else set()
     common_ptx = set.intersection(*(set(v["ptx"]) for v in with_code.values())) if with_code else set()

@@ -61,7 +61,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             ui.print(f"{row.name}: built (the {args.driver or pol.project.driver} driver makes no wheel)")
         else:
             verdict = "not checked" if ok is None else ("check PASS" if ok else "check FAIL")
-            ui.print(f"{wheel}  ({size_text(wheel.stat().st_size)}) [{row.name}: {verdict}]")
+            ui.print(f"{wheel}  ({size_text(_size(wheel))}) [{row.name}: {verdict}]")
     ui.info(f"built {len(wheels)} row{'s' if len(wheels) != 1 else ''} in {duration(time.perf_counter() - start)}")
     failed = [r.name for r, _, ok in wheels if ok is False]
     if failed:
@@ -153,6 +153,9 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
                                           toolkit=toolkit)], project)
         for path in rendered.paths:
             ui.info(f"  wrote {path}")
+        from buildrows.commands.render import gitignore_advice
+
+        gitignore_advice(project, False, ui)
         bp = drivers.cmake_presets_plan(row, project)
     else:
         ui.step(f"render {row.name}: generator, cache variables and environment")
@@ -168,8 +171,11 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
     for cmd in bp.commands:
         run_step(ui, cmd, env, doctor=doctor_command(pol, row))
     if bp.wheel_dir is None:
-        ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
-        return row, None, None
+        if bp.install_dir is None:
+            ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
+            return row, None, None
+        ui.info(f"  install tree: {bp.install_dir}")
+        return row, bp.install_dir, None if args.no_check else check_built_wheel(pol, row, bp.install_dir, ui)
     made = drivers.new_wheels(bp.wheel_dir, before)
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
@@ -191,6 +197,13 @@ def local_tag_problem(row: Row, wheel: Path) -> str | None:
     if not want and plus and local.startswith("cu"):
         return f"{wheel.name} is a CPU row's wheel ({row.name}) but carries the CUDA tag +{local}"
     return None
+
+
+def _size(path: Path) -> int:
+    """A wheel's size, or an install tree's (the cmake-presets driver): its files together."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return path.stat().st_size
 
 
 def python_tag_problem(row: Row, wheel: Path) -> str | None:
@@ -227,7 +240,7 @@ def size_text(n: int) -> str:
 
 
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
-    """`buildrows check` on the new wheel against its row; prints the report, returns the verdict."""
+    """`buildrows check` on the new wheel (or install tree) against its row; prints the report, returns the verdict."""
     import time
 
     from buildrows.check import CheckResult
@@ -239,10 +252,11 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
     args = argparse.Namespace(row=row.name, archs=None, cuda=None, config=pol.path, json=False)
     ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
     _, _, results = check_wheel(args, wheel, pol)
-    tag = local_tag_problem(row, wheel)
-    results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
-    py = python_tag_problem(row, wheel)
-    results.insert(1, CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]))
+    if not wheel.is_dir():  # an install tree (cmake-presets) has no version or Python tag
+        tag = local_tag_problem(row, wheel)
+        results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
+        py = python_tag_problem(row, wheel)
+        results.insert(1, CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]))
     for r in results:
         ui.info(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}")
         for d in r.details:

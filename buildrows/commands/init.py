@@ -128,7 +128,7 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
     from buildrows.starter import CudaStart
 
     code = read_device_code(wheel)
-    tagged = train_of_wheel(code.info)
+    tagged = train_of_wheel(code.info) if code.info is not None else None
     if train is not None and tagged is not None and train != tagged:
         raise BadInput(f"--cuda {train.dotted} contradicts {wheel.name}'s tag +{tagged.cu}\n"
                        "    fix: drop --cuda (the wheel names its train), or name the wheel of that train")
@@ -146,7 +146,7 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
     n = len(code.with_code)
     source = (f"from {wheel.name}: the architectures common to its {n} librar{'y' if n == 1 else 'ies'} "
               "with device code")
-    return CudaStart(train, archs, text, ptx_none, source), platform_of_wheel(code.info) or platform
+    return CudaStart(train, archs, text, ptx_none, source), (platform_of_wheel(code.info) if code.info else None) or platform
 
 
 def _validate(text: str, project: Path) -> None:

@@ -13,7 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.rows import row_json, select_one, show_lines
+    from buildrows.rows import check_json, row_json, select_one, show_lines
 
     pol = policy(args)
     row = select_one(pol, args.row)
@@ -23,6 +23,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         data["source_dir"] = pol.project.source_dir
         data["nvcc_flags"] = row.archs.nvcc_flags if row.archs else []
         data["provenance"] = dict(row.provenance)
+        data["check"] = check_json(pol, row)
         ui.print(json.dumps(data, indent=2))
     else:
         for line in show_lines(pol, row):

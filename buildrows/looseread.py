@@ -1,0 +1,74 @@
+"""Read a loose shared library, or every library of a directory (an install tree), for the check.
+
+The cmake-presets driver installs a tree and makes no wheel; ``buildrows check`` and
+``buildrows archs`` hold that tree (or one library) to the rules that apply without wheel
+metadata. Symlinks (``libfoo.so -> libfoo.so.1``) are skipped so each library is read once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildrows.binfmt import BinaryFormatError, detect_format
+from buildrows.fatbin import FatbinError
+from buildrows.wheelread import LibraryInfo, describe_library, is_shared_library
+
+__all__ = ["LooseError", "LooseInfo", "read_loose"]
+
+
+class LooseError(ValueError):
+    """A loose file or tree cannot be read as libraries; the message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class LooseInfo:
+    """What the check reads from a library or a directory: no name, no metadata."""
+
+    path: Path
+    libraries: tuple[LibraryInfo, ...]
+    members: tuple[str, ...]  # every regular file, relative to the directory (or the file's name)
+    requires_dist: tuple[str, ...] = ()
+    build_record: bytes | None = None
+
+
+def read_loose(path: str | os.PathLike[str]) -> LooseInfo:
+    """Read one shared library, or every shared library below a directory."""
+    root = Path(path)
+    if root.is_file():
+        lib = _describe(root, root.name, required=True)
+        assert lib is not None  # required: raised instead
+        return LooseInfo(root, (lib,), (root.name,))
+    if not root.is_dir():
+        raise LooseError(f"{root}: no such file or directory")
+    libraries: list[LibraryInfo] = []
+    members: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for fname in sorted(filenames):
+            full = Path(dirpath) / fname
+            if full.is_symlink() or not full.is_file():
+                continue
+            rel = full.relative_to(root).as_posix()
+            members.append(rel)
+            if is_shared_library(fname):
+                lib = _describe(full, rel, required=False)
+                if lib is not None:
+                    libraries.append(lib)
+    return LooseInfo(root, tuple(libraries), tuple(members))
+
+
+def _describe(full: Path, rel: str, *, required: bool) -> LibraryInfo | None:
+    try:
+        data = full.read_bytes()
+    except OSError as e:
+        raise LooseError(f"{full}: cannot read: {e}") from e
+    if detect_format(data) is None:
+        if required:
+            raise LooseError(f"{full}: neither a wheel nor an ELF or PE shared library")
+        return None  # a linker script named libfoo.so (glibc ships some) is not a library the loader maps
+    try:
+        return describe_library(rel, data)
+    except (BinaryFormatError, FatbinError) as e:
+        raise LooseError(f"{full}: {e}") from e
