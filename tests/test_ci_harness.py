@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -263,3 +264,20 @@ def test_wheel_lacking_an_architecture_of_its_row_fails_the_post_script(tmp_path
     assert msg.startswith("step 'Run Post-Script / Run script' failed (exit 5):")
     assert "[FAIL]" in msg and "sm_75" in msg
     assert "fails its row's checks; it must not be uploaded" in msg
+
+
+def test_actionlint_accepts_the_scikit_build_core_workflow(tmp_path: Path, buildrows_wheel: Path) -> None:
+    """The example's driver renders the python-build-package route (build-command, run-smoke-test: false)."""
+    from tests.test_workflow import _require_actionlint
+
+    tool = _require_actionlint()
+    repo = make_repo(tmp_path, buildrows_wheel)
+    wf = repo / ".github" / "workflows" / LINUX
+    text = wf.read_text(encoding="utf-8")
+    assert "      build-platform: python-build-package\n      build-command: 'python -m build --wheel'\n" in text
+    assert "      run-smoke-test: false\n" in text
+    assert "      - 'packaging/buildrows.toml'\n" not in text and "      - packaging/buildrows.toml\n" in text
+    for p in ("csrc/**", "src/**", "build_support/**", "tools/buildrows-"):
+        assert f"      - '{p}" in text or f"      - {p}" in text, p
+    res = subprocess.run([*tool, "-no-color", str(wf)], cwd=repo, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
