@@ -730,7 +730,7 @@ def check_windows(caller_path: Path, repository: Path, test_infra: Path = TEST_I
     smoke = repo_file(str(inputs["smoke-test-script"]), "smoke-test-script")
     compile(smoke.read_text(encoding="utf-8"), str(smoke), "exec")
     report.append(f"post-script `{' '.join(post)}` and smoke test {smoke.name} exist and parse")
-    report += _windows_pre_script_order(pre, repository, work)
+    report += _windows_pre_script_order(str(inputs["pre-script"]), repository, work)
     for line in report:
         echo("   " + line)
     return report
@@ -742,44 +742,57 @@ def _bash_syntax(path: Path, what: str) -> None:
         raise HarnessError(f"{what} {path.name} is not valid bash: {res.stderr.strip()}")
 
 
-def _windows_pre_script_order(pre: Path, repository: Path, work: Path | None) -> list[str]:
-    """Execute the pre-script with Git Bash's view of the machine: `uname -s` says MINGW64, and
-    `python` (pip), `cygpath` and `cmd` record what they are asked; pip installing ninja puts a ninja
-    on PATH as it would in the build environment's Scripts directory."""
+def _windows_pre_script_order(script: str, repository: Path, work: Path | None) -> list[str]:
+    """Execute the pre-script as run-script-with-cache does on Windows - `bash SCRIPT` in the
+    repository, SCRIPT spelled as the input spells it (backslashes: Git Bash hands the script its
+    path that way, so $0 and BASH_SOURCE carry them) - with Git Bash's view of the machine: `uname -s`
+    says MINGW64, and `python` (pip), `cygpath` and `cmd` record what they are asked and where; pip
+    installing ninja puts a ninja on PATH as it would in the build environment's Scripts directory."""
     import tempfile
 
     base = Path(tempfile.mkdtemp(prefix="win-pre-", dir=work))
+    repo = base / "repo"
+    shutil.copytree(repository, repo, ignore=shutil.ignore_patterns(".git"))
+    if "\\" in script:  # the same bytes under the name Git Bash opens them by
+        (repo / script).write_bytes((repo / script.replace("\\\\", "/").replace("\\", "/")).read_bytes())
     fake = base / "bin"
     scripts = base / "Scripts"
     fake.mkdir()
     scripts.mkdir()
     journal = base / "journal"
+
     def tool(name: str, body: str) -> None:
         p = fake / name
         p.write_text("#!/usr/bin/env bash\n" + body, encoding="utf-8")
         p.chmod(0o755)
+
     tool("uname", 'echo MINGW64_NT-10.0-20348\n')
     tool("cygpath", 'shift; echo "${1//\\//\\\\}"\n')
     tool("python", f'echo "python $*" >> {shlex.quote(str(journal))}\n'
                    f'if [[ "$*" == *"install"*"ninja=="* ]]; then printf "#!/bin/sh\\n" > {shlex.quote(str(scripts))}/ninja; '
                    f'chmod +x {shlex.quote(str(scripts))}/ninja; fi\n')
-    tool("cmd", f'echo "cmd $* (ninja on PATH: $(command -v ninja >/dev/null && echo yes || echo no))" >> {shlex.quote(str(journal))}\n')
+    tool("cmd", f'echo "cmd $* (ninja on PATH: $(command -v ninja >/dev/null && echo yes || echo no); in $(pwd))" '
+                f'>> {shlex.quote(str(journal))}\n')
     env = {"PATH": f"{fake}{os.pathsep}{scripts}{os.pathsep}/usr/bin:/bin", "HOME": str(base)}
-    res = subprocess.run(["bash", str(pre)], cwd=repository, env=env, capture_output=True, text=True, check=False)
+    res = subprocess.run(["bash", script], cwd=repo, env=env, capture_output=True, text=True, check=False)
     if res.returncode != 0:
-        raise HarnessError(f"pre-script {pre.name} under Git Bash (MINGW64) failed (exit {res.returncode}): "
+        raise HarnessError(f"pre-script {script} under Git Bash (MINGW64) failed (exit {res.returncode}): "
                            f"{res.stderr.strip()[-1500:]}")
     calls = journal.read_text(encoding="utf-8").splitlines() if journal.is_file() else []
     ninja = next((i for i, c in enumerate(calls) if "install" in c and "ninja==" in c), None)
     hook = next((i for i, c in enumerate(calls) if c.startswith("cmd ") and " hook " in c + " "), None)
     if ninja is None:
-        raise HarnessError(f"pre-script {pre.name} under Git Bash does not install ninja; the hook would choose the "
+        raise HarnessError(f"pre-script {script} under Git Bash does not install ninja; the hook would choose the "
                            "Visual Studio generator with ClangCL (MSB4023)")
     if hook is None:
-        raise HarnessError(f"pre-script {pre.name} under Git Bash does not run the hook inside the env-script's "
+        raise HarnessError(f"pre-script {script} under Git Bash does not run the hook inside the env-script's "
                            f"developer environment (`cmd //c ENV_SCRIPT python -m buildrows ... hook`): {calls}")
     if hook < ninja or "ninja on PATH: yes" not in calls[hook]:
-        raise HarnessError(f"pre-script {pre.name}: the hook runs before ninja is on PATH ({calls})")
+        raise HarnessError(f"pre-script {script}: the hook runs before ninja is on PATH ({calls})")
     if "--config" not in calls[hook]:
-        raise HarnessError(f"pre-script {pre.name}: the hook is not given the policy's path ({calls[hook]})")
-    return [f"pre-script under Git Bash (MINGW64): {c}" for c in calls]
+        raise HarnessError(f"pre-script {script}: the hook is not given the policy's path ({calls[hook]})")
+    where = calls[hook].rsplit("; in ", 1)[1].rstrip(")")
+    if Path(where).resolve() != repo.resolve():
+        raise HarnessError(f"pre-script {script}: the hook runs in {where}, not in the repository ({repo}), so "
+                           "the policy's relative path does not resolve")
+    return [f"pre-script under Git Bash (MINGW64): {c.replace(str(repo), '<repository>')}" for c in calls]

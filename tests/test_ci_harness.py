@@ -136,7 +136,7 @@ def test_windows_steps_up_to_their_shell(executorch: Path, tmp_path: Path) -> No
     calls = [line for line in report if line.startswith("pre-script under Git Bash")]
     assert "python -m pip install --quiet buildrows==0.1.0" in calls[0]
     assert "python -m pip install --quiet ninja==" in calls[1]
-    assert "(ninja on PATH: yes)" in calls[2] and "buildrows-vc-env.bat" in calls[2]
+    assert "(ninja on PATH: yes; in <repository>)" in calls[2] and "buildrows-vc-env.bat" in calls[2]
     assert "-m buildrows --config buildrows.toml hook" in calls[2]
 
 
@@ -145,6 +145,16 @@ def test_windows_hook_before_ninja_is_caught(executorch: Path, tmp_path: Path) -
     text = pre.read_text(encoding="utf-8")
     pre.write_text(re.sub(r'    "\$PYTHON" -m pip install --quiet ninja==\S+\n', "", text), encoding="utf-8")
     with pytest.raises(HarnessError, match="does not install ninja; the hook would choose the Visual Studio generator"):
+        check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
+
+
+def test_windows_pre_script_that_leaves_the_repository_is_caught(executorch: Path, tmp_path: Path) -> None:
+    """test-infra hands Git Bash the script as .github\\scripts\\...: a script that finds the
+    repository with a plain dirname of its own path climbs out of it."""
+    pre = executorch / ".github" / "scripts" / "buildrows-pre-build.sh"
+    _replace(pre, 'here="${BASH_SOURCE[0]//\\\\//}"', 'here="${BASH_SOURCE[0]}"')
+    with pytest.raises(HarnessError, match=r"the hook runs in .*, not in the repository .*, so the policy's relative "
+                                           "path does not resolve"):
         check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
 
 

@@ -326,7 +326,7 @@ def test_rendered_scripts_carry_the_policy_and_the_pin(tmp_path: Path) -> None:
     assert pre.executable
     assert "CONFIG=examples/executorch/buildrows.toml\n" in pre.text
     assert "BUILDROWS_SPEC=buildrows==0.1.0\n" in pre.text
-    assert 'cd "$(dirname "${BASH_SOURCE[0]}")/../.."\n' in pre.text
+    assert 'here="${BASH_SOURCE[0]//\\\\//}"\ncd "$(dirname "$here")/../.."\n' in pre.text
     check = files[".github/scripts/buildrows-check-wheels.sh"].text
     assert '"$PYTHON" -m buildrows --config "$CONFIG" check "${row_args[@]}" "$whl"' in check
     assert "import executorch" not in files[".github/scripts/buildrows_smoke_test.py"].text
