@@ -731,6 +731,7 @@ def check_windows(caller_path: Path, repository: Path, test_infra: Path = TEST_I
     compile(smoke.read_text(encoding="utf-8"), str(smoke), "exec")
     report.append(f"post-script `{' '.join(post)}` and smoke test {smoke.name} exist and parse")
     report += _windows_pre_script_order(str(inputs["pre-script"]), repository, work)
+    report += _windows_post_script(post[1], repository, work)
     for line in report:
         echo("   " + line)
     return report
@@ -742,43 +743,67 @@ def _bash_syntax(path: Path, what: str) -> None:
         raise HarnessError(f"{what} {path.name} is not valid bash: {res.stderr.strip()}")
 
 
+class _GitBash:
+    """A copy of the repository and a PATH that make bash look like Git Bash on the Windows builder:
+    `uname -s` says MINGW64; `python` (pip, buildrows), `cygpath` and `cmd` record what they are
+    asked and in which directory; pip installing ninja puts a ninja on PATH as it would in the
+    build environment's Scripts directory. Scripts run as test-infra runs them - `bash SCRIPT` in
+    the repository, SCRIPT spelled as the input spells it (backslashes: Git Bash hands the script
+    its path that way, so $0 and BASH_SOURCE carry them)."""
+
+    def __init__(self, repository: Path, work: Path | None) -> None:
+        import tempfile
+
+        self.base = Path(tempfile.mkdtemp(prefix="git-bash-", dir=work))
+        self.repo = self.base / "repo"
+        shutil.copytree(repository, self.repo, ignore=shutil.ignore_patterns(".git"))
+        fake = self.base / "bin"
+        self.scripts = self.base / "Scripts"
+        fake.mkdir()
+        self.scripts.mkdir()
+        self.journal = self.base / "journal"
+        j, sd = shlex.quote(str(self.journal)), shlex.quote(str(self.scripts))
+        where = '(ninja on PATH: $(command -v ninja >/dev/null && echo yes || echo no); in $(pwd))'
+        tools = {
+            "uname": 'echo MINGW64_NT-10.0-20348\n',
+            "cygpath": 'shift; echo "${1//\\//\\\\}"\n',
+            "python": f'echo "python $* {where}" >> {j}\n'
+                      f'if [[ "$*" == *"install"*"ninja=="* ]]; then printf "#!/bin/sh\\n" > {sd}/ninja; chmod +x {sd}/ninja; fi\n',
+            "cmd": f'echo "cmd $* {where}" >> {j}\n',
+        }
+        for name, body in tools.items():
+            p = fake / name
+            p.write_text("#!/usr/bin/env bash\n" + body, encoding="utf-8")
+            p.chmod(0o755)
+        self.path = f"{fake}{os.pathsep}{self.scripts}{os.pathsep}/usr/bin:/bin"
+
+    def run(self, script: str, what: str, env: Mapping[str, str] | None = None) -> list[str]:
+        if "\\" in script:  # the same bytes under the name Git Bash opens them by
+            real = self.repo / script.replace("\\\\", "/").replace("\\", "/")
+            (self.repo / script).write_bytes(real.read_bytes())
+        self.journal.write_text("", encoding="utf-8")
+        res = subprocess.run(["bash", script], cwd=self.repo, capture_output=True, text=True, check=False,
+                             env={"PATH": self.path, "HOME": str(self.base), **(env or {})})
+        if res.returncode != 0:
+            raise HarnessError(f"{what} {script} under Git Bash (MINGW64) failed (exit {res.returncode}): "
+                               f"{res.stderr.strip()[-1500:]}")
+        return self.journal.read_text(encoding="utf-8").splitlines()
+
+    def in_repository(self, call: str, what: str, script: str) -> None:
+        where = call.rsplit("; in ", 1)[1].rstrip(")")
+        if Path(where).resolve() != self.repo.resolve():
+            raise HarnessError(f"{what} {script}: `{call.split(' (ninja', 1)[0]}` runs in {where}, not in the "
+                               f"repository ({self.repo}), so the policy's relative path does not resolve")
+
+    def show(self, calls: list[str], what: str) -> list[str]:
+        return [f"{what} under Git Bash (MINGW64): {c.replace(str(self.repo), '<repository>')}" for c in calls]
+
+
 def _windows_pre_script_order(script: str, repository: Path, work: Path | None) -> list[str]:
-    """Execute the pre-script as run-script-with-cache does on Windows - `bash SCRIPT` in the
-    repository, SCRIPT spelled as the input spells it (backslashes: Git Bash hands the script its
-    path that way, so $0 and BASH_SOURCE carry them) - with Git Bash's view of the machine: `uname -s`
-    says MINGW64, and `python` (pip), `cygpath` and `cmd` record what they are asked and where; pip
-    installing ninja puts a ninja on PATH as it would in the build environment's Scripts directory."""
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="win-pre-", dir=work))
-    repo = base / "repo"
-    shutil.copytree(repository, repo, ignore=shutil.ignore_patterns(".git"))
-    if "\\" in script:  # the same bytes under the name Git Bash opens them by
-        (repo / script).write_bytes((repo / script.replace("\\\\", "/").replace("\\", "/")).read_bytes())
-    fake = base / "bin"
-    scripts = base / "Scripts"
-    fake.mkdir()
-    scripts.mkdir()
-    journal = base / "journal"
-
-    def tool(name: str, body: str) -> None:
-        p = fake / name
-        p.write_text("#!/usr/bin/env bash\n" + body, encoding="utf-8")
-        p.chmod(0o755)
-
-    tool("uname", 'echo MINGW64_NT-10.0-20348\n')
-    tool("cygpath", 'shift; echo "${1//\\//\\\\}"\n')
-    tool("python", f'echo "python $*" >> {shlex.quote(str(journal))}\n'
-                   f'if [[ "$*" == *"install"*"ninja=="* ]]; then printf "#!/bin/sh\\n" > {shlex.quote(str(scripts))}/ninja; '
-                   f'chmod +x {shlex.quote(str(scripts))}/ninja; fi\n')
-    tool("cmd", f'echo "cmd $* (ninja on PATH: $(command -v ninja >/dev/null && echo yes || echo no); in $(pwd))" '
-                f'>> {shlex.quote(str(journal))}\n')
-    env = {"PATH": f"{fake}{os.pathsep}{scripts}{os.pathsep}/usr/bin:/bin", "HOME": str(base)}
-    res = subprocess.run(["bash", script], cwd=repo, env=env, capture_output=True, text=True, check=False)
-    if res.returncode != 0:
-        raise HarnessError(f"pre-script {script} under Git Bash (MINGW64) failed (exit {res.returncode}): "
-                           f"{res.stderr.strip()[-1500:]}")
-    calls = journal.read_text(encoding="utf-8").splitlines() if journal.is_file() else []
+    """The pre-script under Git Bash: buildrows installed as pinned, ninja installed and on PATH, then
+    the hook, with the policy's path, inside the env-script's developer environment, in the repository."""
+    bash = _GitBash(repository, work)
+    calls = bash.run(script, "pre-script")
     ninja = next((i for i, c in enumerate(calls) if "install" in c and "ninja==" in c), None)
     hook = next((i for i, c in enumerate(calls) if c.startswith("cmd ") and " hook " in c + " "), None)
     if ninja is None:
@@ -791,8 +816,22 @@ def _windows_pre_script_order(script: str, repository: Path, work: Path | None) 
         raise HarnessError(f"pre-script {script}: the hook runs before ninja is on PATH ({calls})")
     if "--config" not in calls[hook]:
         raise HarnessError(f"pre-script {script}: the hook is not given the policy's path ({calls[hook]})")
-    where = calls[hook].rsplit("; in ", 1)[1].rstrip(")")
-    if Path(where).resolve() != repo.resolve():
-        raise HarnessError(f"pre-script {script}: the hook runs in {where}, not in the repository ({repo}), so "
-                           "the policy's relative path does not resolve")
-    return [f"pre-script under Git Bash (MINGW64): {c.replace(str(repo), '<repository>')}" for c in calls]
+    bash.in_repository(calls[hook], "pre-script", script)
+    return bash.show(calls, "pre-script")
+
+
+def _windows_post_script(script: str, repository: Path, work: Path | None) -> list[str]:
+    """The post-script under Git Bash, on a dist/ holding one wheel: `buildrows check` with the
+    policy and the hook's row, in the repository, on that wheel."""
+    bash = _GitBash(repository, work)
+    wheel = "proj-0.1.0+cu130-cp312-cp312-win_amd64.whl"
+    (bash.repo / "dist").mkdir(exist_ok=True)
+    (bash.repo / "dist" / wheel).write_bytes(b"PK")
+    row = "windows-amd64-cu130-py312"
+    calls = bash.run(script, "post-script", {"BUILDROWS_ROW": row, "RUNNER_TEMP": str(bash.base)})
+    check = next((c for c in calls if " -m buildrows " in c and " check " in c), None)
+    if check is None or f"--row {row}" not in check or f"dist/{wheel}" not in check or "--config" not in check:
+        raise HarnessError(f"post-script {script} under Git Bash does not run `buildrows --config POLICY check --row "
+                           f"ROW` on dist/{wheel}: {calls}")
+    bash.in_repository(check, "post-script", script)
+    return bash.show(calls, "post-script")

@@ -138,6 +138,9 @@ def test_windows_steps_up_to_their_shell(executorch: Path, tmp_path: Path) -> No
     assert "python -m pip install --quiet ninja==" in calls[1]
     assert "(ninja on PATH: yes; in <repository>)" in calls[2] and "buildrows-vc-env.bat" in calls[2]
     assert "-m buildrows --config buildrows.toml hook" in calls[2]
+    post = [line for line in report if line.startswith("post-script under Git Bash")]
+    assert "python -m buildrows --config buildrows.toml check --row windows-amd64-cu130-py312 dist/" in post[0]
+    assert post[0].endswith("in <repository>)")
 
 
 def test_windows_hook_before_ninja_is_caught(executorch: Path, tmp_path: Path) -> None:
@@ -153,8 +156,17 @@ def test_windows_pre_script_that_leaves_the_repository_is_caught(executorch: Pat
     repository with a plain dirname of its own path climbs out of it."""
     pre = executorch / ".github" / "scripts" / "buildrows-pre-build.sh"
     _replace(pre, 'here="${BASH_SOURCE[0]//\\\\//}"', 'here="${BASH_SOURCE[0]}"')
-    with pytest.raises(HarnessError, match=r"the hook runs in .*, not in the repository .*, so the policy's relative "
-                                           "path does not resolve"):
+    with pytest.raises(HarnessError, match=r"python -m buildrows --config buildrows.toml hook` runs in .*, not in the "
+                                           r"repository .*, so the policy's relative path does not resolve"):
+        check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
+
+
+def test_windows_post_script_that_leaves_the_repository_is_caught(executorch: Path, tmp_path: Path) -> None:
+    check = executorch / ".github" / "scripts" / "buildrows-check-wheels.sh"
+    _replace(check, 'here="${BASH_SOURCE[0]//\\\\//}"', 'here="${BASH_SOURCE[0]}"')
+    # it looks for dist/ two levels above the repository, finds no wheel and fails the job
+    with pytest.raises(HarnessError, match=r"post-script .*buildrows-check-wheels.sh under Git Bash \(MINGW64\) failed "
+                                           r"\(exit 5\): ::error::buildrows: no wheel in .* to check"):
         check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
 
 
