@@ -78,3 +78,39 @@ def test_real_scikit_build_core_build_keeps_the_static_dependencies(tmp_path: Pa
         meta = z.read("plain-0.3.0+cu130.dist-info/METADATA").decode()
     requires = [line.split(": ", 1)[1] for line in meta.splitlines() if line.startswith("Requires-Dist: ")]
     assert requires[0] == "packaging>=20" and len(requires) == 2 and requires[1].startswith("nvidia-cuda-runtime")
+
+
+def test_the_examples_fallback_agrees_with_buildrows_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
+    """examples/cuda-extension/build_support/row_metadata.py carries a fallback for builds that
+    cannot import buildrows (CI's isolated build): it must give what buildrows.metadata gives."""
+    import builtins
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    real_import = builtins.__import__
+
+    def no_buildrows(name: str, *a: object, **k: object) -> object:
+        if name.startswith("buildrows"):
+            raise ImportError(name)
+        return real_import(name, *a, **k)  # type: ignore[arg-type]
+
+    path = REPO / "examples" / "cuda-extension" / "build_support" / "row_metadata.py"
+    spec = importlib.util.spec_from_file_location("row_metadata_fallback", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setattr(builtins, "__import__", no_buildrows)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(builtins, "__import__", real_import)
+    assert module.dynamic_metadata is not dynamic_metadata
+    cases = [{}, {"BUILDROWS_LOCAL_VERSION": "+cu130", "BUILDROWS_REQUIRES_DIST": RUNTIME},
+             {"BUILDROWS_LOCAL_VERSION": "cu126", "BUILDROWS_REQUIRES_DIST": f"{RUNTIME}\nnumpy>=2\n"}]
+    for env in cases:
+        for k in ("BUILDROWS_LOCAL_VERSION", "BUILDROWS_REQUIRES_DIST"):
+            monkeypatch.delenv(k, raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        for own in ([], ["numpy>=1.24"], ["NVIDIA_cuda_runtime==13.0.96"]):
+            assert module.dynamic_metadata("dependencies", {"requires": own}) == dynamic_metadata(
+                "dependencies", {"requires": own})
+        assert module.dynamic_metadata("version", {"base": "0.1.0"}) == dynamic_metadata("version", {"base": "0.1.0"})
