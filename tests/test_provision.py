@@ -467,3 +467,27 @@ def test_a_cached_toolkit_serves_render_env_and_doctor(tmp_path: Path, mirror: t
     assert finding.status == "ok" and "provisioned toolkit" in finding.seen
     with pytest.raises(Refused, match="needs a CUDA 12.6 compiler"):
         plan_row(pol, row, env, host="linux", step="hook")
+
+
+def test_build_refuses_a_row_without_an_interpreter_with_the_command(tmp_path: Path, cli: Callable[..., object],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Python of the row's version that runs: build stops before anything is built, naming the
+    failing shim and the exact commands that provide one."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    other = next(v for v in ("3.10", "3.11", "3.12", "3.13") if v != here)
+    major, minor = (int(x) for x in other.split("."))
+    shims = tmp_path / "bin"
+    _fake_python(shims / f"python{other}", major, minor, code=127)
+    monkeypatch.setenv("PATH", str(shims))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("PYENV_ROOT", "UV_PYTHON_INSTALL_DIR", "BUILDROWS_MANYLINUX_PYTHONS"):
+        monkeypatch.setenv(var, str(tmp_path / "empty" / var))
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    row = f"linux-x86_64-cpu-py{other.replace('.', '')}"
+    r = cli("--config", str(EXAMPLE), "build", row, "--wheel-dir", str(tmp_path / "dist"))
+    assert r.code == 3, r.err  # type: ignore[attr-defined]
+    err = r.err  # type: ignore[attr-defined]
+    assert f"no Python {other} that runs to build {row} with" in err
+    assert f"{shims}/python{other} (PATH) does not run: it exited with status 127" in err
+    assert f"uv python install {other}" in err and f"pyenv install {other}" in err
+    assert not (tmp_path / "dist").exists()

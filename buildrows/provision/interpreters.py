@@ -9,8 +9,6 @@ the places at temporary trees. Imports stay light: the plan module (and so the h
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import subprocess
 import sys
@@ -83,6 +81,8 @@ def manylinux_dir(env: Mapping[str, str]) -> str:
 
 def candidates(python: str, env: Mapping[str, str]) -> Iterator[tuple[str, str]]:
     """(path, source) of every place the row's Python may live, in the order they are tried."""
+    import glob  # here, not at import: the hook imports this module (through the plan) and never searches
+
     major, minor, free = split_python(python)
     xy, t = f"{major}.{minor}", "t" if free else ""
     exe = f"python{xy}{t}"
@@ -107,6 +107,8 @@ def candidates(python: str, env: Mapping[str, str]) -> Iterator[tuple[str, str]]
 
 def probe(path: str, env: Mapping[str, str], timeout: float = 30) -> tuple[tuple[int, int, bool, str, str] | None, str]:
     """Run the candidate; ((major, minor, free-threaded, executable, version), "") or (None, why not)."""
+    import json
+
     clean = {k: v for k, v in env.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
     try:
         proc = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, env=clean,
