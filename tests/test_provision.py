@@ -491,3 +491,47 @@ def test_build_refuses_a_row_without_an_interpreter_with_the_command(tmp_path: P
     assert f"{shims}/python{other} (PATH) does not run: it exited with status 127" in err
     assert f"uv python install {other}" in err and f"pyenv install {other}" in err
     assert not (tmp_path / "dist").exists()
+
+
+def test_doctor_judges_the_row_environment_build_provision_made(tmp_path: Path) -> None:
+    """After `build --provision`, doctor checks the build requirements in the cached row environment
+    (what the provisioned build uses), and otherwise names `build ROW --provision` as a fix."""
+    import sysconfig
+
+    from buildrows.doctor import FRONTEND, diagnose
+
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("the example publishes no free-threaded rows")
+    pol = load_policy(str(EXAMPLE))
+    row = pol.row(f"linux-x86_64-cpu-py{here.replace('.', '')}")
+    if row is None:
+        pytest.skip("this Python is not on the example's allowlist")
+    env = {"BUILDROWS_CACHE": str(tmp_path / "cache"), "PATH": ""}
+
+    class Probe:
+        def tool(self, name: str, env: object) -> tuple[str | None, str | None]:
+            return f"/x/{name}", "9.9.9"
+
+        def interpreter(self, python: str) -> tuple[str | None, str | None]:
+            return None, None
+
+        def distributions(self, python: str, names: list[str]) -> dict[str, str | None]:
+            good = python.startswith(str(tmp_path / "cache"))
+            return {n: ("99.0" if good else None) for n in names}
+
+    def requirement_findings() -> list[object]:
+        found = diagnose(pol, row, env, EXAMPLE.parent, driver="scikit-build-core", host="linux", probe=Probe())
+        return [f for f in found if f.check in ("build", "scikit-build-core", "row environment")]
+
+    missing = requirement_findings()
+    assert all(f.failed for f in missing)  # type: ignore[attr-defined]
+    assert f"`buildrows build {row.name} --provision`" in missing[0].fix  # type: ignore[attr-defined]
+    running = find_interpreter(here, env).found
+    assert running is not None
+    be = buildenv.plan_env(running, [FRONTEND, "scikit-build-core>=0.10"], env)
+    _fake_python(Path(be.python), sys.version_info.major, sys.version_info.minor)
+    buildenv.finish(be)
+    judged = requirement_findings()
+    assert [f.check for f in judged] == ["row environment", "build", "scikit-build-core"]  # type: ignore[attr-defined]
+    assert not any(f.failed for f in judged)  # type: ignore[attr-defined]
