@@ -543,3 +543,12 @@ def test_doctor_judges_the_row_environment_build_provision_made(tmp_path: Path) 
     judged = requirement_findings()
     assert [f.check for f in judged] == ["row environment", "build", "scikit-build-core"]  # type: ignore[attr-defined]
     assert not any(f.failed for f in judged)  # type: ignore[attr-defined]
+
+
+def test_toolkit_of_another_machine_is_refused(tmp_path: Path, cli: Callable[..., object],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path))
+    other = "linux-aarch64" if os.uname().machine == "x86_64" else "linux-x86_64"
+    r = cli("toolkit", "install", "13.2", "--platform", other)
+    assert r.code == 3 and f"CUDA 13.2 for {other} cannot be assembled on this" in r.err  # type: ignore[attr-defined]
+    assert not (tmp_path / "downloads").exists()
