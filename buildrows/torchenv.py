@@ -18,7 +18,8 @@ from pathlib import Path
 _PROBE = (
     "import json, torch\n"
     "from torch.utils import cpp_extension as c\n"
-    "print(json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, 'cuda_home': c.CUDA_HOME}))"
+    "print('BUILDROWS_TORCH=' + json.dumps({'version': torch.__version__, 'cuda': torch.version.cuda, "
+    "'cuda_home': c.CUDA_HOME}))"
 )
 _TORCH_REQ = re.compile(r"\s*torch\s*(?:[<>=!~;\[(@]|$)")
 
@@ -54,8 +55,10 @@ def ask_torch(python: str, env: Mapping[str, str]) -> tuple[TorchInfo | None, st
     if got.code != 0:
         tail = (got.error or got.output).strip().splitlines()[-1:] or ["(no output)"]
         return None, tail[0]
+    # torch may warn on the same stream ("No CUDA runtime is found, using CUDA_HOME=..."): take our line.
+    lines = [line for line in got.output.splitlines() if line.startswith("BUILDROWS_TORCH=")]
     try:
-        data = json.loads(got.output.strip().splitlines()[-1])
+        data = json.loads(lines[-1].removeprefix("BUILDROWS_TORCH="))
         return TorchInfo(str(data["version"]), data.get("cuda"), data.get("cuda_home")), None
     except (ValueError, IndexError, KeyError, TypeError):
         return None, f"unexpected output {got.output.strip()[-200:]!r}"
