@@ -9,8 +9,9 @@ and built as it is, for a CUDA row and a CPU row, into wheels the check passes:
   Its CUDA extension links -lcudart from CUDA_HOME: without the root of the row's nvcc (a wrapper
   on PATH, CUDA_HOME unset) torch guesses the wrapper's grandparent and the link fails.
 - graphgp-cuda 0.0.4: a scikit-build-core CMake CUDA project (one .cu, CUDA language, cudart linked
-  statically as CMake does by default). It fixes its own architectures (80;89;90) in CMakeLists.txt,
-  so its policy states exactly those; it declares ``jax[cuda13]``, which stamping keeps.
+  statically as CMake does by default). It fixes its own architectures in CMakeLists.txt (80;89;90,
+  bare numbers: code and PTX for each), so its policy states exactly those; it declares
+  ``jax[cuda13]``, which stamping keeps while adding ``+cu130``.
 
 The CUDA root is NVIDIA's PyPI packages (what torch's CUDA wheel installs, plus nvcc), assembled
 by tests/cuda_root.py. .ci/run installs torch, those packages and jax; without them this skips.
@@ -192,14 +193,18 @@ def test_graphgp_cuda_scikit_build_core_row(cli: Callable[..., object], sdists: 
     pytest.importorskip("scikit_build_core")
     src = sdists("graphgp-cuda", "0.0.4")
     builder_env(monkeypatch, [cuda_root / "bin"])
-    # Its CMakeLists.txt sets CMAKE_CUDA_ARCHITECTURES 80;89;90 itself (real code, no PTX): the
-    # policy states that list, and the check holds the wheel to it.
-    pol = policy(tmp_path, name="graphgp-cuda", driver="scikit-build-core", archs="8.0 8.9 9.0", ptx="none",
-                 mode="static")
+    # Its CMakeLists.txt sets CMAKE_CUDA_ARCHITECTURES 80;89;90 itself: bare numbers, so real code
+    # and PTX for each. The policy states exactly that list (a row of "8.0 8.9 9.0" fails the check:
+    # "PTX for sm_80, sm_89, sm_90, which the row does not mark +PTX").
+    pol = policy(tmp_path, name="graphgp-cuda", driver="scikit-build-core", archs="8.0+PTX 8.9+PTX 9.0+PTX",
+                 ptx="newest", mode="static")
     wheel = build(cli, pol, ROW, src, tmp_path / "cuda")
     assert wheel.name.startswith(f"graphgp_cuda-0.0.4+cu130-cp{PYT}-cp{PYT}-linux_x86_64")
     info = read_wheel(wheel)
     (lib,) = [lib for lib in info.libraries if lib.has_device_code]
-    assert sorted(set(lib.cubins)) == ["sm_80", "sm_89", "sm_90"] and not lib.ptx
-    assert [Requirement(r).name for r in info.requires_dist] == ["jax"]  # its own, kept; static cudart needs none
+    assert sorted(set(lib.cubins)) == sorted(set(lib.ptx)) == ["sm_80", "sm_89", "sm_90"]
+    runtime = [Requirement(r) for r in info.requires_dist]
+    # its own (jax[cuda13], and its dev extra), kept; a statically linked cudart needs no requirement
+    assert [r.name for r in runtime if "extra" not in str(r.marker)] == ["jax"]
+    assert len(runtime) == 4
     assert record_of(wheel) == {"row": ROW, "cuda": "13.0", "torch": None, "torch_cuda": None}
