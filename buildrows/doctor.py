@@ -252,9 +252,37 @@ def check_requirements(python: str, requirements: Sequence[str], installed: Mapp
 TORCH_CUDA_HEADERS = ("cuda_runtime.h", "cublas_v2.h", "cusparse.h", "cusolverDn.h")
 
 
-def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str | None, error: str | None) -> list[Finding]:
+#: Includes of a project's sources that pull in the CUDA libraries' headers (CUDAContext.h includes
+#: cublas_v2.h, cusparse.h and cusolverDn.h).
+_LIBRARY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]((?:ATen/cuda/CUDAContext|cublas|cusparse|cusolver)[^>"]*)[>"]',
+                              re.MULTILINE)
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
+
+
+def library_header_use(project: Path, limit: int = 4000) -> str | None:
+    """Where the project's sources include a CUDA library's headers ("file: header"), or None."""
+    seen = 0
+    for path in sorted(project.rglob("*")):
+        if seen >= limit or any(part in ("build", "dist", ".git") or part.startswith(".") for part in
+                                path.relative_to(project).parts[:-1]):
+            continue
+        if path.suffix not in _SOURCE_SUFFIXES or not path.is_file():
+            continue
+        seen += 1
+        try:
+            m = _LIBRARY_INCLUDE.search(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if m:
+            return f"{path.relative_to(project)} includes {m.group(1)}"
+    return None
+
+
+def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str | None, error: str | None,
+                          uses_libraries: str | None = None) -> list[Finding]:
     """torch.utils.cpp_extension must take the row's CUDA root (the one its nvcc compiles with), and
-    that root must hold what torch's CUDA headers include and the runtime torch links (-lcudart)."""
+    that root must hold the runtime torch links (-lcudart) and, when the project's sources include
+    them (`uses_libraries` says where), the CUDA libraries' headers."""
     name = "torch CUDA_HOME"
     if error is not None:
         return [Finding(name, "missing", f"could not ask torch for its CUDA_HOME: {error}",
@@ -268,15 +296,18 @@ def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str
                         f"({nvcc}) compiles with {root}; the extension would mix two toolkits or miss headers",
                         f"set CUDA_HOME={root} for the build (buildrows build and buildrows env do), or point the "
                         "row at the toolkit torch finds")]
-    missing = [h for h in TORCH_CUDA_HEADERS if not os.path.isfile(os.path.join(root, "include", h))]
+    wanted = TORCH_CUDA_HEADERS if uses_libraries else TORCH_CUDA_HEADERS[:1]
+    missing = [h for h in wanted if not os.path.isfile(os.path.join(root, "include", h))]
     libs = [os.path.join(root, d, "libcudart.so") for d in ("lib64", "lib")]
     if row.os == "linux" and not any(os.path.exists(p) for p in libs):
         missing.append("lib64/libcudart.so (torch links -lcudart)")
     if missing:
+        why = f" ({uses_libraries})" if uses_libraries and set(missing) - {TORCH_CUDA_HEADERS[0]} else ""
         return [Finding(name, "missing", f"torch takes {root} (the row's nvcc's root), which lacks "
-                        + ", ".join(missing), "use a CUDA root that also has the CUDA libraries' headers and the runtime "
+                        + ", ".join(missing) + why, "use a CUDA root that also has the CUDA libraries' headers and the runtime "
                         "(`buildrows toolkit` assembles one; NVIDIA's nvidia-cusparse/-cublas/-cusolver packages carry them)")]
-    return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with the headers torch's CUDA extensions include")]
+    what = "the CUDA libraries' headers the project includes and " if uses_libraries else ""
+    return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with {what}the runtime torch links")]
 
 
 class Probe(Protocol):
@@ -432,11 +463,12 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     from buildrows.torchenv import uses_torch
 
     if row.is_cuda and uses_torch(project, reqs):
-        findings += _torch_cuda_home(policy, row, env, host, python)
+        findings += _torch_cuda_home(policy, row, env, host, python, project)
     return findings
 
 
-def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str) -> list[Finding]:
+def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str,
+                     project: Path) -> list[Finding]:
     """Ask the row's torch, in the environment the build will have, which CUDA root it takes."""
     from buildrows.envfile import environment_from_plan
     from buildrows.plan import plan_row
@@ -450,7 +482,8 @@ def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: Hos
     from buildrows.torchenv import ask_torch
 
     info, error = ask_torch(python, build_env)
-    return check_torch_cuda_home(row, plan.compiler.root, plan.compiler.path, info.cuda_home if info else None, error)
+    return check_torch_cuda_home(row, plan.cuda_home, plan.compiler.path, info.cuda_home if info else None, error,
+                                 library_header_use(project))
 
 
 def verdict(findings: Sequence[Finding], row: Row) -> None:

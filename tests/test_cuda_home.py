@@ -5,6 +5,7 @@ environment switches are on for CUDA rows and off for CPU rows, whatever the bui
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -116,3 +117,92 @@ def test_an_nvcc_that_does_not_say_its_root_sets_no_cuda_home(cli: Callable[...,
     r = cli("--config", str(switch_policy(tmp_path, "13.0")), "env", "linux-x86_64-cu130-py311", "--format", "dotenv")
     assert r.code == 0, r.err
     assert "CUDA_HOME" not in r.out and "FORCE_CUDA='1'" in r.out
+
+
+# --- doctor: the CUDA root torch takes -------------------------------------------------------
+
+def test_torch_cuda_home_verdicts(tmp_path: Path) -> None:
+    """Each way torch's CUDA root can be wrong for the row, and the one way it is right."""
+    from buildrows.doctor import check_torch_cuda_home
+    from buildrows.policy import policy_from_dict
+
+    row = next(r for r in policy_from_dict({"python": {"versions": ["3.11"]}, "cuda": {"trains": ["13.0"]},
+                                            "platforms": {"linux-x86_64": {"trains": ["13.0"], "cuda": [
+                                                {"trains": ["13.0"], "archs": "9.0"}]}}}, "p.toml").rows)
+    root = tmp_path / "cuda"
+    (root / "include").mkdir(parents=True)
+    (root / "lib64").mkdir()
+    (root / "include" / "cuda_runtime.h").write_text("")
+    (root / "lib64" / "libcudart.so").write_text("")
+    (f,) = check_torch_cuda_home(row, None, "/usr/local/bin/nvcc", "/usr/local", None)
+    assert f.status == "refused" and "does not say which CUDA root it compiles with" in f.seen
+    (f,) = check_torch_cuda_home(row, str(root), "/x/bin/nvcc", "/usr/local", None)
+    assert f.status == "refused" and f"torch would build with CUDA root /usr/local, but the row's nvcc (/x/bin/nvcc) compiles with {root}" in f.seen
+    assert f"CUDA_HOME={root}" in f.fix
+    (f,) = check_torch_cuda_home(row, str(root), "/x/bin/nvcc", None, "ModuleNotFoundError: No module named 'torch'")
+    assert f.status == "missing" and "No module named 'torch'" in f.seen
+    (f,) = check_torch_cuda_home(row, str(root), "/x/bin/nvcc", str(root), None, "csrc/k.cu includes ATen/cuda/CUDAContext.h")
+    assert f.status == "missing" and "lacks cublas_v2.h, cusparse.h, cusolverDn.h (csrc/k.cu includes ATen/cuda/CUDAContext.h)" in f.seen
+    (f,) = check_torch_cuda_home(row, str(root), "/x/bin/nvcc", str(root), None)
+    assert f.status == "ok"  # a project that includes no CUDA library header needs none
+    (root / "lib64" / "libcudart.so").unlink()
+    (f,) = check_torch_cuda_home(row, str(root), "/x/bin/nvcc", str(root), None)
+    assert f.status == "missing" and "lib64/libcudart.so (torch links -lcudart)" in f.seen
+
+
+def test_library_header_use_reads_the_projects_sources(tmp_path: Path) -> None:
+    from buildrows.doctor import library_header_use
+
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "a.cpp").write_text("#include <torch/extension.h>\n")
+    assert library_header_use(tmp_path) is None
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "gen.cu").write_text('#include "cusparse.h"\n')  # build output is not the project's
+    assert library_header_use(tmp_path) is None
+    (tmp_path / "csrc" / "k.cu").write_text('  #  include <ATen/cuda/CUDAContext.h>\n')
+    assert library_header_use(tmp_path) == "csrc/k.cu includes ATen/cuda/CUDAContext.h"
+
+
+
+def _has_cuda13_torch() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return (torch.version.cuda or "").startswith("13.0")
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not _has_cuda13_torch() or NVCC is None, reason="needs torch for CUDA 13.0 and nvcc")
+@pytest.mark.parametrize("complete", [True, False])
+def test_doctor_asks_the_rows_torch(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    complete: bool) -> None:
+    """A torch extension whose kernel includes CUDAContext.h, nvcc through a wrapper on PATH: torch
+    takes the root nvcc reports (buildrows sets CUDA_HOME); a root without cuSPARSE's headers is refused."""
+    from tests.cuda_root import assemble, nvidia_tree
+
+    tree = nvidia_tree()
+    if tree is None:
+        pytest.skip("needs nvidia-cuda-nvcc 13.0 and torch's NVIDIA packages (see .ci/run)")
+    root = assemble(tree, tmp_path / "cuda")
+    if not complete:  # a runtime-only toolkit: the library headers are not there
+        (root / "include").unlink()
+        (root / "include").mkdir()
+        for h in tree.joinpath("include").iterdir():
+            if not h.name.startswith(("cublas", "cusparse", "cusolver")):
+                (root / "include" / h.name).symlink_to(h)
+    wrapper(tmp_path / "wrap" / "bin", str(root / "bin" / "nvcc"))
+    tool_env(monkeypatch, tmp_path / "wrap" / "bin")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(tmp_path / "wrap" / "bin"), str(Path(sys.executable).parent),
+                                                "/usr/bin", "/bin"]))
+    project = tmp_path / "proj"
+    (project / "csrc").mkdir(parents=True)
+    (project / "setup.py").write_text("from torch.utils.cpp_extension import CUDAExtension\n")
+    (project / "csrc" / "k.cu").write_text("#include <ATen/cuda/CUDAContext.h>\n")
+    r = cli("--config", str(switch_policy(tmp_path, "13.0")), "doctor", f"linux-x86_64-cu130-py{sys.version_info.major}{sys.version_info.minor}",
+            "--project", str(project))
+    if complete:
+        assert "[ok     ] torch CUDA_HOME: " + str(root.resolve()) in r.out + r.err, r.out + r.err
+    else:
+        assert r.code == 3, r.out + r.err
+        assert "lacks cublas_v2.h, cusparse.h, cusolverDn.h (csrc/k.cu includes ATen/cuda/CUDAContext.h)" in r.out + r.err
