@@ -330,7 +330,7 @@ def _nvcc_script(version: str) -> bytes:
 MINIMAL = {
     "cuda_nvcc": [("bin/nvcc", _nvcc_script("12.6.85"), None, b"file"), ("nvvm/bin/cicc", b"x", None, b"file")],
     "cuda_cudart": [("include/cuda_runtime.h", b"//", None, b"file"), ("lib/libcudart.so.12", b"elf", None, b"file"),
-                    ("lib/libcudart_static.a", b"ar", None, b"file")],
+                    ("lib/libcudart_static.a", b"ar", None, b"file"), ("lib/libcufft.so.11", b"elf", None, b"file")],
     "cuda_cccl": [("include/cuda/std/version", b"//", None, b"file")],
 }
 
@@ -346,6 +346,7 @@ def test_manifest_route_assembles_an_installer_layout(tmp_path: Path, mirror: tu
     assert (r / "targets/x86_64-linux/include/cuda_runtime.h").is_file()
     assert (r / "include/cuda_runtime.h").is_file() and (r / "lib64/libcudart_static.a").is_file()
     assert os.readlink(r / "targets/x86_64-linux/lib/libcudart.so") == "libcudart.so.12"
+    assert os.readlink(r / "lib64/libcufft.so") == "libcufft.so.11"  # -lcufft links
     receipt = json.loads((r / toolkit.RECEIPT).read_text())
     assert receipt["origin"] == f"{url}redistrib_12.6.3.json" and len(receipt["artifacts"]) == 3
     # Ready from the cache: nothing is fetched again (the mirror could be gone).
