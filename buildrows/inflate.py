@@ -179,7 +179,7 @@ class MemberStream:
                     pos += len(piece)
                 elif len(data) == before:
                     break  # nothing consumed, nothing produced: the input ran out
-                if record and pos >= next_checkpoint and not inflater.eof:
+                if record and pos >= next_checkpoint and not inflater.eof and hasattr(inflater, "copy"):
                     # The state continues with the input it has not consumed yet: the unconsumed
                     # tail is the last bytes read, so the file offset alone says where it starts.
                     self.checkpoints.append(_Checkpoint(pos, in_pos - len(data), inflater.copy()))
