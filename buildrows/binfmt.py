@@ -9,6 +9,11 @@ Which fat binary: like ``cuobjdump`` without ``-all``, the *executable* one (``.
 image truncates section names to 8 bytes, ``.nv_fatb``) when present, else the *relocatable* one
 (``__nv_relfatbin``, what ``-rdc`` objects carry). ``.nvFatBinSegment`` only holds the runtime's
 pointer to the fat binary and is not read.
+
+The parsers read through a :class:`ByteSource` (``size`` and ``read(offset, size)``), so the same
+code reads a library held whole in memory (:func:`read_binary`) and one streamed out of a wheel
+whose few header ranges were kept as they passed (:mod:`buildrows.libstream`):
+:func:`read_layout` returns where the fat binaries lie instead of views of them.
 """
 
 from __future__ import annotations
@@ -17,20 +22,25 @@ import re
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, Protocol
 
 __all__ = [
     "BinaryFormat",
     "BinaryFormatError",
     "BinaryInfo",
+    "BinaryLayout",
+    "ByteSource",
+    "MemorySource",
     "detect_format",
     "read_binary",
+    "read_layout",
 ]
 
 BinaryFormat = Literal["elf", "pe"]
 
 FATBIN_SECTION: Final = ".nv_fatbin"
 RELFATBIN_SECTION: Final = "__nv_relfatbin"
+_LONGEST_WANTED: Final = len(RELFATBIN_SECTION) + 1
 _PE_SECTION_NAME_MAX: Final = 8
 
 # Bounds on what a hostile header can make us loop over.
@@ -59,8 +69,61 @@ ELF_MACHINES: Final = {3: "i386", 40: "arm", 62: "x86_64", 183: "aarch64", 20: "
 PE_MACHINES: Final = {0x14C: "i386", 0x8664: "x86_64", 0xAA64: "aarch64", 0x1C4: "arm"}
 
 
+class ByteSource(Protocol):
+    """Random access to a file's bytes: all the binary parsers need."""
+
+    @property
+    def size(self) -> int:
+        """The file's length in bytes."""
+        ...
+
+    def read(self, offset: int, size: int) -> bytes | memoryview:
+        """Exactly ``size`` bytes from ``offset`` (the caller keeps within ``self.size``)."""
+        ...
+
+
+class MemorySource:
+    """A :class:`ByteSource` over a buffer in memory; ``read`` returns views, never copies."""
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.view = memoryview(data).cast("B")
+
+    @property
+    def size(self) -> int:
+        return len(self.view)
+
+    def read(self, offset: int, size: int) -> memoryview:
+        return self.view[offset : offset + size]
+
+
 class BinaryFormatError(ValueError):
     """The bytes are not a well-formed ELF or PE file (or not one we can read)."""
+
+
+Range = tuple[int, int]  # (offset, size) in the file
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryLayout:
+    """What buildrows needs from one shared library, with its fat binaries as file ranges.
+
+    ``machine``: "x86_64", "aarch64", ... (ELF_MACHINES, PE_MACHINES); "e_machine N" if unknown.
+    """
+
+    format: BinaryFormat
+    machine: str = ""
+    fatbin: tuple[Range, ...] = ()
+    relfatbin: tuple[Range, ...] = ()
+    needed: tuple[str, ...] = ()
+    rpath: tuple[str, ...] = ()
+    runpath: tuple[str, ...] = ()
+    imports: tuple[str, ...] = ()
+    delay_imports: tuple[str, ...] = ()
+
+    @property
+    def device_code_ranges(self) -> tuple[Range, ...]:
+        """The executable fat binary if there is one, else the relocatable one (cuobjdump's rule)."""
+        return self.fatbin or self.relfatbin
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,11 +162,32 @@ def detect_format(data: bytes | bytearray | memoryview) -> BinaryFormat | None:
 
 def read_binary(data: bytes | bytearray | memoryview) -> BinaryInfo:
     """Read an ELF or PE file held in memory; malformed input raises :class:`BinaryFormatError`."""
-    fmt = detect_format(data)
+    source = MemorySource(data)
+    layout = read_layout(source, pe_data=data if isinstance(data, bytes) else None)
+    view = source.view
+    return BinaryInfo(
+        format=layout.format,
+        fatbin=tuple(view[o : o + n] for o, n in layout.fatbin),
+        relfatbin=tuple(view[o : o + n] for o, n in layout.relfatbin),
+        needed=layout.needed,
+        rpath=layout.rpath,
+        runpath=layout.runpath,
+        imports=layout.imports,
+        delay_imports=layout.delay_imports,
+        machine=layout.machine,
+    )
+
+
+def read_layout(source: ByteSource, *, pe_data: bytes | None = None) -> BinaryLayout:
+    """Read an ELF or PE file through ``source``; malformed input raises :class:`BinaryFormatError`.
+
+    ``pe_data``: the whole file as ``bytes`` when the caller has it (pefile reads that directly).
+    """
+    fmt = detect_format(source.read(0, min(4, source.size)))
     if fmt == "elf":
-        return _read_elf(memoryview(data).cast("B"))
+        return _read_elf(source)
     if fmt == "pe":
-        return _read_pe(data)
+        return _read_pe(source, pe_data)
     raise BinaryFormatError("not an ELF or PE file (unknown magic bytes)")
 
 
@@ -154,23 +238,33 @@ def _check_range(total: int, offset: int, size: int, what: str) -> None:
         )
 
 
-def _cstring(view: memoryview, start: int, end: int, what: str) -> str:
+def _cstring(source: ByteSource, start: int, end: int, what: str) -> str:
     """The NUL-terminated string at ``start``, not reading past ``end``."""
     if not 0 <= start < end:
         raise BinaryFormatError(f"{what}: string offset {start:#x} outside its table")
-    match = _NUL.search(view, start, end)
-    if match is None:
-        raise BinaryFormatError(f"{what}: string at {start:#x} is not NUL-terminated")
-    return bytes(view[start : match.start()]).decode("utf-8", "surrogateescape")
+    parts: list[bytes] = []
+    pos = start
+    window = 256
+    while pos < end:
+        piece = source.read(pos, min(window, end - pos))
+        match = _NUL.search(piece)
+        if match is not None:
+            parts.append(bytes(piece[: match.start()]))
+            return b"".join(parts).decode("utf-8", "surrogateescape")
+        parts.append(bytes(piece))
+        pos += len(piece)
+        window = min(window * 4, 1 << 20)
+    raise BinaryFormatError(f"{what}: string at {start:#x} is not NUL-terminated")
 
 
-def _read_elf(view: memoryview) -> BinaryInfo:
-    total = len(view)
+def _read_elf(source: ByteSource) -> BinaryLayout:
+    total = source.size
     if total < 16:
         raise BinaryFormatError(f"truncated ELF identification: {total} bytes")
-    layout = _LAYOUTS.get((view[4], view[5]))
+    ident = source.read(0, 16)
+    layout = _LAYOUTS.get((ident[4], ident[5]))
     if layout is None:
-        raise BinaryFormatError(f"unsupported ELF class/data encoding {view[4]}/{view[5]}")
+        raise BinaryFormatError(f"unsupported ELF class/data encoding {ident[4]}/{ident[5]}")
     _check_range(total, 16, layout.header.size, "ELF header")
     (
         _e_type,
@@ -186,13 +280,13 @@ def _read_elf(view: memoryview) -> BinaryInfo:
         e_shentsize,
         e_shnum,
         e_shstrndx,
-    ) = layout.header.unpack_from(view, 16)
+    ) = layout.header.unpack(source.read(16, layout.header.size))
 
-    sections = list(_elf_sections(view, layout, e_shoff, e_shentsize, e_shnum, e_shstrndx))
-    fatbin = tuple(data for name, data in sections if name == FATBIN_SECTION)
-    relfatbin = tuple(data for name, data in sections if name == RELFATBIN_SECTION)
-    needed, rpath, runpath = _elf_dynamic(view, layout, e_phoff, e_phentsize, e_phnum)
-    return BinaryInfo(
+    sections = list(_elf_sections(source, layout, e_shoff, e_shentsize, e_shnum, e_shstrndx))
+    fatbin = tuple(where for name, where in sections if name == FATBIN_SECTION)
+    relfatbin = tuple(where for name, where in sections if name == RELFATBIN_SECTION)
+    needed, rpath, runpath = _elf_dynamic(source, layout, e_phoff, e_phentsize, e_phnum)
+    return BinaryLayout(
         format="elf",
         machine=ELF_MACHINES.get(e_machine, f"e_machine {e_machine}"),
         fatbin=fatbin,
@@ -204,16 +298,16 @@ def _read_elf(view: memoryview) -> BinaryInfo:
 
 
 def _elf_sections(
-    view: memoryview, layout: _ElfLayout, shoff: int, shentsize: int, shnum: int, shstrndx: int
-) -> Iterator[tuple[str, memoryview]]:
-    """Yield (name, contents) of the sections whose contents we may want (the fat binaries)."""
+    source: ByteSource, layout: _ElfLayout, shoff: int, shentsize: int, shnum: int, shstrndx: int
+) -> Iterator[tuple[str, Range]]:
+    """Yield (name, (offset, size)) of the sections whose contents we may want (the fat binaries)."""
     if shoff == 0:
         return  # no section header table (allowed; cuobjdump then finds nothing either)
-    total = len(view)
+    total = source.size
     if shentsize < layout.section.size:
         raise BinaryFormatError(f"ELF section header size {shentsize} is too small")
     _check_range(total, shoff, shentsize, "ELF section header table")
-    first = layout.section.unpack_from(view, shoff)
+    first = layout.section.unpack(source.read(shoff, layout.section.size))
     # Extended numbering: counts too large for the header live in section 0.
     if shnum == 0:
         shnum = first[5]
@@ -226,7 +320,7 @@ def _elf_sections(
         raise BinaryFormatError(f"ELF section name table index {shstrndx} is invalid")
 
     def header(index: int) -> tuple[int, int, int, int]:
-        fields = layout.section.unpack_from(view, shoff + index * shentsize)
+        fields = layout.section.unpack(source.read(shoff + index * shentsize, layout.section.size))
         # name, type, offset, size (same positions for both classes)
         return fields[0], fields[1], fields[4], fields[5]
 
@@ -235,29 +329,32 @@ def _elf_sections(
         raise BinaryFormatError("ELF section name table has no contents")
     _check_range(total, strtab_off, strtab_size, "ELF section name table")
     strtab_end = strtab_off + strtab_size
-    wanted = (FATBIN_SECTION.encode(), RELFATBIN_SECTION.encode())
+    wanted = (FATBIN_SECTION.encode() + b"\0", RELFATBIN_SECTION.encode() + b"\0")
     for index in range(1, shnum):
         name_off, sh_type, offset, size = header(index)
         start = strtab_off + name_off
         # Cheap prefix test before decoding: almost every section is not one we want.
-        if not any(view[start : start + len(w) + 1] == w + b"\0" for w in wanted):
+        if start >= total:
             continue
-        name = _cstring(view, start, strtab_end, f"ELF section {index} name")
+        head = source.read(start, min(_LONGEST_WANTED, total - start))
+        if not any(head[: len(w)] == w for w in wanted):
+            continue
+        name = _cstring(source, start, strtab_end, f"ELF section {index} name")
         if sh_type == _SHT_NOBITS:
             raise BinaryFormatError(
                 f"ELF section {name} (index {index}) has no contents in the file"
             )
         _check_range(total, offset, size, f"ELF section {name}")
-        yield name, view[offset : offset + size]
+        yield name, (offset, size)
 
 
 def _elf_dynamic(
-    view: memoryview, layout: _ElfLayout, phoff: int, phentsize: int, phnum: int
+    source: ByteSource, layout: _ElfLayout, phoff: int, phentsize: int, phnum: int
 ) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """DT_NEEDED, DT_RPATH and DT_RUNPATH, read the way the loader does: via the program headers."""
     if phoff == 0 or phnum == 0:
         return (), (), ()
-    total = len(view)
+    total = source.size
     if phentsize < layout.segment.size:
         raise BinaryFormatError(f"ELF program header size {phentsize} is too small")
     if phnum > MAX_SEGMENTS:
@@ -266,7 +363,7 @@ def _elf_dynamic(
     loads: list[tuple[int, int, int]] = []  # vaddr, offset, filesz
     dynamic: tuple[int, int] | None = None
     for index in range(phnum):
-        fields = layout.segment.unpack_from(view, phoff + index * phentsize)
+        fields = layout.segment.unpack(source.read(phoff + index * phentsize, layout.segment.size))
         if layout.is64:
             p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = fields[:6]
         else:
@@ -283,8 +380,9 @@ def _elf_dynamic(
     strtab_addr: int | None = None
     strsz: int | None = None
     tagged: list[tuple[int, int]] = []
+    table = source.read(dyn_off, entries * layout.dyn.size)
     for index in range(entries):
-        tag, value = layout.dyn.unpack_from(view, dyn_off + index * layout.dyn.size)
+        tag, value = layout.dyn.unpack_from(table, index * layout.dyn.size)
         if tag == _DT_NULL:
             break
         if tag == _DT_STRTAB:
@@ -309,7 +407,7 @@ def _elf_dynamic(
     rpath: list[str] = []
     runpath: list[str] = []
     for tag, value in tagged:
-        text = _cstring(view, strtab_off + value, strtab_off + strsz, "ELF dynamic string")
+        text = _cstring(source, strtab_off + value, strtab_off + strsz, "ELF dynamic string")
         if tag == _DT_NEEDED:
             needed.append(text)
         else:
@@ -320,22 +418,56 @@ def _elf_dynamic(
 # --- PE --------------------------------------------------------------------------------------
 
 
-def _read_pe(data: bytes | bytearray | memoryview) -> BinaryInfo:
+class _LazyBytes:
+    """What pefile reads of ``data=``: length, slices and ``find``, served from a :class:`ByteSource`.
+
+    pefile with ``fast_load`` reads only headers and the import tables, so a library streamed
+    from a wheel needs only those ranges, not the whole file in memory.
+    """
+
+    def __init__(self, source: ByteSource) -> None:
+        self.source = source
+
+    def __len__(self) -> int:
+        return self.source.size
+
+    def __getitem__(self, key: int | slice) -> int | bytes:
+        size = self.source.size
+        if isinstance(key, int):
+            index = key + size if key < 0 else key
+            if not 0 <= index < size:
+                raise IndexError("index out of range")
+            return bytes(self.source.read(index, 1))[0]
+        start, stop, step = key.indices(size)
+        if step != 1:
+            raise TypeError("only contiguous slices are supported")
+        return bytes(self.source.read(start, stop - start)) if stop > start else b""
+
+    def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:
+        start, end, _ = slice(start, end).indices(self.source.size)
+        if end <= start:
+            return -1
+        found = bytes(self.source.read(start, end - start)).find(sub)
+        return found + start if found >= 0 else -1
+
+
+def _read_pe(source: ByteSource, raw: bytes | None) -> BinaryLayout:
     import pefile  # imported here: only Windows wheels need it
 
-    raw = data if isinstance(data, bytes) else bytes(data)
-    view = memoryview(raw)
+    data: bytes | _LazyBytes = raw if raw is not None else _LazyBytes(source)
     try:
-        pe = pefile.PE(data=raw, fast_load=True)
+        pe = pefile.PE(data=data, fast_load=True)
     except pefile.PEFormatError as exc:
         raise BinaryFormatError(f"malformed PE file: {exc.value}") from None
+    except (struct.error, IndexError, AttributeError, TypeError) as exc:
+        raise BinaryFormatError(f"malformed PE file: {exc}") from None
     try:
-        fatbin: list[memoryview] = []
-        relfatbin: list[memoryview] = []
+        fatbin: list[Range] = []
+        relfatbin: list[Range] = []
         for section in pe.sections:
             name = section.Name.rstrip(b"\0").decode("ascii", "replace")
             if name.startswith("/"):
-                name = _coff_long_name(pe, raw, name)
+                name = _coff_long_name(pe, source, name)
             if name in (FATBIN_SECTION, FATBIN_SECTION[:_PE_SECTION_NAME_MAX]):
                 target = fatbin
             elif name in (RELFATBIN_SECTION, RELFATBIN_SECTION[:_PE_SECTION_NAME_MAX]):
@@ -345,8 +477,8 @@ def _read_pe(data: bytes | bytearray | memoryview) -> BinaryInfo:
             offset = section.PointerToRawData
             # The raw size is rounded up to the file alignment; the virtual size is exact.
             size = min(section.SizeOfRawData, section.Misc_VirtualSize or section.SizeOfRawData)
-            _check_range(len(raw), offset, size, f"PE section {name}")
-            target.append(view[offset : offset + size])
+            _check_range(source.size, offset, size, f"PE section {name}")
+            target.append((offset, size))
         pe.parse_data_directories(
             directories=[
                 pefile.DIRECTORY_ENTRY["IMAGE_DIRECTORY_ENTRY_IMPORT"],
@@ -355,16 +487,16 @@ def _read_pe(data: bytes | bytearray | memoryview) -> BinaryInfo:
         )
         imports = tuple(_dll_name(e.dll) for e in getattr(pe, "DIRECTORY_ENTRY_IMPORT", ()))
         delay = tuple(_dll_name(e.dll) for e in getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", ()))
+        machine = PE_MACHINES.get(pe.FILE_HEADER.Machine, f"Machine {pe.FILE_HEADER.Machine:#x}")
     except pefile.PEFormatError as exc:
         raise BinaryFormatError(f"malformed PE file: {exc.value}") from None
     except (struct.error, IndexError, AttributeError, TypeError) as exc:
         # pefile trusts some fields it has not range-checked; keep its failures in our type.
         raise BinaryFormatError(f"malformed PE file: {exc}") from None
     # No pe.close(): it only matters for files pefile mapped itself, and it runs gc.collect().
-    machine = pe.FILE_HEADER.Machine
-    return BinaryInfo(
+    return BinaryLayout(
         format="pe",
-        machine=PE_MACHINES.get(machine, f"Machine {machine:#x}"),
+        machine=machine,
         fatbin=tuple(fatbin),
         relfatbin=tuple(relfatbin),
         imports=imports,
@@ -378,7 +510,7 @@ def _dll_name(name: bytes | None) -> str:
     return name.decode("ascii", "surrogateescape")
 
 
-def _coff_long_name(pe: object, raw: bytes, name: str) -> str:
+def _coff_long_name(pe: object, source: ByteSource, name: str) -> str:
     """Resolve a ``/123`` section name through the COFF string table (as MinGW ld writes it)."""
     header = getattr(pe, "FILE_HEADER", None)
     symbols = getattr(header, "PointerToSymbolTable", 0)
@@ -386,9 +518,7 @@ def _coff_long_name(pe: object, raw: bytes, name: str) -> str:
     if not symbols or not name[1:].isdigit():
         return name
     table = symbols + 18 * count
-    _check_range(len(raw), table, 4, "PE COFF string table")
-    (table_size,) = struct.unpack_from("<I", raw, table)
-    _check_range(len(raw), table, table_size, "PE COFF string table")
-    return _cstring(
-        memoryview(raw), table + int(name[1:]), table + table_size, f"PE section {name}"
-    )
+    _check_range(source.size, table, 4, "PE COFF string table")
+    (table_size,) = struct.unpack("<I", source.read(table, 4))
+    _check_range(source.size, table, table_size, "PE COFF string table")
+    return _cstring(source, table + int(name[1:]), table + table_size, f"PE section {name}")

@@ -118,13 +118,18 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
                            "project to leave CUDA off" + present,
                            "set [project] cuda-option to the project's CUDA switch (e.g. MYPROJ_BUILD_CUDA)")
         return Finding("cuda", "ok", f"CPU row: {option}=OFF{present}")
-    try:
-        if toolkit is not None:
-            from buildrows.plan import toolkit_compiler
+    from buildrows.plan import cached_toolkit, toolkit_compiler
 
-            comp = toolkit_compiler(row, toolkit, env)
-            return Finding("nvcc", "ok", comp.describe())
-        comp = check_cuda_compiler(row, env, host)  # the same verdict the hook and render give
+    try:
+        if toolkit is None:
+            try:
+                comp = check_cuda_compiler(row, env, host)  # the same verdict the hook and render give
+                return Finding("nvcc", "ok", comp.describe())
+            except (BadInput, Refused):
+                toolkit = cached_toolkit(row, env)  # what `buildrows toolkit install` provided
+                if toolkit is None:
+                    raise
+        comp = toolkit_compiler(row, toolkit, env)
     except (BadInput, Refused) as e:
         what, _, fix = str(e).partition("\n    fix: ")
         none_found = any(p.message == NO_CUDA_COMPILER for p in e.problems)

@@ -52,6 +52,7 @@ __all__ = [
     "iter_entries",
     "list_device_code",
     "parse_fatbin",
+    "read_entry_header",
 ]
 
 FATBIN_MAGIC: Final = 0xBA55ED50
@@ -130,6 +131,69 @@ def _skip_zeros(view: memoryview, pos: int) -> int:
     return len(view) if match is None else match.start()
 
 
+def read_entry_header(view: memoryview, pos: int, left: int) -> FatbinEntry:
+    """The entry whose header starts at ``view[pos]``, with ``left`` bytes left in its container.
+
+    ``view`` must hold at least the 64 bytes from ``pos`` on (``left >= 64`` is checked here).
+    Shared by :func:`iter_entries` and the streaming scanner, so both refuse the same entries.
+    """
+    if left < _MIN_ENTRY_HEADER:
+        raise FatbinError(
+            f"truncated entry header at offset {pos:#x}: {left} bytes left in the container, need 64"
+        )
+    (
+        kind_code,
+        _entry_version,
+        header_size,
+        payload_size,
+        compressed_size,
+        _options_offset,
+        minor,
+        major,
+        sm,
+        _name_offset,
+        _name_size,
+        flags,
+        _reserved,
+        uncompressed_size,
+    ) = _ENTRY.unpack_from(view, pos)
+    if not _MIN_ENTRY_HEADER <= header_size <= MAX_ENTRY_HEADER:
+        raise FatbinError(
+            f"entry at offset {pos:#x} has header size {header_size} (expected 64..{MAX_ENTRY_HEADER})"
+        )
+    if header_size > left or payload_size > left - header_size:
+        raise FatbinError(
+            f"entry at offset {pos:#x} declares {header_size}+{payload_size} bytes"
+            f" but only {left} remain in its container"
+        )
+    if compressed_size > payload_size:
+        raise FatbinError(
+            f"entry at offset {pos:#x} declares compressed size {compressed_size}"
+            f" larger than its payload ({payload_size})"
+        )
+    if flags & FLAG_ZSTD:
+        compression: Compression = "zstd"
+    elif flags & FLAG_LZ4:
+        compression = "lz4"
+    else:
+        compression = "none"
+    return FatbinEntry(
+        kind=_KINDS.get(kind_code, "other"),
+        kind_code=kind_code,
+        sm=sm,
+        arch_specific=bool(flags & FLAG_ARCH_SPECIFIC),
+        family=bool(flags & FLAG_FAMILY),
+        compression=compression,
+        offset=pos,
+        header_size=header_size,
+        payload_size=payload_size,
+        compressed_size=compressed_size,
+        uncompressed_size=uncompressed_size,
+        version=(major, minor),
+        flags=flags,
+    )
+
+
 def iter_entries(
     data: bytes | bytearray | memoryview, *, max_entries: int = MAX_ENTRIES
 ) -> Iterator[FatbinEntry]:
@@ -164,66 +228,12 @@ def iter_entries(
         container_end = body + fat_size
         entry_pos = body
         while entry_pos < container_end:
-            left = container_end - entry_pos
-            if left < _MIN_ENTRY_HEADER:
-                raise FatbinError(
-                    f"truncated entry header at offset {entry_pos:#x}: {left} bytes left in the container, need 64"
-                )
-            (
-                kind_code,
-                _entry_version,
-                entry_header_size,
-                payload_size,
-                compressed_size,
-                _options_offset,
-                minor,
-                major,
-                sm,
-                _name_offset,
-                _name_size,
-                flags,
-                _reserved,
-                uncompressed_size,
-            ) = _ENTRY.unpack_from(view, entry_pos)
-            if not _MIN_ENTRY_HEADER <= entry_header_size <= MAX_ENTRY_HEADER:
-                raise FatbinError(
-                    f"entry at offset {entry_pos:#x} has header size {entry_header_size} (expected 64..{MAX_ENTRY_HEADER})"
-                )
-            if entry_header_size > left or payload_size > left - entry_header_size:
-                raise FatbinError(
-                    f"entry at offset {entry_pos:#x} declares {entry_header_size}+{payload_size} bytes"
-                    f" but only {left} remain in its container"
-                )
-            if compressed_size > payload_size:
-                raise FatbinError(
-                    f"entry at offset {entry_pos:#x} declares compressed size {compressed_size}"
-                    f" larger than its payload ({payload_size})"
-                )
+            entry = read_entry_header(view, entry_pos, container_end - entry_pos)
             count += 1
             if count > max_entries:
                 raise FatbinError(f"more than {max_entries} entries; refusing to read further")
-            if flags & FLAG_ZSTD:
-                compression: Compression = "zstd"
-            elif flags & FLAG_LZ4:
-                compression = "lz4"
-            else:
-                compression = "none"
-            yield FatbinEntry(
-                kind=_KINDS.get(kind_code, "other"),
-                kind_code=kind_code,
-                sm=sm,
-                arch_specific=bool(flags & FLAG_ARCH_SPECIFIC),
-                family=bool(flags & FLAG_FAMILY),
-                compression=compression,
-                offset=entry_pos,
-                header_size=entry_header_size,
-                payload_size=payload_size,
-                compressed_size=compressed_size,
-                uncompressed_size=uncompressed_size,
-                version=(major, minor),
-                flags=flags,
-            )
-            entry_pos += entry_header_size + payload_size
+            yield entry
+            entry_pos += entry.header_size + entry.payload_size
         pos = _skip_zeros(view, container_end)
 
 

@@ -139,6 +139,27 @@ class Project:
     cache: tuple[tuple[str, str], ...] = ()
 
 
+InstallKind = Literal["version", "vcs", "path"]
+Submodules = Literal["recursive", "true", "false"]
+
+
+@dataclass(frozen=True)
+class Ci:
+    """How CI builds the rows ([ci]): what `buildrows workflow` renders from."""
+
+    #: How CI installs buildrows, pinned: `buildrows==X`, a VCS URL at a full commit, or a path
+    #: (relative to the policy file). None when the policy does not say; `workflow` then refuses.
+    install: str | None = None
+    install_kind: InstallKind | None = None
+    #: Project sources that decide a row (globs relative to the policy file), for the path filters.
+    paths: tuple[str, ...] = ()
+    submodules: Submodules = "recursive"
+    #: Run test-infra's Linux smoke test (it also greps the wheel for a pinned torch).
+    smoke_test: bool = True
+    #: The Python package the smoke test imports.
+    import_name: str = ""
+
+
 @dataclass(frozen=True)
 class Policy:
     """Everything a policy file says, after validation."""
@@ -151,6 +172,7 @@ class Policy:
     runtimes: tuple[tuple[int, Runtime], ...]
     platforms: tuple[str, ...]
     rows: tuple[Row, ...] = field(default=())
+    ci: Ci = field(default_factory=Ci)
     check: CheckPolicy = field(default_factory=CheckPolicy)
     pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow, newest first
     #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from buildrows.errors import Refused
+from buildrows.errors import BadInput, Refused
 from buildrows.host import refuse_other_machine
 from buildrows.model import Policy, Row
 from buildrows.provision.interpreters import Interpreter
@@ -94,6 +94,16 @@ def toolkit_compiler(row: Row, root: str, env: Mapping[str, str]) -> CudaCompile
     return comp
 
 
+def cached_toolkit(row: Row, env: Mapping[str, str]) -> str | None:
+    """The root of the row's train in the buildrows cache (`buildrows toolkit install`), or None."""
+    if row.cuda is None:
+        return None
+    from buildrows.provision.toolkit import installed
+
+    found = installed(row.cuda, row.platform, env)
+    return str(found.root) if found is not None else None
+
+
 def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs | None = None,
              compiler: CudaCompiler | None = None, check_toolchain: bool = True, step: str = "render",
              interpreter: Interpreter | None = None, toolkit: str | None = None) -> RowPlan:
@@ -114,7 +124,16 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
     if toolkit is not None and compiler is None:
         compiler = toolkit_compiler(row, toolkit, env)
     if row.is_cuda and compiler is None and check_toolchain:
-        compiler = check_cuda_compiler(row, env, host)
+        try:
+            compiler = check_cuda_compiler(row, env, host)
+        except (Refused, BadInput):
+            # No nvcc of the row's train here: one `buildrows toolkit install` put in the cache
+            # serves (the hook never takes this path: a CI job builds with its image's toolkit).
+            cached = cached_toolkit(row, env) if step != "hook" else None
+            if cached is None:
+                raise
+            toolkit = cached
+            compiler = toolkit_compiler(row, toolkit, env)
     generator = choose_generator(row, env, host)
     cudacxx_set = bool(env.get("CUDACXX", "").strip()) and toolkit is None
 

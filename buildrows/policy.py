@@ -25,6 +25,7 @@ from buildrows.archs import (
 from buildrows.errors import BadInput, Problem, raise_problems
 from buildrows.model import (
     CheckPolicy,
+    Ci,
     Driver,
     FileRule,
     Machine,
@@ -35,6 +36,7 @@ from buildrows.model import (
     RpathException,
     Runtime,
     RuntimeMode,
+    Submodules,
 )
 
 if sys.version_info >= (3, 11):
@@ -209,6 +211,7 @@ class _Resolver:
         for pname, pdoc in d["platforms"].items():
             rows += self._platform_rows(pname, pdoc, pythons, trains, runtimes, project)
         rows += self._empty_rows(d.get("empty", {}), trains)
+        ci = self._ci(d.get("ci", {}), project)
         seen: set[str] = set()
         for r in rows:
             if r.name in seen:
@@ -233,6 +236,7 @@ class _Resolver:
             runtimes=tuple(sorted(runtimes.items())),
             platforms=tuple(d["platforms"]),
             rows=tuple(rows),
+            ci=ci,
             check=check,
             pull_request_trains=pr_trains,
             key_prefix="".join(f"{k}." for k in self.prefix),
@@ -247,6 +251,37 @@ class _Resolver:
             cuda_option=p.get("cuda-option"),
             cache=cache,
         )
+
+    def _ci(self, c: dict[str, Any], project: Project) -> Ci:
+        from buildrows.pinning import classify
+
+        install, kind = c.get("install"), None
+        if install is not None:
+            try:
+                kind, install = classify(install)
+            except ValueError as e:
+                self.problem(("ci", "install"), f"{install!r}: {e}" if not str(e).startswith(repr(install.strip())) else str(e),
+                             hint="pin buildrows: a released version, a VCS URL at a full commit, or a path in the repository")
+                install = None
+        paths: list[str] = []
+        for i, g in enumerate(c.get("paths", [])):
+            if not g.strip() or g.startswith("/") or "\n" in g:
+                self.problem(("ci", "paths", i), f"{g!r} is not a path filter",
+                             hint="a glob relative to this file, e.g. \"csrc/**\"")
+            elif g.startswith("!"):
+                self.problem(("ci", "paths", i), f"{g!r} excludes paths; a row's sources are only ever added",
+                             hint="list what decides a row; leave exclusions out")
+            else:
+                paths.append(g)
+        # The default is checked where it is used (`buildrows workflow`): other commands never need it.
+        name = c.get("import-name", project.name.replace("-", "_").replace(".", "_"))
+        if "import-name" in c and not all(p.isidentifier() for p in name.split(".")):
+            self.problem(("ci", "import-name"),
+                         f"{name!r} is not an importable Python package name (the smoke test runs `import {name}`)",
+                         hint="write the package the wheel installs, e.g. \"my_ext\"")
+        return Ci(install=install, install_kind=kind, paths=tuple(paths),
+                  submodules=cast(Submodules, c.get("submodules", "recursive")),
+                  smoke_test=c.get("smoke-test", True), import_name=name)
 
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []

@@ -141,6 +141,7 @@ class ArrayOf(Node):
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-amd64")
 DRIVERS = ("cmake-presets", "scikit-build-core", "setup.py")
+SUBMODULES = ("recursive", "true", "false")
 
 CACHE = MapOf("Extra CMake cache variables (NAME = value), added to every row this table covers.", Str(""))
 
@@ -235,6 +236,22 @@ EMPTY_ROW = Table(
     required=("platform", "reason"),
 )
 
+CI = Table(
+    "How CI builds the rows: what `buildrows workflow` renders the workflows and their scripts from.",
+    {
+        "install": Str("How CI installs buildrows, pinned: \"buildrows==0.1.0\", "
+                       "\"git+https://github.com/ORG/buildrows@<40-hex commit>\", or a path in the repository "
+                       "relative to this file (\"./tools/buildrows\" or a .whl); an unpinned spec is refused."),
+        "paths": StrList("Project sources that decide a row (globs relative to this file, e.g. \"csrc/**\"); "
+                         "the workflows' pull-request path filters add them to the policy, the scripts and the build files."),
+        "submodules": Str("How the build job checks out submodules (actions/checkout's submodules).", SUBMODULES),
+        "smoke-test": Bool("Run test-infra's Linux smoke test (default true); it also requires the wheel to pin "
+                           "torch (`Requires-Dist: torch (==...)`), so set false for a project that does not depend "
+                           "on torch. The post-build `buildrows check` runs either way."),
+        "import-name": Str("The Python package the smoke test imports (default: the project name, - as _)."),
+    },
+)
+
 POLICY = Table(
     "buildrows policy: the rows a project publishes.",
     {
@@ -267,6 +284,7 @@ POLICY = Table(
         ),
         "platforms": MapOf("The platforms, by name.", PLATFORM, PLATFORMS),
         "empty": MapOf("Rows declared but deliberately empty, by row name.", EMPTY_ROW),
+        "ci": CI,
         "check": CHECK,
     },
     required=("python", "platforms"),

@@ -1,9 +1,10 @@
 """Read a wheel's shared libraries, name and metadata straight from the zip, never touching disk.
 
-Each library is inflated once into memory (one read of its compressed bytes, one bounded
-``zlib`` call, a CRC check) and handed to :mod:`buildrows.binfmt` and :mod:`buildrows.fatbin`,
-which only look at headers through a ``memoryview``; inflating is the whole cost. ``zlib`` releases
-the GIL, so libraries are inflated on a few threads, largest first.
+Each library is inflated once, in bounded chunks, and read as it streams past
+(:mod:`buildrows.libstream`): fat binaries are recognised in passing, header ranges are kept, the
+library itself never is, so memory stays flat whatever the library's size. Inflating is the
+whole cost; the inflater (:mod:`buildrows.inflate`, zlib-ng when installed) releases the GIL, so
+libraries are read on a few threads, largest first.
 
 The zip is treated as hostile: member names that climb out of the wheel, duplicate names, local
 headers that disagree with the central directory, sizes beyond a cap or beyond the file, and
@@ -15,23 +16,23 @@ from __future__ import annotations
 
 import email.parser
 import email.policy
-import mmap
+import functools
 import os
-import queue
 import re
 import struct
 import zipfile
-import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import BinaryIO, Final
 
-from buildrows.binfmt import BinaryFormat, BinaryFormatError, read_binary
+from buildrows.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
 from buildrows.buildinfo import RECORD_NAME
-from buildrows.fatbin import FatbinError
+from buildrows.fatbin import DeviceCode, FatbinError
 from buildrows.fatbin import list_device_code as _fatbin_device_code
+from buildrows.inflate import InflateError, MemberStream
+from buildrows.libstream import read_streamed
 
 __all__ = [
     "DEFAULT_MAX_MEMBER_SIZE",
@@ -51,7 +52,7 @@ __all__ = [
 DEFAULT_MAX_MEMBER_SIZE: Final = 8 * 2**30
 MAX_METADATA_SIZE: Final = 64 * 2**20
 MAX_MEMBERS: Final = 1_000_000
-DEFAULT_WORKERS: Final = 4
+DEFAULT_WORKERS: Final = 2
 
 _LIBRARY_NAME = re.compile(r"\.(?:so(?:\.\d+)*|dll|pyd)$", re.IGNORECASE)
 _LOCAL_HEADER = struct.Struct("<4s5H3I2H")
@@ -59,7 +60,6 @@ _LOCAL_MAGIC: Final = b"PK\x03\x04"
 _FLAG_ENCRYPTED: Final = 0x1
 _FLAG_UTF8: Final = 0x800
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_CHUNK: Final = 1 << 20
 # deflate cannot expand its input more than ~1032:1; a member claiming more is lying about its size.
 _MAX_DEFLATE_RATIO: Final = 1032
 
@@ -98,6 +98,8 @@ class LibraryInfo:
 
     ``cubins`` and ``ptx`` list architectures as ``cuobjdump --list-elf``/``--list-ptx`` name
     them, in file order with repeats (a library built from several objects repeats them).
+    ``machine``: ``x86_64``, ``aarch64``... (ELF ``e_machine``, PE ``Machine``; see
+    :data:`buildrows.binfmt.ELF_MACHINES`).
     """
 
     path: str
@@ -210,7 +212,7 @@ def _dist_info_member(wheel: Path, infos: list[zipfile.ZipInfo], name: WheelName
     target = chosen.rsplit("/", 1)[0] + "/" + filename
     for info in infos:
         if info.filename == target:
-            return bytes(_read_member(wheel, info, MAX_METADATA_SIZE, _Buffer()))
+            return _read_member(wheel, info, MAX_METADATA_SIZE)
     return None
 
 
@@ -274,33 +276,6 @@ def _checked_members(wheel: Path, zf: zipfile.ZipFile) -> list[zipfile.ZipInfo]:
     return infos
 
 
-class _Buffer:
-    """A reusable output buffer: inflating into warm memory beats a fresh allocation per member.
-
-    Anonymous ``mmap`` rather than ``bytearray``: the kernel hands out zeroed pages lazily, where
-    ``bytearray(n)`` would first write n zeros. Never resized in place (views into it may still be
-    alive); replaced when too small, at ``hint`` bytes at least so that happens once.
-    """
-
-    def __init__(self, hint: int = 0) -> None:
-        self.hint = hint
-        self.data: mmap.mmap | None = None
-        self.chunk = bytearray(_CHUNK)
-
-    def view(self, size: int) -> memoryview:
-        if self.data is None or len(self.data) < size:
-            self.data = _anonymous_map(max(size, self.hint, 1))
-        return memoryview(self.data)[:size]
-
-
-def _anonymous_map(size: int) -> mmap.mmap:
-    # MAP_POPULATE faults the pages in one go: cheaper than one fault per page while inflating.
-    populate = getattr(mmap, "MAP_POPULATE", 0)
-    if populate:
-        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | populate)
-    return mmap.mmap(-1, size)
-
-
 def _plausible(info: zipfile.ZipInfo, archive_size: int | None) -> bool:
     """Whether the archive could hold what the member claims (its sizes are not checked yet)."""
     if archive_size is not None and info.compress_size > archive_size:
@@ -310,11 +285,8 @@ def _plausible(info: zipfile.ZipInfo, archive_size: int | None) -> bool:
     return info.file_size <= info.compress_size * _MAX_DEFLATE_RATIO + 64
 
 
-def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buffer) -> memoryview:
-    """Inflate one member into ``buffer``, checking it against the central directory.
-
-    The returned view is valid until ``buffer`` is used again.
-    """
+def _member_stream(wheel: Path, info: zipfile.ZipInfo, max_size: int) -> MemberStream:
+    """A stream of one member's data, after checking its headers against the central directory."""
     member = info.filename
 
     def fail(message: str) -> WheelError:
@@ -341,94 +313,96 @@ def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buf
         if magic != _LOCAL_MAGIC:
             raise fail("bad local header signature")
         raw_name = fp.read(name_len)
-        local_name = raw_name.decode("utf-8" if info.flag_bits & _FLAG_UTF8 else "cp437", "replace")
-        if local_name != info.orig_filename:
-            raise fail(f"local header names {local_name!r}, the central directory disagrees")
-        data_start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
-        left = info.compress_size
-        if left > archive_size - data_start:
-            raise fail(
-                f"compressed data ({left} bytes at {data_start:#x}) runs past the end"
-                f" of the archive ({archive_size} bytes; truncated?)"
-            )
-        # Only now, with the claim checked against the archive's real size, allocate for it.
-        out = buffer.view(size)
-        fp.seek(data_start)
-        if info.compress_type == zipfile.ZIP_STORED:
-            if fp.readinto(out) != size:
-                raise fail("stored data is truncated")
-            if zlib.crc32(out) != info.CRC:
-                raise fail("CRC-32 mismatch (corrupt archive)")
-            return out
-        inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        chunk = memoryview(buffer.chunk)
-        pos = 0
-        crc = 0
-        try:
-            while left:
-                got = fp.readinto(chunk[: min(left, _CHUNK)])
-                if not got:
-                    raise fail("compressed data is truncated")
-                left -= got
-                # Bounded: a member that inflates past its declared size stops one byte over it.
-                piece = inflater.decompress(chunk[:got], size + 1 - pos)
-                if pos + len(piece) > size:
-                    raise fail(f"inflates to more than its declared {size} bytes")
-                out[pos : pos + len(piece)] = piece
-                pos += len(piece)
-                crc = zlib.crc32(piece, crc)
-                if inflater.eof:
-                    break
-        except zlib.error as exc:
-            raise fail(f"corrupt deflate data: {exc}") from None
-    if not inflater.eof:
-        raise fail("deflate stream ends early (truncated or corrupt)")
-    if pos != size:
-        raise fail(f"inflates to {pos} bytes, declares {size}")
-    if crc != info.CRC:
-        raise fail("CRC-32 mismatch (corrupt archive)")
-    return out
+    local_name = raw_name.decode("utf-8" if info.flag_bits & _FLAG_UTF8 else "cp437", "replace")
+    if local_name != info.orig_filename:
+        raise fail(f"local header names {local_name!r}, the central directory disagrees")
+    data_start = info.header_offset + _LOCAL_HEADER.size + name_len + extra_len
+    left = info.compress_size
+    if left > archive_size - data_start:
+        raise fail(
+            f"compressed data ({left} bytes at {data_start:#x}) runs past the end"
+            f" of the archive ({archive_size} bytes; truncated?)"
+        )
+    return MemberStream(
+        functools.partial(_open_binary, wheel),
+        data_start,
+        info.compress_size,
+        size,
+        info.CRC,
+        deflated=info.compress_type == zipfile.ZIP_DEFLATED,
+    )
 
 
-def _library_info(
-    wheel: Path, info: zipfile.ZipInfo, max_size: int, buffer: _Buffer
-) -> LibraryInfo:
-    data = _read_member(wheel, info, max_size, buffer)
+def _open_binary(path: Path) -> BinaryIO:
+    return path.open("rb")
+
+
+def _read_member(wheel: Path, info: zipfile.ZipInfo, max_size: int) -> bytes:
+    """One member's data, whole (for small members: METADATA)."""
+    stream = _member_stream(wheel, info, max_size)
     try:
-        return describe_library(info.filename, data)
+        return b"".join(piece for _, piece in stream.chunks())
+    except InflateError as exc:
+        raise WheelError(str(wheel), str(exc), info.filename) from None
+
+
+def _library_info(wheel: Path, info: zipfile.ZipInfo, max_size: int) -> LibraryInfo:
+    stream = _member_stream(wheel, info, max_size)
+    try:
+        lib = read_streamed(stream)
+    except InflateError as exc:
+        raise WheelError(str(wheel), str(exc), info.filename) from None
     except (BinaryFormatError, FatbinError) as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from exc
+    return _describe(info.filename, info.file_size, lib.layout, lib.device_code, lib.relocatable)
 
 
 def describe_library(path: str, data: bytes | bytearray | memoryview) -> LibraryInfo:
-    """A :class:`LibraryInfo` for one library held in memory (a wheel member or a loose file).
+    """A :class:`LibraryInfo` for one library held in memory (a loose file, say).
 
-    Malformed input raises :class:`BinaryFormatError` or :class:`FatbinError`.
+    Malformed input raises :class:`BinaryFormatError` or :class:`FatbinError`. Wheel members are
+    read streaming instead (:mod:`buildrows.libstream`), with the same result.
     """
     binary = read_binary(data)
-    cubins: list[str] = []
-    ptx: list[str] = []
-    for section in binary.device_code_sections:
-        code = _fatbin_device_code(section)
-        cubins.extend(code.cubins)
-        ptx.extend(code.ptx)
-    relocatable_ptx: list[str] = []
-    if binary.fatbin:  # else the relocatable one was read above, as cuobjdump does
-        for section in binary.relfatbin:
-            relocatable_ptx.extend(p for p in _fatbin_device_code(section).ptx if p not in ptx)
-    return LibraryInfo(
-        path=path,
+    code = _device_code(binary.device_code_sections)
+    # Else the relocatable one was read above, as cuobjdump does.
+    relocatable = _device_code(binary.relfatbin) if binary.fatbin else DeviceCode()
+    layout = BinaryLayout(
         format=binary.format,
-        size=len(data),
         machine=binary.machine,
-        cubins=tuple(cubins),
-        ptx=tuple(ptx),
         needed=binary.needed,
         rpath=binary.rpath,
         runpath=binary.runpath,
         imports=binary.imports,
         delay_imports=binary.delay_imports,
-        relocatable_ptx=tuple(relocatable_ptx),
+    )
+    return _describe(path, len(data), layout, code, relocatable)
+
+
+def _device_code(sections: tuple[memoryview, ...]) -> DeviceCode:
+    cubins: list[str] = []
+    ptx: list[str] = []
+    for section in sections:
+        code = _fatbin_device_code(section)
+        cubins.extend(code.cubins)
+        ptx.extend(code.ptx)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+
+
+def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relocatable: DeviceCode) -> LibraryInfo:
+    return LibraryInfo(
+        path=path,
+        format=layout.format,
+        size=size,
+        machine=layout.machine,
+        cubins=code.cubins,
+        ptx=code.ptx,
+        needed=layout.needed,
+        rpath=layout.rpath,
+        runpath=layout.runpath,
+        imports=layout.imports,
+        delay_imports=layout.delay_imports,
+        relocatable_ptx=tuple(p for p in relocatable.ptx if p not in code.ptx),
     )
 
 
@@ -437,30 +411,14 @@ def _read_libraries(
 ) -> Iterator[LibraryInfo]:
     if workers is None:
         workers = min(DEFAULT_WORKERS, os.cpu_count() or 1)
-    # A lying central directory must not size the buffers: only claims the archive could back.
-    archive_size = wheel.stat().st_size
-    hint = max((i.file_size for i in libs if i.file_size <= max_size and _plausible(i, archive_size)), default=0)
     if workers <= 1 or len(libs) <= 1:
-        buffer = _Buffer(hint)
         for info in libs:
-            yield _library_info(wheel, info, max_size, buffer)
+            yield _library_info(wheel, info, max_size)
         return
-    # One buffer per worker, handed out through a queue so no two tasks share one.
-    buffers: queue.SimpleQueue[_Buffer] = queue.SimpleQueue()
-    for _ in range(workers):
-        buffers.put(_Buffer())  # sized by the first (largest) member each one gets
-
-    def task(info: zipfile.ZipInfo) -> LibraryInfo:
-        buffer = buffers.get()
-        try:
-            return _library_info(wheel, info, max_size, buffer)
-        finally:
-            buffers.put(buffer)
-
     # Largest first, so one big library does not start last and run alone.
     order = sorted(range(len(libs)), key=lambda i: libs[i].compress_size, reverse=True)
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = {i: pool.submit(task, libs[i]) for i in order}
+        futures = {i: pool.submit(_library_info, wheel, libs[i], max_size) for i in order}
         try:
             for i in range(len(libs)):
                 yield futures[i].result()
@@ -484,7 +442,7 @@ def _requires_dist(wheel: Path, infos: list[zipfile.ZipInfo], name: WheelName) -
         if len(candidates) != 1:
             raise WheelError(str(wheel), f"several .dist-info/METADATA and none is {expected}")
     info = candidates[0]
-    data = bytes(_read_member(wheel, info, MAX_METADATA_SIZE, _Buffer()))
+    data = _read_member(wheel, info, MAX_METADATA_SIZE)
     parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
     message = parser.parsebytes(data)
     return tuple(str(value).strip() for value in message.get_all("Requires-Dist") or ())

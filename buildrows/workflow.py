@@ -7,11 +7,13 @@ imported inside `render` so that importing this module stays cheap.
 from __future__ import annotations
 
 import difflib
+import posixpath
 import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from buildrows import __version__
 from buildrows.errors import BadInput, Refused
@@ -19,8 +21,10 @@ from buildrows.matrix import FULL_MATRIX_LABEL
 from buildrows.model import Policy
 from buildrows.resources import resource_dir
 
+if TYPE_CHECKING:
+    import jinja2
+
 TEMPLATE = "build-wheels-cuda.yml.j2"
-DEFAULT_PRE_SCRIPT = "scripts/pre_build_hook.sh"
 
 # The build-type inputs of pytorch/test-infra's generate_binary_build_matrix.yml. It compares them
 # with "enable"/"disable" and treats anything else as disabled, so a plausible `enabled` silently
@@ -63,6 +67,32 @@ def check_rendered_switches(text: str, where: str) -> None:
             check_switch(m.group("name"), value, f"{where}:{n}")
 
 
+#: Where the scripts the workflows name are rendered, relative to the repository root.
+DEFAULT_SCRIPTS_DIR = ".github/scripts"
+PRE_SCRIPT = "buildrows-pre-build.sh"
+CHECK_SCRIPT = "buildrows-check-wheels.sh"
+SMOKE_TEST = "buildrows_smoke_test.py"
+VC_ENV = "buildrows-vc-env.bat"
+#: The Windows pre-script installs ninja so the hook can take the Ninja route (SPEC §5); pinned like
+#: everything else the job installs.
+NINJA_SPEC = "ninja==1.13.0"
+#: How the scikit-build-core driver's wheel is built in test-infra's python-build-package route.
+BUILD_COMMAND = "python -m build --wheel"
+# Release tags (final and candidates) and ciflow/binaries/* pushes build the full matrix.
+TAGS = ("v[0-9]+.[0-9]+.[0-9]+", "v[0-9]+.[0-9]+.[0-9]+-rc[0-9]+", "ciflow/binaries/*")
+
+BuildValue = str | bool
+
+
+@dataclass(frozen=True)
+class RenderedFile:
+    """A file `buildrows workflow` writes, relative to the repository root."""
+
+    path: str
+    text: str
+    executable: bool = False
+
+
 @dataclass(frozen=True)
 class WorkflowPlan:
     """Every value one platform's workflow is rendered from."""
@@ -73,10 +103,36 @@ class WorkflowPlan:
     config: str  # the policy, relative to the repository root
     paths: tuple[str, ...]
     branches: tuple[str, ...]
+    tags: tuple[str, ...]
     generator_inputs: tuple[tuple[str, str], ...]
     build_workflow: str
-    build_inputs: tuple[tuple[str, str], ...]
+    build_inputs: tuple[tuple[str, BuildValue], ...]
+    install: str  # the pip argument, relative to the repository root for a path
+    submodules: str
+
+
+@dataclass(frozen=True)
+class ScriptsPlan:
+    """The scripts the workflows name, rendered into the repository (paths relative to its root)."""
+
+    dir: str
+    config: str
     install: str
+    import_name: str
+    windows: bool  # the policy has Windows rows: render the developer-environment wrapper too
+
+    def path(self, name: str) -> str:
+        return f"{self.dir}/{name}"
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        names = [PRE_SCRIPT, CHECK_SCRIPT, SMOKE_TEST] + ([VC_ENV] if self.windows else [])
+        return tuple(self.path(n) for n in names)
+
+    @property
+    def up(self) -> str:
+        """From the scripts' directory back to the repository root."""
+        return "/".join([".."] * len(PurePosixPath(self.dir).parts)) or "."
 
 
 def parse_overrides(items: Sequence[str]) -> dict[str, str]:
@@ -109,6 +165,66 @@ def _relative(path: str | Path, root: Path, what: str) -> str:
                        "    fix: pass --root with the repository that holds it") from None
 
 
+def _from_policy_dir(policy_dir: str, rel: str, what: str) -> str:
+    """A path or glob written relative to the policy file, made relative to the repository root."""
+    joined = posixpath.normpath(posixpath.join(policy_dir, rel.replace("\\", "/")))
+    if joined == ".." or joined.startswith("../"):
+        raise BadInput(f"{what} {rel!r} leads outside the repository (from the policy's directory "
+                       f"{policy_dir or '.'!r})\n    fix: name a path inside the repository")
+    return joined
+
+
+def _install_arg(policy: Policy, root: Path, policy_dir: str) -> str:
+    """The pip argument CI installs buildrows with; refuses a policy that does not pin it."""
+    ci = policy.ci
+    if ci.install is None:
+        raise BadInput(f"{policy.path}: [ci] install is not set, so the workflows would not say which buildrows "
+                       "CI runs (the hook and the wheel check run it on every job)\n"
+                       f"    fix: add [ci] install = \"buildrows=={__version__}\" (or a VCS URL at a full commit, "
+                       "or a path in the repository)")
+    if ci.install_kind != "path":
+        return ci.install
+    rel = _from_policy_dir(policy_dir, ci.install, f"{policy.path}: [ci] install")
+    target = root / rel
+    ok = (target.is_file() and target.suffix == ".whl") or (
+        target.is_dir() and any((target / n).is_file() for n in ("pyproject.toml", "setup.py")))
+    if not ok:
+        raise BadInput(f"{policy.path}: [ci] install {ci.install!r} is {target}, which is neither a buildrows "
+                       "project directory (with pyproject.toml) nor a .whl\n"
+                       "    fix: point it at the copy of buildrows the repository carries")
+    return "./" + rel
+
+
+def _build_files(policy: Policy, policy_dir: str) -> list[str]:
+    """The project's build files: what the driver reads, relative to the repository root."""
+    src = _from_policy_dir(policy_dir, policy.project.source_dir, f"{policy.path}: [project] source-dir")
+    pre = "" if src == "." else src + "/"
+    files = [f"{pre}pyproject.toml", f"{pre}**/CMakeLists.txt", f"{pre}**/*.cmake", f"{pre}CMakeLists.txt"]
+    if policy.project.driver == "setup.py":
+        files.insert(1, f"{pre}setup.py")
+    return files
+
+
+def scripts_plan(policy: Policy, *, root: Path, scripts_dir: str = DEFAULT_SCRIPTS_DIR) -> ScriptsPlan:
+    """The scripts every workflow of this policy names (the same set whichever platforms are rendered)."""
+    config = _relative(policy.path, root, "the policy")
+    d = PurePosixPath(scripts_dir.replace("\\", "/")).as_posix().strip("/")
+    if not d or d.startswith("..") or PurePosixPath(d).is_absolute() or any(c in d for c in " '\"$`"):
+        raise BadInput(f"--scripts-dir {scripts_dir!r}: must be a plain directory inside the repository\n"
+                       f"    fix: e.g. --scripts-dir {DEFAULT_SCRIPTS_DIR}")
+    return ScriptsPlan(
+        dir=d, config=config, install=_install_arg(policy, root, posixpath.dirname(config)),
+        import_name=policy.ci.import_name,
+        windows=any(r.os == "windows" and r.empty_reason is None for r in policy.rows),
+    )
+
+
+def _windows_path(rel: str) -> str:
+    """A repository path as test-infra's Windows steps pass it to cmd (doubled backslashes, as the
+    seed project's working workflow writes them: cmd reads `a/b.bat` as `a` with a switch)."""
+    return rel.replace("/", "\\\\")
+
+
 def plan(
     policy: Policy,
     *,
@@ -116,8 +232,7 @@ def plan(
     out_dir: Path,
     platforms: Sequence[str] = (),
     overrides: Mapping[str, str] | None = None,
-    pre_script: str = DEFAULT_PRE_SCRIPT,
-    install: str | None = None,
+    scripts_dir: str = DEFAULT_SCRIPTS_DIR,
     extra_paths: Sequence[str] = (),
     branches: Sequence[str] = ("main", "nightly", "release/*"),
 ) -> list[WorkflowPlan]:
@@ -136,11 +251,25 @@ def plan(
         raise BadInput(f"{policy.path}: [project] name {name!r} spans several lines; the workflow passes it "
                        "as the build's package-name, which is one line\n"
                        "    fix: write [project] name on one line (the distribution name)")
-    config = _relative(policy.path, root, "the policy")
+    if not all(part.isidentifier() for part in policy.ci.import_name.split(".")):
+        raise BadInput(f"{policy.path}: the smoke test would run `import {policy.ci.import_name}`, which is not a "
+                       "Python package name (derived from [project] name)\n"
+                       "    fix: set [ci] import-name to the package the wheel installs, e.g. import-name = \"my_ext\"")
+    if policy.project.driver == "cmake-presets":
+        raise BadInput(f"{policy.path}: [project] driver = \"cmake-presets\" makes an install tree, not a wheel; "
+                       "test-infra's wheel workflows build and upload a wheel\n"
+                       "    fix: use driver = \"scikit-build-core\" or \"setup.py\" for the project's wheel")
+    scripts = scripts_plan(policy, root=root, scripts_dir=scripts_dir)
+    config = scripts.config
+    policy_dir = posixpath.dirname(config)
     try:
         out_rel = _relative(out_dir, root, "--out")
     except BadInput:  # rendered elsewhere (a preview, a test): it will live where GitHub reads workflows
         out_rel = ".github/workflows"
+    sources = [_from_policy_dir(policy_dir, g, f"{policy.path}: [ci] paths") for g in policy.ci.paths]
+    if policy.ci.install_kind == "path":
+        target = scripts.install[2:]
+        sources.append(target if target.endswith(".whl") else f"{target}/**")
     chosen = [p for p in policy.platforms if not platforms or p in platforms]
     plans: list[WorkflowPlan] = []
     for platform in chosen:
@@ -168,20 +297,40 @@ def plan(
                               "the generator would offer none and every release would fail\n"
                               f"    fix: drop the override, or remove the {what} rows of {platform} from {policy.path}")
         os_ = platform.split("-")[0]
+        windows = os_ == "windows"
         file_name = f"build-wheels-cuda-{platform}.yml" if has_cuda else f"build-wheels-{platform}.yml"
-        build: list[tuple[str, str]] = [
+        where = _windows_path if windows else (lambda rel: rel)
+        build: list[tuple[str, BuildValue]] = [
             ("repository", "${{ github.repository }}"),
             ("ref", ""),
             ("test-infra-repository", "pytorch/test-infra"),
             ("test-infra-ref", "main"),
-            ("package-name", policy.project.name),
-            # the hook: finds the row from CU_VERSION/DESIRED_CUDA and writes BUILD_ENV_FILE
-            ("pre-script", pre_script),
+            ("package-name", policy.ci.import_name),
+            ("submodules", policy.ci.submodules),
         ]
+        if policy.project.driver == "setup.py":
+            build.append(("build-platform", "setup-py"))
+        else:
+            build += [("build-platform", "python-build-package"), ("build-command", BUILD_COMMAND)]
+        # The hook: installs buildrows as pinned, finds the row, appends its values after pkg-helpers'.
+        build.append(("pre-script", where(scripts.path(PRE_SCRIPT))))
+        if windows:
+            # The build, the post-script and the smoke test run through it: a Visual Studio developer
+            # environment with ninja, clang-cl and cl on PATH (the generator the hook chose).
+            build.append(("env-script", where(scripts.path(VC_ENV))))
+            # test-infra runs a Windows post-script as a command (`${CONDA_RUN} ${ENV_SCRIPT} ${POST_SCRIPT}`).
+            build.append(("post-script", "bash " + where(scripts.path(CHECK_SCRIPT))))
+        else:
+            # run-script-with-cache runs it as `bash SCRIPT`, after the wheel is built and before upload.
+            build.append(("post-script", scripts.path(CHECK_SCRIPT)))
+        build.append(("smoke-test-script", scripts.path(SMOKE_TEST)))
+        if not windows:
+            build.append(("run-smoke-test", policy.ci.smoke_test))
         if platform == "linux-aarch64":
             # Without it the shared build prepares an x86_64 job and skips the aarch64 conda install.
             build.append(("architecture", "aarch64"))
-        paths = [config, pre_script, f"{out_rel}/{file_name}", *extra_paths]
+        paths = [config, *scripts.files, f"{out_rel}/{file_name}", *_build_files(policy, policy_dir),
+                 *sources, *extra_paths]
         plans.append(WorkflowPlan(
             platform=platform,
             file_name=file_name,
@@ -189,10 +338,12 @@ def plan(
             config=config,
             paths=tuple(dict.fromkeys(paths)),
             branches=tuple(branches),
+            tags=TAGS,
             generator_inputs=tuple(gen.items()),
             build_workflow=_BUILD_WORKFLOW[os_],
             build_inputs=tuple(build),
-            install=install or f"buildrows=={__version__}",
+            install=scripts.install,
+            submodules=policy.ci.submodules,
         ))
     if not plans:
         raise Refused(f"{policy.path} publishes no rows on {', '.join(chosen) or 'any platform'}: no workflow to render")
@@ -205,6 +356,8 @@ _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"}
 
 def _yaml_scalar(value: object) -> str:
     """A YAML scalar for one-line VALUE: plain when unambiguous, otherwise single-quoted."""
+    if isinstance(value, bool):  # a boolean input of the called workflow
+        return "true" if value else "false"
     s = str(value)
     if "\n" in s:
         raise ValueError(f"multi-line value {s!r} in a workflow template")
@@ -213,8 +366,7 @@ def _yaml_scalar(value: object) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def render(p: WorkflowPlan, template_dir: Path | None = None, template: str = TEMPLATE) -> str:
-    """The workflow text; its generator switches are checked after rendering, whatever the template says."""
+def _environment(template_dir: Path | None) -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(
@@ -234,13 +386,44 @@ def render(p: WorkflowPlan, template_dir: Path | None = None, template: str = TE
     )
     env.filters["q"] = _yaml_scalar
     env.filters["shq"] = shlex.quote
+    env.filters["pyrepr"] = repr
+    return env
+
+
+def _render(template_dir: Path | None, template: str, **values: object) -> str:
+    import jinja2
+
     try:
-        text = env.get_template(template).render(
-            platform=p.platform, title=p.title, config=p.config, paths=p.paths, branches=p.branches,
-            generator_inputs=p.generator_inputs, build_workflow=p.build_workflow, build_inputs=p.build_inputs,
-            install=p.install, full_matrix_label=FULL_MATRIX_LABEL,
-        )
+        return _environment(template_dir).get_template(template).render(**values)
     except jinja2.TemplateError as e:
         raise BadInput(f"template {template}: {e}\n    fix: correct the template") from None
+
+
+def render(p: WorkflowPlan, template_dir: Path | None = None, template: str = TEMPLATE) -> str:
+    """The workflow text; its generator switches are checked after rendering, whatever the template says."""
+    text = _render(
+        template_dir, template,
+        platform=p.platform, title=p.title, config=p.config, paths=p.paths, branches=p.branches, tags=p.tags,
+        generator_inputs=p.generator_inputs, build_workflow=p.build_workflow, build_inputs=p.build_inputs,
+        install=p.install, submodules=p.submodules, full_matrix_label=FULL_MATRIX_LABEL,
+    )
     check_rendered_switches(text, f"{template} (rendered for {p.platform})")
     return text
+
+
+def render_scripts(sp: ScriptsPlan, template_dir: Path | None = None) -> list[RenderedFile]:
+    """The pre-script, the wheel check (post-script), the smoke test and, for Windows, the Visual
+    Studio developer-environment wrapper: everything the workflows name, into the repository."""
+    values: dict[str, object] = dict(
+        config=sp.config, install=sp.install, import_name=sp.import_name, up=sp.up, windows=sp.windows,
+        ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir,
+    )
+    out = [
+        RenderedFile(sp.path(PRE_SCRIPT), _render(template_dir, PRE_SCRIPT + ".j2", **values), executable=True),
+        RenderedFile(sp.path(CHECK_SCRIPT), _render(template_dir, CHECK_SCRIPT + ".j2", **values), executable=True),
+        RenderedFile(sp.path(SMOKE_TEST), _render(template_dir, SMOKE_TEST + ".j2", **values)),
+    ]
+    if sp.windows:
+        text = _render(template_dir, VC_ENV + ".j2", **values)
+        out.append(RenderedFile(sp.path(VC_ENV), text.replace("\r\n", "\n").replace("\n", "\r\n")))
+    return out

@@ -1,24 +1,36 @@
-"""Benchmark (SPEC §10): listing a wheel's device code, against merely inflating its libraries and
-against extracting them and running cuobjdump; target within 1.3x of the first, 8x faster than the
-second, with identical results.
+"""Benchmark (SPEC §10, issue 16): the wheel check against merely inflating the wheel's libraries,
+with each inflater, and against extracting them and running cuobjdump; peak memory of each.
 
-    python scripts/bench_check.py WHEEL [--repeat 3] [--workers N] [--cuobjdump PATH]
+    python scripts/bench_check.py WHEEL [--repeat 5] [--cuobjdump PATH | --skip-cuobjdump]
 
-Timings are the best of --repeat runs, interleaved, with the wheel already in the page cache (the
-first pass warms it). Baselines, all single-threaded:
-  zipfile-read   ZipFile.read() of every shared library: the straightforward way to inflate them
-  zlib-oneshot   one zlib.decompress() per library from its raw bytes, no CRC: a floor for inflating
-  cuobjdump      extract each library to a temporary directory, run cuobjdump --list-elf and
-                 --list-ptx on it (timed once; it is slow)
+Every measurement runs in a fresh child process (``--child MODE``), so each one's peak resident
+memory is that child's own ``ru_maxrss`` (imports included); its time is measured inside the child,
+around the work alone. Modes run interleaved, ``--repeat`` times each, after one pass that warms
+the page cache; the table gives medians (min and max beside them). Modes:
+
+  stdlib-stream      the standard library's zlib, streaming 1 MiB at a time, CRC-32: what
+                     zipfile.read (and the check before issue 16) pays. The baseline.
+  zipfile-read       ZipFile.read() of each library, whole (the issue's first measurement)
+  <inflater>-stream  the same streaming loop with zlib-ng / ISA-L (when installed)
+  <inflater>-oneshot one call per library, output whole in memory (libdeflate has only this)
+  check-1, check-2   buildrows' reader (read_wheel: device code, links, machine) on 1 and 2 threads
+  cli-check          `buildrows archs --from-wheel WHEEL --json` as a user runs it (interpreter
+                     start-up and all), wall time measured from outside
+  cuobjdump          extract each library to a temporary directory, cuobjdump --list-elf and
+                     --list-ptx on it (once; it is slow); its listing is compared with check-1's
+
+Targets (issue 16): check-2 at most 0.4x stdlib-stream, peak memory under 160 MB, identical to
+cuobjdump. Exit status 1 when a target is missed.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import json
 import os
 import re
-import shutil
+import resource
+import statistics
 import struct
 import subprocess
 import sys
@@ -26,31 +38,72 @@ import tempfile
 import time
 import zipfile
 import zlib
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from buildrows.wheelread import DEFAULT_WORKERS, is_shared_library, read_wheel  # noqa: E402
+Listing = dict[str, list[list[str]]]
 
-Listing = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
-
-
-def find_cuobjdump() -> str | None:
-    found = shutil.which("cuobjdump")
-    if found:
-        return found
-    spec = importlib.util.find_spec("nvidia")
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        for candidate in sorted(Path(root).glob("cu*/bin/cuobjdump"), reverse=True):
-            return str(candidate)
-    return None
+STREAMERS = {"stdlib": "zlib", "zlib-ng": "zlib_ng.zlib_ng", "isal": "isal.isal_zlib"}
+ONESHOT = {"zlib-ng": "zlib_ng.zlib_ng", "isal": "isal.isal_zlib", "libdeflate": "deflate"}
+OUT_CHUNK = 1 << 20
+IN_CHUNK = 1 << 18
 
 
 def libraries(wheel: Path) -> list[zipfile.ZipInfo]:
+    from buildrows.wheelread import is_shared_library
+
     with zipfile.ZipFile(wheel) as zf:
         return [i for i in zf.infolist() if is_shared_library(i.filename)]
+
+
+def _raw(fp: Any, info: zipfile.ZipInfo) -> None:
+    fp.seek(info.header_offset + 26)
+    name_len, extra_len = struct.unpack("<HH", fp.read(4))
+    fp.seek(info.header_offset + 30 + name_len + extra_len)
+
+
+def inflate_stream(wheel: Path, module_name: str) -> int:
+    import importlib
+
+    module = importlib.import_module(module_name)
+    total = 0
+    with wheel.open("rb") as fp:
+        for info in libraries(wheel):
+            _raw(fp, info)
+            left = info.compress_size
+            inflater = module.decompressobj(-15)
+            crc = 0
+            while left:
+                data = fp.read(min(left, IN_CHUNK))
+                left -= len(data)
+                while data:
+                    piece = inflater.decompress(data, OUT_CHUNK)
+                    data = inflater.unconsumed_tail
+                    crc = module.crc32(piece, crc)
+                    total += len(piece)
+            assert crc == info.CRC, info.filename
+    return total
+
+
+def inflate_oneshot(wheel: Path, name: str) -> int:
+    import importlib
+
+    module = importlib.import_module(ONESHOT[name])
+    total = 0
+    with wheel.open("rb") as fp:
+        for info in libraries(wheel):
+            _raw(fp, info)
+            raw = fp.read(info.compress_size)
+            if name == "libdeflate":
+                out = module.deflate_decompress(raw, info.file_size)
+            else:
+                out = module.decompress(raw, -15, info.file_size)
+            total += len(out)
+            del out
+    return total
 
 
 def inflate_zipfile(wheel: Path) -> int:
@@ -61,138 +114,191 @@ def inflate_zipfile(wheel: Path) -> int:
     return total
 
 
-def inflate_oneshot(wheel: Path) -> int:
-    total = 0
-    with wheel.open("rb") as fp:
-        for info in libraries(wheel):
-            fp.seek(info.header_offset + 26)
-            name_len, extra_len = struct.unpack("<HH", fp.read(4))
-            fp.seek(info.header_offset + 30 + name_len + extra_len)
-            raw = fp.read(info.compress_size)
-            if info.compress_type == zipfile.ZIP_DEFLATED:
-                total += len(zlib.decompress(raw, -zlib.MAX_WBITS, info.file_size))
-            else:
-                total += len(raw)
-    return total
+def check(wheel: Path, workers: int) -> Listing:
+    from buildrows.wheelread import read_wheel
 
-
-def ours(wheel: Path, workers: int) -> Listing:
     info = read_wheel(wheel, workers=workers)
-    return {lib.path: (lib.cubins, lib.ptx) for lib in info.libraries}
+    return {lib.path: [list(lib.cubins), list(lib.ptx)] for lib in info.libraries}
+
+
+def child(mode: str, wheel: Path, out: Path | None) -> None:
+    """Run one mode, print {"seconds", "maxrss_mib"}; check modes write their listing to ``out``."""
+    start = time.perf_counter()
+    listing: Listing | None = None
+    if mode == "zipfile-read":
+        inflate_zipfile(wheel)
+    elif mode.endswith("-stream"):
+        inflate_stream(wheel, STREAMERS[mode.removesuffix("-stream")])
+    elif mode.endswith("-oneshot"):
+        inflate_oneshot(wheel, mode.removesuffix("-oneshot"))
+    elif mode.startswith("check-"):
+        listing = check(wheel, int(mode.removeprefix("check-")))
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+    seconds = time.perf_counter() - start
+    if out is not None and listing is not None:
+        out.write_text(json.dumps(listing, sort_keys=True))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"seconds": seconds, "maxrss_mib": rss}))
+
+
+def run_child(mode: str, wheel: Path, out: Path | None = None) -> dict[str, float]:
+    cmd = [sys.executable, __file__, "--child", mode, str(wheel)]
+    if out is not None:
+        cmd += ["--out", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"{mode} failed:\n{proc.stderr}")
+    result: dict[str, float] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def run_cli(wheel: Path) -> dict[str, float]:
+    """``buildrows archs --from-wheel WHEEL --json``, wall time from outside, the child's peak RSS."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "buildrows", "archs", "--from-wheel", str(wheel), "--json"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=REPO)
+    _, _, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "maxrss_mib": usage.ru_maxrss / 1024}
 
 
 _LINE = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\w+)\.(?:cubin|ptx)$")
 
 
-def cuobjdump_listing(cuobjdump: str, wheel: Path) -> Listing:
+def find_cuobjdump() -> str | None:
+    sys.path.insert(0, str(REPO / "tests"))
+    from cuda_tools import find_cuobjdump as find
+
+    return find()
+
+
+def cuobjdump_listing(cuobjdump: str, wheel: Path) -> tuple[Listing, float, float]:
+    """Extract each library, run cuobjdump on it: (listing, seconds, largest cuobjdump's peak MiB)."""
     result: Listing = {}
+    start = time.perf_counter()
+    peak = 0.0
     with tempfile.TemporaryDirectory() as tmp, zipfile.ZipFile(wheel) as zf:
         for info in libraries(wheel):
             path = zf.extract(info, tmp)
             lists: dict[str, list[str]] = {"ELF": [], "PTX": []}
             for flag in ("--list-elf", "--list-ptx"):
-                proc = subprocess.run(
-                    [cuobjdump, flag, path], capture_output=True, text=True, check=False
-                )
-                if proc.returncode != 0 and "does not contain device code" not in proc.stderr:
-                    raise SystemExit(f"cuobjdump {flag} {path}: {proc.stderr.strip()}")
-                for line in proc.stdout.splitlines():
+                with tempfile.TemporaryFile("w+") as err:
+                    proc = subprocess.Popen([cuobjdump, flag, path], stdout=subprocess.PIPE, stderr=err, text=True)
+                    assert proc.stdout is not None
+                    stdout = proc.stdout.read()
+                    proc.stdout.close()
+                    _, status, usage = os.wait4(proc.pid, 0)  # wait4: the child's own peak memory
+                    proc.returncode = os.waitstatus_to_exitcode(status)
+                    err.seek(0)
+                    stderr = err.read()
+                peak = max(peak, usage.ru_maxrss / 1024)
+                if proc.returncode != 0 and "does not contain device code" not in stderr:
+                    raise SystemExit(f"cuobjdump {flag} {path}: {stderr.strip()}")
+                for line in stdout.splitlines():
                     match = _LINE.match(line.strip())
                     if match:
                         lists[match.group(1)].append(match.group(2))
-            result[info.filename] = (tuple(lists["ELF"]), tuple(lists["PTX"]))
+            result[info.filename] = [lists["ELF"], lists["PTX"]]
             os.unlink(path)
-    return result
+    return result, time.perf_counter() - start, peak
 
 
-def best(fn: Callable[[], object], times: list[float]) -> object:
-    t0 = time.perf_counter()
-    value = fn()
-    times.append(time.perf_counter() - t0)
-    return value
+def available_modes() -> list[str]:
+    import importlib.util
+
+    modes = ["stdlib-stream", "zipfile-read"]
+    for name, module in STREAMERS.items():
+        if name != "stdlib" and importlib.util.find_spec(module.split(".")[0]) is not None:
+            modes.append(f"{name}-stream")
+    for name, module in ONESHOT.items():
+        if importlib.util.find_spec(module.split(".")[0]) is not None:
+            modes.append(f"{name}-oneshot")
+    return [*modes, "check-1", "check-2"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("wheel", type=Path)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=min(DEFAULT_WORKERS, os.cpu_count() or 1))
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--cuobjdump", default=None)
     parser.add_argument("--skip-cuobjdump", action="store_true")
+    parser.add_argument("--child", metavar="MODE", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    wheel: Path = args.wheel
+    wheel: Path = args.wheel.resolve()
+    if args.child:
+        child(args.child, wheel, args.out)
+        return 0
+
+    from buildrows.inflate import INFLATER
 
     libs = libraries(wheel)
     size = sum(i.file_size for i in libs)
     compressed = sum(i.compress_size for i in libs)
     print(f"wheel: {wheel.name} ({wheel.stat().st_size / 2**20:.0f} MiB)")
-    print(
-        f"libraries: {len(libs)}, {size / 2**20:.0f} MiB inflated from {compressed / 2**20:.0f} MiB"
-    )
-    print(
-        f"cpus: {os.cpu_count()}, workers: {args.workers}, python {sys.version.split()[0]}, zlib {zlib.ZLIB_RUNTIME_VERSION}"
-    )
+    print(f"libraries: {len(libs)}, {size / 2**20:.0f} MiB inflated from {compressed / 2**20:.0f} MiB")
+    load = os.getloadavg()
+    print(f"cpus: {os.cpu_count()}, python {sys.version.split()[0]}, zlib {zlib.ZLIB_RUNTIME_VERSION}, "
+          f"buildrows inflates with {INFLATER.__name__}; load average before: {load[0]:.2f} {load[1]:.2f}")
 
-    inflate_oneshot(wheel)  # warm the page cache
-    runs: dict[str, list[float]] = {
-        "zipfile-read": [],
-        "zlib-oneshot": [],
-        "ours-1": [],
-        "ours-n": [],
-    }
-    listing: Listing = {}
-    for _ in range(args.repeat):
-        best(lambda: inflate_zipfile(wheel), runs["zipfile-read"])
-        best(lambda: inflate_oneshot(wheel), runs["zlib-oneshot"])
-        listing = best(lambda: ours(wheel, 1), runs["ours-1"])  # type: ignore[assignment]
-        parallel = best(lambda: ours(wheel, args.workers), runs["ours-n"])
-        if parallel != listing:
-            raise SystemExit("single-threaded and threaded readers disagree")
-    t = {name: min(values) for name, values in runs.items()}
+    modes = available_modes()
+    inflate_stream(wheel, "zlib")  # warm the page cache
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*modes, "cli-check"]}
+    listing_files: dict[str, Path] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeat):
+            for mode in modes:
+                out = Path(tmp) / f"{mode}-{i}.json" if mode.startswith("check-") else None
+                runs[mode].append(run_child(mode, wheel, out))
+                if out is not None:
+                    listing_files[f"{mode}-{i}"] = out
+            runs["cli-check"].append(run_cli(wheel))
+        listings = {k: json.loads(p.read_text()) for k, p in listing_files.items()}
+    reference = listings["check-1-0"]
+    consistent = all(v == reference for v in listings.values())
+    load_after = os.getloadavg()
 
-    print()
-    print(f"decompress only, ZipFile.read (baseline)  {t['zipfile-read']:8.2f} s")
-    print(f"decompress only, zlib one-shot, no CRC    {t['zlib-oneshot']:8.2f} s")
-    print(
-        f"buildrows reader, 1 thread                {t['ours-1']:8.2f} s"
-        f"   {t['ours-1'] / t['zipfile-read']:.2f}x baseline, {t['ours-1'] / t['zlib-oneshot']:.2f}x one-shot"
-    )
-    print(
-        f"buildrows reader, {args.workers} threads               {t['ours-n']:8.2f} s"
-        f"   {t['ours-n'] / t['zipfile-read']:.2f}x baseline, {t['ours-n'] / t['zlib-oneshot']:.2f}x one-shot"
-    )
+    base = statistics.median(r["seconds"] for r in runs["stdlib-stream"])
+    print(f"\nmedian of {args.repeat} runs each, interleaved; each in its own process"
+          f" (load average after: {load_after[0]:.2f} {load_after[1]:.2f})\n")
+    header = f"{'mode':<20} {'median s':>9} {'min s':>7} {'max s':>7} {'x stdlib':>9} {'peak RSS MiB':>13}"
+    print(header)
+    print("-" * len(header))
+    summary: dict[str, tuple[float, float]] = {}
+    for mode, results in runs.items():
+        seconds = [r["seconds"] for r in results]
+        rss = max(r["maxrss_mib"] for r in results)
+        med = statistics.median(seconds)
+        summary[mode] = (med, rss)
+        print(f"{mode:<20} {med:>9.2f} {min(seconds):>7.2f} {max(seconds):>7.2f} {med / base:>9.2f} {rss:>13.0f}")
 
-    ok = t["ours-1"] <= 1.3 * t["zipfile-read"]
-    cubins = sum(len(c) for c, _ in listing.values())
-    ptx = sum(len(p) for _, p in listing.values())
-    with_code = sum(1 for c, p in listing.values() if c or p)
+    ok = consistent
+    print(f"\ncheck-1 and check-2 listings identical in every run: {consistent}")
+    cubins = sum(len(c) for c, _ in reference.values())
+    ptx = sum(len(p) for _, p in reference.values())
+    with_code = sum(1 for c, p in reference.values() if c or p)
     print(f"device code: {with_code} libraries, {cubins} cubins, {ptx} PTX")
     if not args.skip_cuobjdump:
         cuobjdump = args.cuobjdump or find_cuobjdump()
         if cuobjdump is None:
             raise SystemExit("cuobjdump not found; pass --cuobjdump or --skip-cuobjdump")
-        t0 = time.perf_counter()
-        reference = cuobjdump_listing(cuobjdump, wheel)
-        t_cuobjdump = time.perf_counter() - t0
-        identical = reference == listing
-        print(
-            f"extract + cuobjdump                       {t_cuobjdump:8.2f} s"
-            f"   {t_cuobjdump / t['ours-1']:.1f}x slower than 1 thread, {t_cuobjdump / t['ours-n']:.1f}x than {args.workers}"
-        )
-        print(f"identical results: {identical}")
+        theirs, seconds, peak = cuobjdump_listing(cuobjdump, wheel)
+        identical = theirs == reference
+        print(f"{'cuobjdump (once)':<20} {seconds:>9.2f} {'':>7} {'':>7} {seconds / base:>9.2f} {peak:>13.0f}"
+              f"   {seconds / summary['check-2'][0]:.1f}x the check on 2 threads")
+        print(f"identical to cuobjdump ({len(theirs)} libraries, every cubin and PTX in order): {identical}")
         if not identical:
-            for path in sorted(set(reference) | set(listing)):
-                if reference.get(path) != listing.get(path):
-                    print(
-                        f"  {path}: cuobjdump {reference.get(path)} buildrows {listing.get(path)}"
-                    )
-        ok = ok and identical and t_cuobjdump >= 8 * t["ours-1"]
-    print(
-        f"targets (<=1.3x decompress, >=8x faster than cuobjdump, identical): {'met' if ok else 'NOT met'}"
-    )
-    return 0 if ok else 1
+            for path in sorted(set(theirs) | set(reference)):
+                if theirs.get(path) != reference.get(path):
+                    print(f"  {path}: cuobjdump {theirs.get(path)} buildrows {reference.get(path)}")
+        ok = ok and identical
+    time_ok = summary["check-2"][0] <= 0.4 * base
+    memory_ok = max(summary["check-1"][1], summary["check-2"][1]) * 2**20 < 160e6
+    print(f"targets: check-2 <= 0.4x stdlib-stream: {summary['check-2'][0] / base:.2f}x "
+          f"({'met' if time_ok else 'NOT met'}); peak RSS < 160 MiB: "
+          f"{max(summary['check-1'][1], summary['check-2'][1]):.0f} MiB ({'met' if memory_ok else 'NOT met'})")
+    return 0 if ok and time_ok and memory_ok else 1
 
 
 if __name__ == "__main__":

@@ -58,6 +58,8 @@ from tests.cuda_tools import METADATA, fatbin_container, fatbin_entry, make_elf 
 from tests.fuzz_tools import (  # noqa: E402
     EXAMPLE_POLICY,
     GENERATOR_DIR,
+    library_in_memory,
+    library_streamed,
     mutate_bytes,
     mutate_doc,
     mutate_elf,
@@ -68,10 +70,11 @@ from tests.fuzz_tools import (  # noqa: E402
     random_value,
 )
 
-# Cases per parser at --scale 1 (sum: 111,000).
+# Cases per parser at --scale 1 (sum: 117,000). "stream": the streaming library reader against the
+# in-memory one on a mutated library, in random chunk sizes (any difference is a finding).
 BUDGET = {
     "policy-dict": 20_000, "policy-text": 10_000, "arch-list": 20_000, "train": 5_000, "matrix": 12_000,
-    "elf": 15_000, "pe": 4_000, "fatbin": 17_000, "wheel": 6_000, "cli": 2_000,
+    "elf": 15_000, "pe": 4_000, "fatbin": 17_000, "wheel": 6_000, "cli": 2_000, "stream": 6_000,
 }
 
 
@@ -301,6 +304,29 @@ def main_(argv: list[str] | None = None) -> int:
             return read_wheel(wheel_path)
         return fn, (lambda: f"read_wheel of {len(data)} bytes (hex head {data[:64].hex()})")
 
+    stream_dir = work / "stream"
+    stream_dir.mkdir()
+
+    def stream_case() -> tuple[Callable[[], Any], Callable[[], str]]:
+        kind = rng.randrange(3)
+        if kind == 0 or (kind == 2 and pe is None):
+            data = mutate_elf(rng.choice(elves), rng)
+        elif kind == 1:
+            fatbin = mutate_fatbin(rng.choice(fatbins), rng) + b"\0" * rng.choice([0, 8]) + rng.choice(fatbins)
+            decoy = rng.choice(fatbins)[: rng.randrange(16, 200)] if rng.random() < 0.3 else b""
+            data = make_elf([(".rodata", decoy), (".nv_fatbin", fatbin)], needed=["libcudart.so.13"])
+        else:
+            assert pe is not None
+            data = mutate_bytes(pe, rng, rounds=rng.choice([1, 2, 8]))
+        case_rng = random.Random(rng.random())
+
+        def fn() -> Any:
+            expected = library_in_memory(data)
+            got = library_streamed(data, case_rng, stream_dir, deflated=case_rng.random() < 0.8)
+            if got != expected:
+                raise AssertionError(f"streamed {got!r} != in memory {expected!r}")
+        return fn, (lambda: f"stream vs memory on {len(data)} bytes (hex head {data[:64].hex()})")
+
     def cli_case() -> tuple[Callable[[], Any], Callable[[], str]]:
         data = mutate_wheel(wheel_members, rng)
         argv = rng.choice([["check", str(wheel_path)], ["check", str(wheel_path), "--json"],
@@ -327,6 +353,7 @@ def main_(argv: list[str] | None = None) -> int:
         loop("pe", pe_case, (BinaryFormatError, FatbinError))
     loop("fatbin", fatbin_case, (FatbinError,))
     loop("wheel", wheel_case, (WheelError,))
+    loop("stream", stream_case, ())
     loop("cli", cli_case, ())
 
     leaked = [f"{w}: {sorted(listing(w) ^ before[str(w)])[:5]}" for w in watched if listing(w) != before[str(w)]]

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +13,11 @@ from buildrows.cli import main
 from buildrows.ui import UI
 
 REPO = Path(__file__).resolve().parent.parent
+
+# A private, empty buildrows cache for every test: a toolkit someone provisioned into
+# ~/.cache/buildrows must not turn a "missing nvcc" test into a pass (tests that provision set
+# BUILDROWS_CACHE themselves; tests/test_provision_integration.py honours BUILDROWS_TEST_CACHE).
+os.environ["BUILDROWS_CACHE"] = tempfile.mkdtemp(prefix="buildrows-test-cache-")
 EXAMPLE_POLICY = REPO / "examples" / "executorch" / "buildrows.toml"
 
 

@@ -291,3 +291,51 @@ def mutate_wheel(members: list[tuple[str, bytes]], rng: random.Random) -> bytes:
     elif op == 7:
         data = mutate_bytes(data, rng)
     return data
+
+
+# --- streaming vs in-memory readers (issue 16) ---------------------------------------------------
+
+def library_in_memory(data: bytes) -> tuple[Any, ...]:
+    """What the in-memory reader (wheelread.describe_library: binfmt.read_binary, then
+    fatbin.list_device_code) says of a library: its LibraryInfo, or the error (type and message)."""
+    from buildrows.binfmt import BinaryFormatError
+    from buildrows.fatbin import FatbinError
+    from buildrows.wheelread import describe_library
+
+    try:
+        info = describe_library("lib.so", data)
+    except (BinaryFormatError, FatbinError) as e:
+        return ("error", type(e).__name__, str(e))
+    return ("ok", info)
+
+
+def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bool = True) -> tuple[Any, ...]:
+    """The same, read by buildrows.libstream from a deflate stream in random-sized chunks, with
+    random input chunks and checkpoint spacing (so that re-reads start from random checkpoints)."""
+    import zlib
+
+    from buildrows.binfmt import BinaryFormatError
+    from buildrows.fatbin import FatbinError
+    from buildrows.inflate import MemberStream
+    from buildrows.libstream import read_streamed
+    from buildrows.wheelread import _describe
+
+    path = tmp / "member.bin"
+    if deflated:
+        packer = zlib.compressobj(rng.choice([0, 1, 6, 9]), zlib.DEFLATED, -15)
+        path.write_bytes(packer.compress(data) + packer.flush())
+    else:
+        path.write_bytes(data)
+    # Chunks down to a byte, but never more than ~2000 of them (the cases stay quick).
+    floor = len(data) // 2000
+    out_chunk = max(floor, rng.choice([1, 2, 3, 7, 8, 63, 64, 65, 100, 4096, 1 << 20, rng.randint(1, 9000)]))
+    in_chunk = max(floor // 2, rng.choice([1, 5, 64, 97, 4096, 1 << 18]))
+    stream = MemberStream(
+        lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data), deflated=deflated,
+        out_chunk=out_chunk, in_chunk=in_chunk, checkpoint_interval=rng.choice([1, 100, 4096, 1 << 16, 1 << 23]),
+    )
+    try:
+        lib = read_streamed(stream)
+    except (BinaryFormatError, FatbinError) as e:
+        return ("error", type(e).__name__, str(e))
+    return ("ok", _describe("lib.so", len(data), lib.layout, lib.device_code, lib.relocatable))

@@ -29,6 +29,8 @@ from buildrows.wheelread import WheelError, read_wheel
 from tests.conftest import EXAMPLE_POLICY, Result
 from tests.cuda_tools import METADATA, fatbin_container, fatbin_entry, make_elf
 from tests.fuzz_tools import (
+    library_in_memory,
+    library_streamed,
     lie_about_sizes,
     mutate_bytes,
     mutate_elf,
@@ -185,6 +187,49 @@ def test_huge_entry_counts_are_bounded(count: int) -> None:
     with contextlib.suppress(FatbinError):
         list_device_code(data)
     assert time.perf_counter() - start < CASE_SECONDS
+
+
+# --- the streaming reader: chunk boundaries anywhere, same answer ----------------------------------
+
+def _stream_case(data: bytes, rng: random.Random, tmp_path: Path) -> None:
+    expected = library_in_memory(data)
+    for _ in range(2):
+        got = library_streamed(data, rng, tmp_path, deflated=rng.random() < 0.8)
+        assert got == expected, f"streamed {got!r}, in memory {expected!r}"
+
+
+STREAM_FUZZ = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@STREAM_FUZZ
+@given(st.randoms(use_true_random=False))
+def test_streamed_mutated_elf_files_read_as_in_memory(elf_seeds: list[bytes], tmp_path: Path,
+                                                      bounded: Callable[[Callable[[], object]], None],
+                                                      rng: random.Random) -> None:
+    data = mutate_elf(rng.choice(elf_seeds), rng) if rng.random() < 0.8 else rng.choice(elf_seeds)
+    bounded(lambda: _stream_case(data, rng, tmp_path))
+
+
+@STREAM_FUZZ
+@given(st.randoms(use_true_random=False))
+def test_streamed_mutated_fat_binaries_read_as_in_memory(fatbin_seeds: list[bytes], tmp_path: Path,
+                                                         bounded: Callable[[Callable[[], object]], None],
+                                                         rng: random.Random) -> None:
+    fatbin = mutate_fatbin(rng.choice(fatbin_seeds), rng)
+    padding = b"\0" * rng.choice([0, 0, 8, 24])
+    decoy = rng.choice(fatbin_seeds)[:rng.randrange(16, 200)] if rng.random() < 0.3 else b""
+    data = make_elf([(".rodata", decoy), (".nv_fatbin", fatbin + padding + rng.choice(fatbin_seeds))],
+                    needed=["libcudart.so.13"])
+    bounded(lambda: _stream_case(data, rng, tmp_path))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.randoms(use_true_random=False))
+def test_streamed_mutated_pe_files_read_as_in_memory(pe_seed: bytes, tmp_path: Path,
+                                                     bounded: Callable[[Callable[[], object]], None],
+                                                     rng: random.Random) -> None:
+    data = mutate_bytes(pe_seed, rng, rounds=rng.choice([1, 2, 8])) if rng.random() < 0.8 else pe_seed
+    bounded(lambda: _stream_case(data, rng, tmp_path))
 
 
 # --- wheels ----------------------------------------------------------------------------------------

@@ -442,3 +442,27 @@ def test_toolkit_path_of_a_missing_train(tmp_path: Path, cli: Callable[..., obje
     assert r.code == 3 and "`buildrows toolkit install 13.2`" in r.err  # type: ignore[attr-defined]
     r = cli("toolkit", "install", "13.x")
     assert r.code == 2 and "name the train as 13.2 or cu132" in r.err  # type: ignore[attr-defined]
+
+
+def test_a_cached_toolkit_serves_render_env_and_doctor(tmp_path: Path, mirror: tuple[str, Path]) -> None:
+    """After `buildrows toolkit install 12.6`, a machine without nvcc 12.6 renders, writes env files
+    for and passes doctor's nvcc check for a cu126 row through the cached toolkit; the hook does not."""
+    from buildrows.doctor import check_cuda
+
+    url, root = mirror
+    _publish(root, "12.6.3", MINIMAL)
+    env = {"BUILDROWS_CACHE": str(tmp_path / "cache"), "PATH": ""}
+    pol = load_policy(str(EXAMPLE))
+    row = pol.row("linux-x86_64-cu126-py311")
+    assert row is not None
+    with pytest.raises(Refused, match="needs a CUDA 12.6 compiler and none was found"):
+        plan_row(pol, row, env, host="linux", step="env")
+    assert check_cuda(row, pol, env, "linux").status == "missing"
+    tk = toolkit.install(Train(12, 6), "linux-x86_64", env, mirror=url)
+    plan = plan_row(pol, row, env, host="linux", step="env")
+    assert plan.toolkit == str(tk.root) and dict(plan.cache)["CMAKE_CUDA_COMPILER"] == str(tk.nvcc)
+    assert plan.cuda_home == str(tk.root)
+    finding = check_cuda(row, pol, env, "linux")
+    assert finding.status == "ok" and "provisioned toolkit" in finding.seen
+    with pytest.raises(Refused, match="needs a CUDA 12.6 compiler"):
+        plan_row(pol, row, env, host="linux", step="hook")

@@ -13,11 +13,20 @@ import pytest
 
 from buildrows.errors import BadInput, Refused
 from buildrows.policy import load_policy
-from buildrows.workflow import check_rendered_switches, check_switch, parse_overrides, plan, render
+from buildrows.workflow import (
+    check_rendered_switches,
+    check_switch,
+    parse_overrides,
+    plan,
+    render,
+    render_scripts,
+    scripts_plan,
+)
 from tests.conftest import EXAMPLE_POLICY, REPO, Result
 
 GENERATOR = Path(__file__).parent / "data" / "generator"
 CONFIG = "examples/executorch/buildrows.toml"
+SCRIPTS = ("buildrows-pre-build.sh", "buildrows-check-wheels.sh", "buildrows_smoke_test.py", "buildrows-vc-env.bat")
 FILES = {
     "linux-x86_64": "build-wheels-cuda-linux-x86_64.yml",
     "linux-aarch64": "build-wheels-cuda-linux-aarch64.yml",
@@ -25,13 +34,22 @@ FILES = {
 }
 
 
+def _project(tmp_path: Path) -> Path:
+    """A repository holding the ExecuTorch example's policy at CONFIG: `workflow` renders scripts
+    into the repository root, which must not be this checkout."""
+    root = tmp_path / "project"
+    (root / CONFIG).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(REPO / CONFIG, root / CONFIG)
+    return root
+
+
 @pytest.fixture
 def rendered(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(_project(tmp_path))
     out = tmp_path / "workflows"
     r = cli("--config", CONFIG, "workflow", "--out", str(out))
     assert r.code == 0, r.err
-    assert sorted(Path(p).name for p in r.out.split()) == sorted(FILES.values())
+    assert sorted(Path(p).name for p in r.out.split()) == sorted([*FILES.values(), *SCRIPTS])
     return {platform: (out / name).read_text(encoding="utf-8") for platform, name in FILES.items()}
 
 
@@ -95,25 +113,52 @@ def test_filter_step(rendered: dict[str, str]) -> None:
         assert '"${EVENT_NAME}" == "pull_request"' in text
         assert "args+=(--pull-request)" in text
         assert "GENERATED: ${{ needs.generate-matrix.outputs.matrix }}" in text
-        assert "BUILDROWS_SPEC: buildrows==" in text
+        assert "BUILDROWS_SPEC: buildrows==0.1.0\n" in text  # [ci] install, pinned
+        assert "        with:\n          submodules: recursive\n" in text
 
 
 def test_build_job(rendered: dict[str, str]) -> None:
     for platform, text in rendered.items():
         shared = "build_wheels_windows.yml" if platform.startswith("windows") else "build_wheels_linux.yml"
         assert f"uses: pytorch/test-infra/.github/workflows/{shared}@main" in text
-        assert "      pre-script: scripts/pre_build_hook.sh\n" in text
+        if platform.startswith("windows"):
+            # cmd reads `a/b.bat` as `a` with a switch: test-infra's Windows steps get backslashes
+            assert "      pre-script: '.github\\\\scripts\\\\buildrows-pre-build.sh'\n" in text
+            assert "      env-script: '.github\\\\scripts\\\\buildrows-vc-env.bat'\n" in text
+            assert "      post-script: 'bash .github\\\\scripts\\\\buildrows-check-wheels.sh'\n" in text
+            assert "run-smoke-test" not in text  # build_wheels_windows.yml does not declare it
+        else:
+            assert "      pre-script: '.github/scripts/buildrows-pre-build.sh'\n" in text
+            assert "      post-script: '.github/scripts/buildrows-check-wheels.sh'\n" in text
+            assert "      run-smoke-test: true\n" in text
+        assert "      smoke-test-script: '.github/scripts/buildrows_smoke_test.py'\n" in text
+        assert "      build-platform: setup-py\n" in text  # the example's driver is setup.py
+        assert "      submodules: recursive\n" in text
         assert "      build-matrix: ${{ needs.filter-matrix.outputs.matrix }}\n" in text
         assert "      package-name: executorch\n" in text
         assert ("      architecture: aarch64\n" in text) == (platform == "linux-aarch64")
+
+
+def test_full_matrix_triggers(rendered: dict[str, str]) -> None:
+    for text in rendered.values():
+        tags = text.split("    tags:\n", 1)[1].split("  workflow_dispatch:", 1)[0]
+        assert tags == ("      - 'v[0-9]+.[0-9]+.[0-9]+'\n      - 'v[0-9]+.[0-9]+.[0-9]+-rc[0-9]+'\n"
+                        "      - 'ciflow/binaries/*'\n")
+        assert "    types: [opened, reopened, synchronize, labeled]\n" in text
+        assert "contains(github.event.pull_request.labels.*.name, 'ciflow/binaries/all')" in text
 
 
 def test_path_filters_cover_what_decides_a_row(rendered: dict[str, str]) -> None:
     for platform, text in rendered.items():
         paths = text.split("    paths:\n", 1)[1].split("  push:", 1)[0]
         assert f"      - {CONFIG}\n" in paths
-        assert "      - scripts/pre_build_hook.sh\n" in paths
+        for script in SCRIPTS[:3]:
+            assert f"      - '.github/scripts/{script}'\n" in paths
+        assert ("      - '.github/scripts/buildrows-vc-env.bat'\n" in paths)  # the policy has Windows rows
         assert f"      - '.github/workflows/{FILES[platform]}'\n" in paths
+        # the build files and the sources the policy names ([ci] paths), from the policy's directory
+        for p in ("setup.py", "pyproject.toml", "**/CMakeLists.txt", "backends/cuda/**", "install_utils.py"):
+            assert f"      - examples/executorch/{p}\n" in paths or f"      - 'examples/executorch/{p}'\n" in paths
 
 
 def test_filter_step_runs_as_rendered(rendered: dict[str, str], tmp_path: Path) -> None:
@@ -162,12 +207,13 @@ def test_switch_refuses_every_other_spelling(value: str, fix: str) -> None:
 
 
 def test_cli_refuses_enabled(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
-    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--generator-input", "with-rocm=enabled")
+    monkeypatch.chdir(_project(tmp_path))
+    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path / "out"), "--generator-input", "with-rocm=enabled")
     assert r.code == 2
     assert "--generator-input with-rocm: with-rocm: 'enabled' is not accepted" in r.err
     assert "fix: write 'enable'" in r.err
-    assert not list(tmp_path.iterdir())  # nothing written
+    assert not (tmp_path / "out").exists()  # nothing written
+    assert not (tmp_path / "project" / ".github").exists()
 
 
 def test_template_that_hard_codes_enabled_fails(tmp_path: Path) -> None:
@@ -189,7 +235,7 @@ def test_template_that_hard_codes_enabled_fails(tmp_path: Path) -> None:
 ])
 def test_generator_input_overrides(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                    item: str, code: int, message: str) -> None:
-    monkeypatch.chdir(REPO)
+    monkeypatch.chdir(_project(tmp_path))
     r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--generator-input", item)
     assert r.code == code, r.err
     assert message in r.err
@@ -228,34 +274,136 @@ def test_multi_line_project_name_is_bad_input(cli: Callable[..., Result], policy
 
 
 def test_platform_selection(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
-    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--platform", "linux-aarch64")
+    monkeypatch.chdir(_project(tmp_path))
+    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path / "out"), "--platform", "linux-aarch64")
     assert r.code == 0, r.err
-    assert [p.name for p in tmp_path.iterdir()] == [FILES["linux-aarch64"]]
-    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path), "--platform", "linux-arm64")
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [FILES["linux-aarch64"]]
+    # the scripts are the policy's, whichever platforms are rendered
+    assert sorted(p.name for p in (tmp_path / "project" / ".github" / "scripts").iterdir()) == sorted(SCRIPTS)
+    r = cli("--config", CONFIG, "workflow", "--out", str(tmp_path / "out"), "--platform", "linux-arm64")
     assert r.code == 2
     assert "is not a platform of" in r.err
 
 
 def test_check_detects_drift(cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(REPO)
-    args = ("--config", CONFIG, "workflow", "--out", str(tmp_path))
+    monkeypatch.chdir(_project(tmp_path))
+    out = tmp_path / "out"
+    args = ("--config", CONFIG, "workflow", "--out", str(out))
     r = cli(*args, "--check")
     assert r.code == 3 and "(missing)" in r.err
     assert cli(*args).code == 0
     assert cli(*args, "--check").code == 0
-    f = tmp_path / FILES["windows-amd64"]
+    f = out / FILES["windows-amd64"]
     f.write_text(f.read_text(encoding="utf-8").replace("with-cuda: enable", "with-cuda: enabled"), encoding="utf-8")
     r = cli(*args, "--check")
     assert r.code == 3
     assert f"{f} (differs)" in r.err
+    pre = Path(".github/scripts/buildrows-pre-build.sh")
+    assert os.access(pre, os.X_OK)
+    pre.write_text("echo edited\n", encoding="utf-8")
+    r = cli(*args, "--check")
+    assert f"{pre} (differs)" in r.err
 
 
-def test_extra_paths_and_pre_script(tmp_path: Path) -> None:
+def test_extra_paths_and_scripts_dir(tmp_path: Path) -> None:
     pol = load_policy(EXAMPLE_POLICY)
-    p = plan(pol, root=REPO, out_dir=REPO / ".github" / "workflows", pre_script="ci/hook.sh",
-             extra_paths=["**/CMakeLists.txt"])[0]
-    assert p.paths == (CONFIG, "ci/hook.sh", f".github/workflows/{FILES['linux-x86_64']}", "**/CMakeLists.txt")
+    p = plan(pol, root=REPO, out_dir=REPO / ".github" / "workflows", scripts_dir="ci/buildrows",
+             extra_paths=["docs/cuda.md"])[0]
+    assert p.paths[:5] == (CONFIG, "ci/buildrows/buildrows-pre-build.sh", "ci/buildrows/buildrows-check-wheels.sh",
+                           "ci/buildrows/buildrows_smoke_test.py", "ci/buildrows/buildrows-vc-env.bat")
+    assert p.paths[-1] == "docs/cuda.md"
+    # a policy in a subdirectory: its [ci] paths are relative to it, the filters to the repository
+    assert "examples/executorch/backends/cuda/**" in p.paths and "examples/executorch/setup.py" in p.paths
     text = render(p)
-    assert "      pre-script: ci/hook.sh\n" in text
-    assert "      - '**/CMakeLists.txt'\n" in text
+    assert "      pre-script: ci/buildrows/buildrows-pre-build.sh\n" in text
+    assert "      - docs/cuda.md\n" in text
+
+
+def test_rendered_scripts_carry_the_policy_and_the_pin(tmp_path: Path) -> None:
+    pol = load_policy(EXAMPLE_POLICY)
+    files = {f.path: f for f in render_scripts(scripts_plan(pol, root=REPO))}
+    pre = files[".github/scripts/buildrows-pre-build.sh"]
+    assert pre.executable
+    assert "CONFIG=examples/executorch/buildrows.toml\n" in pre.text
+    assert "BUILDROWS_SPEC=buildrows==0.1.0\n" in pre.text
+    assert 'here="${BASH_SOURCE[0]//\\\\//}"\ncd "$(dirname "$here")/../.."\n' in pre.text
+    check = files[".github/scripts/buildrows-check-wheels.sh"].text
+    assert '"$PYTHON" -m buildrows --config "$CONFIG" check "${row_args[@]}" "$whl"' in check
+    assert "import executorch" not in files[".github/scripts/buildrows_smoke_test.py"].text
+    assert "NAME = 'executorch'" in files[".github/scripts/buildrows_smoke_test.py"].text
+    bat = files[".github/scripts/buildrows-vc-env.bat"].text
+    assert bat.count("\r\n") == bat.count("\n") and "vcvarsall.bat" in bat
+    for f in (pre, files[".github/scripts/buildrows-check-wheels.sh"]):
+        path = tmp_path / Path(f.path).name
+        path.write_text(f.text, encoding="utf-8")
+        assert subprocess.run(["bash", "-n", str(path)], check=False).returncode == 0
+
+
+@pytest.mark.parametrize(("ci", "message"), [
+    ('install = "buildrows"', "'buildrows' is not pinned: CI would install whatever the index serves that day"),
+    ('install = "buildrows>=0.1"', "'buildrows>=0.1' is not pinned"),
+    ('install = "git+https://github.com/o/buildrows@main"', "is at 'main', which is not a full commit"),
+    ('install = "git+https://github.com/o/buildrows@0123abc"', "is at '0123abc', which is not a full commit"),
+    ('install = "git+https://github.com/o/buildrows"', "names no commit"),
+    ('install = "/opt/buildrows"', "'/opt/buildrows' is an absolute path"),
+    ('install = "https://example.com/buildrows.whl"', "a URL buildrows cannot tell is pinned"),
+    ('install = ""', "is empty"),
+    ('submodules = "yes"', "[ci.submodules]: expected one of 'recursive', 'true', 'false', got 'yes'"),
+    ('paths = ["!docs/**"]', "excludes paths; a row's sources are only ever added"),
+    ('import-name = "cuda-extension"', "'cuda-extension' is not an importable Python package name"),
+    ('instal = "buildrows==0.1.0"', "did you mean 'install'?"),
+])
+def test_ci_table_refuses(cli: Callable[..., Result], tmp_path: Path, example_text: str, ci: str, message: str) -> None:
+    cfg = tmp_path / "buildrows.toml"
+    cfg.write_text(example_text.split("[ci]\n", 1)[0] + "[ci]\n" + ci + "\n", encoding="utf-8")
+    r = cli("--config", str(cfg), "rows")
+    assert r.code == 2, r.err
+    assert message in r.err
+    assert "ci." in r.err  # the field is named
+
+
+@pytest.mark.parametrize("spec", ["buildrows==0.1.0", "buildrows==1.2.3rc1",
+                                  "git+https://github.com/o/buildrows@0123456789abcdef0123456789abcdef01234567",
+                                  "buildrows @ git+https://github.com/o/buildrows@0123456789abcdef0123456789abcdef01234567",
+                                  "./tools/buildrows"])
+def test_ci_install_accepts_pinned_specs(policy_copy: Callable[..., Path], spec: str) -> None:
+    cfg = policy_copy('install = "buildrows==0.1.0"', f'install = "{spec}"')
+    assert load_policy(cfg).ci.install == spec
+
+
+def test_workflow_needs_an_install_pin(cli: Callable[..., Result], policy_copy: Callable[..., Path], tmp_path: Path) -> None:
+    cfg = policy_copy('install = "buildrows==0.1.0"\n', "")
+    r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
+    assert r.code == 2
+    assert "[ci] install is not set, so the workflows would not say which buildrows CI runs" in r.err
+    assert 'fix: add [ci] install = "buildrows==' in r.err
+    assert not (cfg.parent / ".github").exists()
+
+
+def test_workflow_install_path_must_exist(cli: Callable[..., Result], policy_copy: Callable[..., Path]) -> None:
+    cfg = policy_copy('install = "buildrows==0.1.0"', 'install = "./tools/buildrows"')
+    r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
+    assert r.code == 2
+    assert "[ci] install './tools/buildrows' is" in r.err and "neither a buildrows project directory" in r.err
+    (cfg.parent / "tools" / "buildrows").mkdir(parents=True)
+    (cfg.parent / "tools" / "buildrows" / "pyproject.toml").write_text("[project]\nname='buildrows'\n", encoding="utf-8")
+    r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
+    assert r.code == 0, r.err
+    text = (cfg.parent / ".github" / "scripts" / "buildrows-pre-build.sh").read_text(encoding="utf-8")
+    assert "BUILDROWS_SPEC=./tools/buildrows\n" in text
+    wf = (cfg.parent / ".github" / "workflows" / FILES["linux-x86_64"]).read_text(encoding="utf-8")
+    assert "      - 'tools/buildrows/**'\n" in wf  # the buildrows the repository carries decides rows too
+
+
+def test_ci_paths_may_not_leave_the_repository(cli: Callable[..., Result], policy_copy: Callable[..., Path]) -> None:
+    cfg = policy_copy('paths = ["backends/cuda/**"', 'paths = ["../elsewhere/**"')
+    r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
+    assert r.code == 2
+    assert "[ci] paths '../elsewhere/**' leads outside the repository" in r.err
+
+
+def test_cmake_presets_driver_has_no_wheel_workflow(cli: Callable[..., Result], policy_copy: Callable[..., Path]) -> None:
+    cfg = policy_copy('driver = "setup.py"', 'driver = "cmake-presets"')
+    r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
+    assert r.code == 2
+    assert 'driver = "cmake-presets" makes an install tree, not a wheel' in r.err

@@ -18,10 +18,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="render only this platform (repeatable; default: every platform with rows)")
     p.add_argument("--generator-input", action="append", default=[], metavar="NAME=VALUE",
                    help="override an input of the matrix generator, e.g. with-rocm=disable (switches: enable|disable)")
-    p.add_argument("--pre-script", default="scripts/pre_build_hook.sh", metavar="PATH",
-                   help="the pre-build hook the build job runs, relative to ROOT")
-    p.add_argument("--install", metavar="SPEC",
-                   help="how the filter job installs buildrows (default: this version from PyPI)")
+    p.add_argument("--scripts-dir", default=".github/scripts", metavar="DIR",
+                   help="where to write the scripts the workflows run (pre-script, wheel check, smoke test), "
+                        "relative to ROOT (default: .github/scripts)")
     p.add_argument("--path", action="append", default=[], metavar="GLOB",
                    help="another pull-request path filter (the project's build files; repeatable)")
     p.add_argument("--check", action="store_true",
@@ -37,23 +36,27 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     plans = workflow.plan(
         pol, root=root, out_dir=out_dir, platforms=args.platform,
         overrides=workflow.parse_overrides(args.generator_input),
-        pre_script=args.pre_script, install=args.install, extra_paths=args.path,
+        scripts_dir=args.scripts_dir, extra_paths=args.path,
     )
+    scripts = workflow.render_scripts(workflow.scripts_plan(pol, root=root, scripts_dir=args.scripts_dir))
+    files = [(out_dir / p.file_name, workflow.render(p), False) for p in plans]
+    files += [(root / f.path, f.text, f.executable) for f in scripts]
     stale: list[str] = []
-    for p in plans:
-        text = workflow.render(p)
-        dest = out_dir / p.file_name
+    for dest, text, executable in files:
         if args.check:
-            current = dest.read_text(encoding="utf-8") if dest.is_file() else None
+            current = dest.read_bytes().decode("utf-8", "replace") if dest.is_file() else None
             if current != text:
                 stale.append(f"{dest} ({'missing' if current is None else 'differs'})")
             continue
-        out_dir.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text, encoding="utf-8")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(dest, "w", encoding="utf-8", newline="") as fh:  # the .bat keeps its CRLF
+            fh.write(text)
+        if executable:
+            dest.chmod(dest.stat().st_mode | 0o111)
         ui.print(str(dest))
     if stale:
         raise Refused("workflows out of date with the policy:\n    " + "\n    ".join(stale)
                       + "\n    fix: run `buildrows workflow` with the same options and commit the result")
     if args.check:
-        ui.ok(f"{len(plans)} workflow(s) up to date")
+        ui.ok(f"{len(plans)} workflow(s) and {len(scripts)} script(s) up to date")
     return 0

@@ -11,8 +11,11 @@ CACHE_VARIABLE = "BUILDROWS_CACHE"
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
-    if env.get(CACHE_VARIABLE, "").strip():
-        return Path(env[CACHE_VARIABLE]).expanduser()
+    """The cache directory; BUILDROWS_CACHE in `env`, else in the process environment (the cache is
+    the process's, even where a caller passes a reduced mapping), else the XDG default."""
+    chosen = env.get(CACHE_VARIABLE, "").strip() or os.environ.get(CACHE_VARIABLE, "").strip()
+    if chosen:
+        return Path(chosen).expanduser()
     base = env.get("XDG_CACHE_HOME", "").strip() or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
     return Path(base) / "buildrows"
 

@@ -1,0 +1,211 @@
+"""Inflate one zip member in bounded chunks, and read any range of it again later.
+
+Which inflater, by measurement (``scripts/bench_check.py``, PyTorch 2.14.1's CUDA wheel, 988 MiB of
+libraries, chunked streaming with CRC-32, one thread): stdlib zlib 1.83 s, zlib-ng 0.95 s, ISA-L
+0.94 s. libdeflate is faster one-shot but has no streaming interface, so it needs the whole member
+in memory; ISA-L's decompress objects cannot be copied, which the re-reads below need. zlib-ng is
+as fast as ISA-L, has the standard library's interface (``copy`` included) and releases the GIL, so
+it is used when installed (a dependency where it has wheels) and the standard library otherwise.
+
+A :class:`MemberStream` yields the member's bytes chunk by chunk, checks its size and CRC-32, and
+keeps a copy of the inflater's state every :data:`CHECKPOINT_INTERVAL` bytes of output (some 40 KB
+each), so that :meth:`MemberStream.read` can give back any range afterwards by inflating again from
+the nearest checkpoint before it: at most one interval of extra work, never the whole member.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO, Final, Protocol
+
+__all__ = [
+    "CHECKPOINT_INTERVAL",
+    "INFLATER",
+    "InflateError",
+    "MemberStream",
+    "inflater_module",
+]
+
+OUT_CHUNK: Final = 1 << 20
+IN_CHUNK: Final = 1 << 18
+CHECKPOINT_INTERVAL: Final = 8 << 20
+
+
+class _Decompress(Protocol):
+    eof: bool
+    unconsumed_tail: bytes
+
+    def decompress(self, data: bytes, max_length: int = ...) -> bytes: ...
+
+    def copy(self) -> _Decompress: ...
+
+
+def inflater_module(name: str | None = None) -> Any:
+    """The zlib-compatible module to inflate with: ``zlib_ng.zlib_ng`` when importable, else ``zlib``.
+
+    ``name`` forces one (``"zlib"`` or ``"zlib-ng"``); the environment variable
+    ``BUILDROWS_INFLATER`` does the same for a whole run (benchmarks compare them).
+    """
+    name = name or os.environ.get("BUILDROWS_INFLATER") or "auto"
+    if name in ("auto", "zlib-ng"):
+        try:
+            from zlib_ng import zlib_ng
+        except ImportError:
+            if name == "zlib-ng":
+                raise
+        else:
+            return zlib_ng
+    return zlib
+
+
+INFLATER: Final = inflater_module()
+
+
+class InflateError(ValueError):
+    """The member's data is not what its headers declare (size, CRC-32, deflate stream)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    out_pos: int  # output offset the state below continues from
+    in_pos: int  # file offset of the next compressed byte to feed
+    state: _Decompress | None  # None: a fresh inflater at the start of the member
+
+
+class MemberStream:
+    """One member's data, ``compressed`` bytes at ``data_start`` in ``fp``, ``deflated`` or stored.
+
+    Iterate once (:meth:`chunks`) for ``(offset, bytes)`` pieces in order; afterwards
+    :meth:`read` returns any range again. ``fp`` must stay open while the stream is used.
+    """
+
+    def __init__(
+        self,
+        open_file: Callable[[], BinaryIO],
+        data_start: int,
+        compressed: int,
+        size: int,
+        crc: int,
+        *,
+        deflated: bool,
+        module: Any = None,
+        out_chunk: int = OUT_CHUNK,
+        in_chunk: int = IN_CHUNK,
+        checkpoint_interval: int = CHECKPOINT_INTERVAL,
+    ) -> None:
+        self.open_file = open_file
+        self.data_start = data_start
+        self.compressed = compressed
+        self.size = size
+        self.crc = crc
+        self.deflated = deflated
+        self.module = module or INFLATER
+        self.out_chunk = out_chunk
+        self.in_chunk = in_chunk
+        self.interval = checkpoint_interval
+        self.checkpoints: list[_Checkpoint] = [_Checkpoint(0, data_start, None)]
+        self._eof = False
+
+    def chunks(self) -> Iterator[tuple[int, bytes]]:
+        """Yield ``(offset, data)`` in order; raise :class:`InflateError` when the data lies."""
+        with self.open_file() as fp:
+            if not self.deflated:
+                yield from self._stored(fp)
+                return
+            yield from self._inflate(fp)
+
+    def _stored(self, fp: BinaryIO) -> Iterator[tuple[int, bytes]]:
+        fp.seek(self.data_start)
+        pos = 0
+        crc = 0
+        while pos < self.size:
+            piece = fp.read(min(self.out_chunk, self.size - pos))
+            if not piece:
+                raise InflateError("stored data is truncated")
+            crc = self.module.crc32(piece, crc)
+            yield pos, piece
+            pos += len(piece)
+        if crc != self.crc:
+            raise InflateError("CRC-32 mismatch (corrupt archive)")
+
+    def _inflate(self, fp: BinaryIO) -> Iterator[tuple[int, bytes]]:
+        crc = 0
+        end = 0
+        for pos, piece in self._run(fp, self.checkpoints[0], record=True):
+            crc = self.module.crc32(piece, crc)
+            yield pos, piece
+            end = pos + len(piece)
+        if not self._eof:
+            raise InflateError("deflate stream ends early (truncated or corrupt)")
+        if end != self.size:
+            raise InflateError(f"inflates to {end} bytes, declares {self.size}")
+        if crc != self.crc:
+            raise InflateError("CRC-32 mismatch (corrupt archive)")
+
+    def _run(self, fp: BinaryIO, start: _Checkpoint, *, record: bool) -> Iterator[tuple[int, bytes]]:
+        """Inflate from ``start`` to the end of the stream, never past the declared size."""
+        module = self.module
+        size = self.size
+        inflater = start.state.copy() if start.state is not None else module.decompressobj(-15)
+        in_pos = start.in_pos
+        left = self.compressed - (in_pos - self.data_start)
+        fp.seek(in_pos)
+        pos = start.out_pos
+        next_checkpoint = pos + self.interval
+        data = b""
+        self._eof = False
+        try:
+            while not inflater.eof:
+                if not data and left:
+                    data = fp.read(min(left, self.in_chunk))
+                    if not data:
+                        raise InflateError("compressed data is truncated")
+                    left -= len(data)
+                    in_pos += len(data)
+                before = len(data)
+                # Bounded: a member that inflates past its declared size stops one byte over it.
+                piece = inflater.decompress(data, min(self.out_chunk, size + 1 - pos))
+                data = inflater.unconsumed_tail
+                if piece:
+                    if pos + len(piece) > size:
+                        raise InflateError(f"inflates to more than its declared {size} bytes")
+                    yield pos, piece
+                    pos += len(piece)
+                elif len(data) == before:
+                    break  # nothing consumed, nothing produced: the input ran out
+                if record and pos >= next_checkpoint and not inflater.eof:
+                    # The state continues with the input it has not consumed yet: the unconsumed
+                    # tail is the last bytes read, so the file offset alone says where it starts.
+                    self.checkpoints.append(_Checkpoint(pos, in_pos - len(data), inflater.copy()))
+                    next_checkpoint = pos + self.interval
+        except module.error as exc:
+            raise InflateError(f"corrupt deflate data: {exc}") from None
+        self._eof = inflater.eof
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``size`` bytes from ``offset`` of the member, inflated again from the nearest checkpoint.
+
+        Call after :meth:`chunks` ran to the end (the member's size and CRC are then known good).
+        """
+        end = min(offset + size, self.size)
+        if offset >= end:
+            return b""
+        with self.open_file() as fp:
+            if not self.deflated:
+                fp.seek(self.data_start + offset)
+                data = fp.read(end - offset)
+            else:
+                point = max((c for c in self.checkpoints if c.out_pos <= offset), key=lambda c: c.out_pos)
+                parts: list[bytes] = []
+                for pos, piece in self._run(fp, point, record=False):
+                    if pos + len(piece) > offset:
+                        parts.append(piece[max(offset - pos, 0) : end - pos])
+                    if pos + len(piece) >= end:
+                        break
+                data = b"".join(parts)
+        if len(data) != end - offset:
+            raise InflateError("member changed while it was read")
+        return data

@@ -1,0 +1,311 @@
+"""Read one shared library as it streams out of a wheel, keeping only what the checks need.
+
+The member is inflated once, chunk by chunk (:class:`buildrows.inflate.MemberStream`). While it
+passes:
+
+* :class:`buildrows.fatscan.FatbinScanner` recognises fat binary containers and their entries;
+* a :class:`SparseSource` keeps the pages the header parsers will want, as far as they can be
+  known in advance: the first 64 KiB (ELF/PE headers, program headers, PE section table), then,
+  as those arrive, the ELF section header table and the bytes before it (where ``.shstrtab``
+  usually is), the dynamic segment, the dynamic strings it names, the PE import tables.
+
+At the end :func:`buildrows.binfmt.read_layout` reads the library through the same
+:class:`SparseSource`, with the same code and checks as for a library in memory; any page it wants
+that was not kept is inflated again from the nearest checkpoint. The section table then says where
+``.nv_fatbin`` lies, and only containers that tile it count (see :mod:`buildrows.fatscan`).
+Memory: a few chunks, the pages kept, the checkpoints; not the library.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from buildrows.binfmt import BinaryLayout, read_layout
+from buildrows.fatbin import DeviceCode, list_device_code
+from buildrows.fatscan import FatbinScanner
+from buildrows.inflate import MemberStream
+
+__all__ = ["PAGE", "SparseSource", "StreamedLibrary", "read_streamed"]
+
+PAGE: Final = 1 << 16
+HEAD: Final = 1 << 16
+# What the planner may ask to keep in passing; anything more is read again on demand.
+MAX_PREFETCH: Final = 16 << 20
+# Bytes kept before the ELF section header table: .shstrtab is normally right there.
+SHT_LEAD: Final = 1 << 16
+STRING_WINDOW: Final = 4096
+_PF_X: Final = 1
+_PF_W: Final = 2
+
+
+class SparseSource:
+    """A :class:`buildrows.binfmt.ByteSource` over pages kept in passing or fetched again later."""
+
+    def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
+        self._size = size
+        self.fetch = fetch
+        self.pages: dict[int, bytes] = {}
+        self.filling: dict[int, bytearray] = {}  # wanted pages not yet (wholly) passed
+        self.passed = 0  # the stream's position
+        self.prefetched = 0
+        self.fetches = 0
+        self.lowest = 0  # the lowest page index in ``filling`` (when it is not empty)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def _page_len(self, index: int) -> int:
+        return min(PAGE, self._size - index * PAGE)
+
+    def want(self, offset: int, size: int) -> None:
+        """Keep ``[offset, offset + size)`` as it passes (pages already passed are left out)."""
+        if size <= 0 or offset >= self._size:
+            return
+        end = min(offset + size, self._size)
+        first = max(offset, self.passed) // PAGE
+        for index in range(first, (end - 1) // PAGE + 1):
+            if index in self.pages or index in self.filling or index * PAGE < self.passed:
+                continue
+            if self.prefetched >= MAX_PREFETCH:
+                return
+            self.lowest = min(self.lowest, index) if self.filling else index
+            self.filling[index] = bytearray(self._page_len(index))
+            self.prefetched += self._page_len(index)
+
+    def feed(self, offset: int, data: bytes) -> None:
+        """The stream's next piece: copy what falls in wanted pages."""
+        end = offset + len(data)
+        if self.filling and self.lowest * PAGE < end:
+            for index in [i for i in self.filling if i * PAGE < end and (i + 1) * PAGE > offset]:
+                page = self.filling[index]
+                base = index * PAGE
+                lo = max(base, offset)
+                hi = min(base + len(page), end)
+                page[lo - base : hi - base] = data[lo - offset : hi - offset]
+                if hi == base + len(page):
+                    self.pages[index] = bytes(self.filling.pop(index))
+            if self.filling:
+                self.lowest = min(self.filling)
+        self.passed = end
+
+    def peek(self, offset: int, size: int) -> bytes | None:
+        """The bytes if every page of the range was kept, else None (never fetches)."""
+        if offset < 0 or size < 0 or offset + size > self._size:
+            return None
+        parts = []
+        for index in range(offset // PAGE, (offset + size - 1) // PAGE + 1 if size else offset // PAGE):
+            page = self.pages.get(index)
+            if page is None:
+                return None
+            parts.append(page)
+        joined = b"".join(parts)
+        start = offset - (offset // PAGE) * PAGE
+        return joined[start : start + size]
+
+    def read(self, offset: int, size: int) -> bytes:
+        if size <= 0:
+            return b""
+        first, last = offset // PAGE, (offset + size - 1) // PAGE
+        missing = [i for i in range(first, last + 1) if i not in self.pages]
+        # One fetch per run of consecutive missing pages.
+        while missing:
+            run_start = run_end = missing.pop(0)
+            while missing and missing[0] == run_end + 1:
+                run_end = missing.pop(0)
+            data = self.fetch(run_start * PAGE, (run_end + 1 - run_start) * PAGE)
+            self.fetches += 1
+            for index in range(run_start, run_end + 1):
+                at = (index - run_start) * PAGE
+                self.pages[index] = data[at : at + self._page_len(index)]
+        if first == last:
+            base = offset - first * PAGE
+            return self.pages[first][base : base + size]
+        joined = b"".join(self.pages[i] for i in range(first, last + 1))
+        base = offset - first * PAGE
+        return joined[base : base + size]
+
+
+_Stage = Callable[[], object]
+
+
+class _Planner:
+    """Asks ``source`` to keep the header ranges, stage by stage, as each one becomes known.
+
+    Only an optimisation: whatever it misses (or misreads in a malformed file) is fetched again
+    when the parser asks for it, so it may give up at any point.
+    """
+
+    def __init__(self, source: SparseSource) -> None:
+        self.source = source
+        self.stage: _Stage | None = self._head
+        source.want(0, HEAD)
+        self.phdrs: tuple[int, int, int, bool, str] = (0, 0, 0, True, "<")
+        self.dynamic: tuple[int, int] = (0, 0)
+        self.loads: list[tuple[int, int, int]] = []
+        # Where fat binaries can be (an ELF's read-only loaded segments); None: anywhere.
+        self.scan_regions: list[tuple[int, int]] | None = None
+
+    def step(self) -> None:
+        # Each stage returns the next one, itself while it waits for bytes, or None when done.
+        while self.stage is not None:
+            try:
+                nxt = self.stage()
+            except (struct.error, ValueError, IndexError, OverflowError, MemoryError):
+                nxt = None
+            if nxt == self.stage:
+                return
+            self.stage = nxt if callable(nxt) else None
+
+    def _head(self) -> object:
+        src = self.source
+        head = src.peek(0, min(64, src.size))
+        if head is None:
+            return self._head
+        if head[:4] == b"\x7fELF":
+            return self._elf_head(head)
+        if head[:2] == b"MZ":
+            return self._pe_head()
+        return None
+
+    def _elf_head(self, head: bytes) -> object:
+        is64 = head[4] == 2
+        order = "<" if head[5] == 1 else ">"
+        if is64:
+            phoff, shoff = struct.unpack_from(order + "QQ", head, 32)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 54)
+        else:
+            phoff, shoff = struct.unpack_from(order + "II", head, 28)
+            phentsize, phnum, shentsize, shnum = struct.unpack_from(order + "HHHH", head, 42)
+        src = self.source
+        src.want(phoff, phentsize * phnum)
+        if shoff:
+            src.want(shoff - SHT_LEAD, SHT_LEAD + shentsize * max(shnum, 1))
+        self.phdrs = (phoff, phentsize, phnum, is64, order)
+        return self._elf_phdrs
+
+    def _elf_phdrs(self) -> object:
+        phoff, phentsize, phnum, is64, order = self.phdrs
+        table = self.source.peek(phoff, phentsize * phnum)
+        if table is None:
+            return self._elf_phdrs if self.source.passed <= phoff + phentsize * phnum else None
+        regions: list[tuple[int, int]] = []
+        for i in range(phnum):
+            if is64:
+                p_type, p_flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(
+                    order + "IIQQQQ", table, i * phentsize
+                )
+            else:
+                p_type, p_offset, p_vaddr, _pa, p_filesz, _m, p_flags = struct.unpack_from(
+                    order + "IIIIIII", table, i * phentsize
+                )
+            if p_type == 1:
+                self.loads.append((p_vaddr, p_offset, p_filesz))
+                if not p_flags & (_PF_X | _PF_W):
+                    regions.append((p_offset, p_offset + p_filesz))
+            elif p_type == 2 and self.dynamic == (0, 0):
+                self.dynamic = (p_offset, p_filesz)
+        if self.loads:
+            self.scan_regions = regions
+        if self.dynamic == (0, 0):
+            return None
+        self.source.want(*self.dynamic)
+        return self._elf_dynamic
+
+    def _elf_dynamic(self) -> object:
+        is64, order = self.phdrs[3], self.phdrs[4]
+        offset, size = self.dynamic
+        table = self.source.peek(offset, size)
+        if table is None:
+            return self._elf_dynamic if self.source.passed <= offset + size else None
+        entry = struct.Struct(order + ("qQ" if is64 else "iI"))
+        strtab = None
+        values = []
+        for i in range(size // entry.size):
+            tag, value = entry.unpack_from(table, i * entry.size)
+            if tag == 0:
+                break
+            if tag == 5:
+                strtab = value
+            elif tag in (1, 15, 29):
+                values.append(value)
+        for vaddr, off, filesz in self.loads:
+            if strtab is not None and vaddr <= strtab < vaddr + filesz:
+                for value in values:
+                    self.source.want(strtab - vaddr + off + value, STRING_WINDOW)
+                break
+        return None
+
+    def _pe_head(self) -> object:
+        src = self.source
+        head = src.peek(0, min(HEAD, src.size))
+        if head is None:
+            return None
+        (lfanew,) = struct.unpack_from("<I", head, 0x3C)
+        _machine, nsections, _t, _s, _n, opt_size = struct.unpack_from("<HHIIIH", head, lfanew + 4)
+        opt = lfanew + 24
+        (magic,) = struct.unpack_from("<H", head, opt)
+        dirs = opt + (112 if magic == 0x20B else 96)
+        wanted = []
+        for index in (1, 13):  # import, delay import
+            rva, _size = struct.unpack_from("<II", head, dirs + 8 * index)
+            if rva:
+                wanted.append(rva)
+        table = opt + opt_size
+        for i in range(nsections):
+            vsize, va, raw_size, raw_ptr = struct.unpack_from("<IIII", head, table + 40 * i + 8)
+            for rva in wanted:
+                if va <= rva < va + max(vsize, raw_size):
+                    src.want(raw_ptr + rva - va, min(raw_ptr + raw_size - (raw_ptr + rva - va), 1 << 22))
+                    src.want(raw_ptr, min(raw_size, 1 << 22))
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedLibrary:
+    """A library's layout and device code, read while it streamed past."""
+
+    layout: BinaryLayout
+    device_code: DeviceCode
+    relocatable: DeviceCode  # __nv_relfatbin's when an executable fat binary exists, else empty
+    fetches: int  # ranges inflated again (for the benchmark's record)
+
+
+def _section_code(scanner: FatbinScanner, source: SparseSource, ranges: tuple[tuple[int, int], ...]) -> DeviceCode:
+    cubins: list[str] = []
+    ptx: list[str] = []
+    for offset, size in ranges:
+        code = scanner.device_code(offset, size)
+        if code is None:
+            # Not explained by the containers seen in passing: the in-memory reader decides.
+            code = list_device_code(source.read(offset, size))
+        cubins += code.cubins
+        ptx += code.ptx
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+
+
+def read_streamed(stream: MemberStream) -> StreamedLibrary:
+    """Inflate ``stream`` once and read the library in it.
+
+    Raises :class:`buildrows.inflate.InflateError`, :class:`buildrows.binfmt.BinaryFormatError` or
+    :class:`buildrows.fatbin.FatbinError`, as reading the whole library in memory would.
+    """
+    source = SparseSource(stream.size, stream.read)
+    scanner = FatbinScanner(stream.size)
+    planner = _Planner(source)
+    for offset, data in stream.chunks():
+        source.feed(offset, data)
+        scanner.feed(offset, data)
+        if planner.stage is not None:
+            planner.step()
+            if planner.scan_regions is not None and scanner.regions is None:
+                scanner.limit_to(planner.scan_regions)
+    scanner.finish()
+    layout = read_layout(source)
+    code = _section_code(scanner, source, layout.device_code_ranges)
+    # Beside an executable fat binary, the relocatable one too (what -rdc leaves the runtime).
+    relocatable = _section_code(scanner, source, layout.relfatbin) if layout.fatbin else DeviceCode()
+    return StreamedLibrary(layout, code, relocatable, source.fetches)

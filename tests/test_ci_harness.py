@@ -1,0 +1,305 @@
+"""The rendered workflows run in pytorch/test-infra's reusable workflows (tests/ci_harness.py).
+
+The end-to-end tests run test-infra's build job from its own files on this machine: pkg-helpers
+writes BUILD_ENV_FILE, the rendered pre-script installs buildrows and runs the hook, the build
+step sources BUILD_ENV_FILE and builds the bundled CUDA example (one architecture, to keep it
+small), and the rendered post-script holds the wheel to its row with `buildrows check`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests import ci_harness
+from tests.ci_harness import (
+    TEST_INFRA,
+    HarnessError,
+    LinuxRun,
+    check_calls,
+    check_windows,
+    load_yaml,
+)
+from tests.conftest import REPO, Result
+
+GENERATOR = REPO / "tests" / "data" / "generator"
+EXAMPLE = REPO / "examples" / "cuda-extension"
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+LINUX = "build-wheels-cuda-linux-x86_64.yml"
+WINDOWS = "build-wheels-cuda-windows-amd64.yml"
+
+@pytest.fixture(scope="session")
+def buildrows_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """This checkout as a wheel: what a repository would carry under tools/ ([ci] install = a path)."""
+    try:
+        return ci_harness.buildrows_wheel(REPO, tmp_path_factory.mktemp("buildrows-wheel"))
+    except HarnessError as e:
+        pytest.skip(f"needs hatchling from PyPI: {e}")
+
+
+def make_repo(root: Path, wheel: Path, archs: str = "7.5", edit: Callable[[Path], None] | None = None) -> Path:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed (.ci/run installs it): the build job checks out a commit")
+    if not (Path(sys.executable).parent / "buildrows").exists():
+        pytest.skip(f"no buildrows executable beside {sys.executable}")
+    return ci_harness.example_repository(root, wheel, archs, edit)
+
+
+def run_linux(repo: Path, work: Path, lines: list[str] | None = None) -> LinuxRun:
+    work.mkdir(parents=True, exist_ok=True)
+    return LinuxRun(caller=repo / ".github" / "workflows" / LINUX, repository=repo, work=work, python=PY,
+                    accel="cu130", generator=GENERATOR / "linux-release-prfalse.json",
+                    echo=(lines.append if lines is not None else lambda _s: None))
+
+
+def _needs_toolchain() -> None:
+    if shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists():
+        pytest.skip("no nvcc on this machine")
+    if not (Path(sys.executable).parent / "buildrows").exists():
+        pytest.skip(f"no buildrows executable beside {sys.executable}")
+    if PY not in ("3.10", "3.11", "3.12", "3.13"):
+        pytest.skip(f"the generator fixture has no Python {PY} rows")
+
+
+def _replace(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {path}"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+# --- the calls: only declared inputs, every required one ---------------------------------------
+
+
+@pytest.fixture
+def executorch(cli: Callable[..., Result], tmp_path: Path) -> Path:
+    """The ExecuTorch example's policy and everything `buildrows workflow` renders for it."""
+    repo = tmp_path / "executorch"
+    repo.mkdir()
+    shutil.copy2(REPO / "examples" / "executorch" / "buildrows.toml", repo / "buildrows.toml")
+    r = cli("--config", str(repo / "buildrows.toml"), "workflow", "--root", str(repo))
+    assert r.code == 0, r.err
+    return repo
+
+
+@pytest.mark.parametrize("platform", ["linux-x86_64", "linux-aarch64", "windows-amd64"])
+def test_executorch_calls_pass_declared_and_required_inputs(executorch: Path, platform: str) -> None:
+    path = executorch / ".github" / "workflows" / f"build-wheels-cuda-{platform}.yml"
+    caller = load_yaml(path)
+    assert check_calls(caller, path.name) == []
+    build = caller["jobs"]["build"]["with"]
+    # every script the call names was rendered into the repository
+    for name in ("pre-script", "post-script", "smoke-test-script", "env-script"):
+        if name in build:
+            rel = str(build[name]).removeprefix("bash ").replace("\\\\", "/")
+            assert (executorch / rel).is_file(), (name, rel)
+    assert build["submodules"] == "recursive"
+
+
+def test_an_undeclared_input_is_caught(executorch: Path) -> None:
+    path = executorch / ".github" / "workflows" / LINUX
+    _replace(path, "      pre-script:", "      pre-scrpt: x.sh\n      pre-script:")
+    problems = check_calls(load_yaml(path), path.name)
+    assert problems == [f"{LINUX}: job 'build' passes input 'pre-scrpt', which build_wheels_linux.yml does not "
+                        "declare; did you mean 'pre-script'? (GitHub rejects the call)"]
+
+
+def test_a_missing_required_input_is_caught(executorch: Path, tmp_path: Path) -> None:
+    infra = tmp_path / "test-infra"
+    shutil.copytree(TEST_INFRA, infra)
+    # test-infra at another commit, where the upload list became required
+    _replace(infra / ".github" / "workflows" / "build_wheels_linux.yml",
+             '      upload-to-pypi:\n        description: The comma-separated list of CUDA arch to be uploaded to pypi\n',
+             '      upload-to-pypi:\n        description: The comma-separated list of CUDA arch to be uploaded to pypi\n'
+             '        required: true\n')
+    path = executorch / ".github" / "workflows" / LINUX
+    problems = check_calls(load_yaml(path), path.name, infra)
+    assert problems == [f"{LINUX}: job 'build' does not pass input 'upload-to-pypi', which build_wheels_linux.yml requires"]
+
+
+def test_a_boolean_input_given_a_string_is_caught(executorch: Path) -> None:
+    path = executorch / ".github" / "workflows" / LINUX
+    _replace(path, "      run-smoke-test: true", "      run-smoke-test: 'yes'")
+    assert check_calls(load_yaml(path), path.name) == [
+        f"{LINUX}: job 'build' passes boolean input 'run-smoke-test' the string 'yes'"]
+
+
+def test_windows_steps_up_to_their_shell(executorch: Path, tmp_path: Path) -> None:
+    report = check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
+    text = "\n".join(report)
+    assert "shell bash -l {0} (Git Bash), runs `${CONDA_RUN} bash .github\\\\scripts\\\\buildrows-pre-build.sh`" in text
+    calls = [line for line in report if line.startswith("pre-script under Git Bash")]
+    assert "python -m pip install --quiet buildrows==0.1.0" in calls[0]
+    assert "python -m pip install --quiet ninja==" in calls[1]
+    assert "(ninja on PATH: yes; in <repository>)" in calls[2] and "buildrows-vc-env.bat" in calls[2]
+    assert "-m buildrows --config buildrows.toml hook" in calls[2]
+    post = [line for line in report if line.startswith("post-script under Git Bash")]
+    assert "python -m buildrows --config buildrows.toml check --row windows-amd64-cu130-py312 dist/" in post[0]
+    assert post[0].endswith("in <repository>)")
+
+
+def test_windows_hook_before_ninja_is_caught(executorch: Path, tmp_path: Path) -> None:
+    pre = executorch / ".github" / "scripts" / "buildrows-pre-build.sh"
+    text = pre.read_text(encoding="utf-8")
+    pre.write_text(re.sub(r'    "\$PYTHON" -m pip install --quiet ninja==\S+\n', "", text), encoding="utf-8")
+    with pytest.raises(HarnessError, match="does not install ninja; the hook would choose the Visual Studio generator"):
+        check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
+
+
+def test_windows_pre_script_that_leaves_the_repository_is_caught(executorch: Path, tmp_path: Path) -> None:
+    """test-infra hands Git Bash the script as .github\\scripts\\...: a script that finds the
+    repository with a plain dirname of its own path climbs out of it."""
+    pre = executorch / ".github" / "scripts" / "buildrows-pre-build.sh"
+    _replace(pre, 'here="${BASH_SOURCE[0]//\\\\//}"', 'here="${BASH_SOURCE[0]}"')
+    with pytest.raises(HarnessError, match=r"python -m buildrows --config buildrows.toml hook` runs in .*, not in the "
+                                           r"repository .*, so the policy's relative path does not resolve"):
+        check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
+
+
+def test_windows_post_script_that_leaves_the_repository_is_caught(executorch: Path, tmp_path: Path) -> None:
+    check = executorch / ".github" / "scripts" / "buildrows-check-wheels.sh"
+    _replace(check, 'here="${BASH_SOURCE[0]//\\\\//}"', 'here="${BASH_SOURCE[0]}"')
+    # it looks for dist/ two levels above the repository, finds no wheel and fails the job
+    with pytest.raises(HarnessError, match=r"post-script .*buildrows-check-wheels.sh under Git Bash \(MINGW64\) failed "
+                                           r"\(exit 5\): ::error::buildrows: no wheel in .* to check"):
+        check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
+
+
+def test_windows_missing_env_script_is_caught(executorch: Path, tmp_path: Path) -> None:
+    (executorch / ".github" / "scripts" / "buildrows-vc-env.bat").unlink()
+    with pytest.raises(HarnessError, match=r"job 'build' input 'env-script': \.github\\\\scripts\\\\buildrows-vc-env\.bat "
+                                           "does not exist in the repository"):
+        check_windows(executorch / ".github" / "workflows" / WINDOWS, executorch, work=tmp_path, echo=lambda _s: None)
+
+
+# --- running the Linux build job ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "file"), [("pre-script", "buildrows-pre-build.sh"),
+                                            ("smoke-test-script", "buildrows_smoke_test.py"),
+                                            ("post-script", "buildrows-check-wheels.sh")])
+def test_a_named_script_that_does_not_exist_is_caught(tmp_path: Path, buildrows_wheel: Path, name: str,
+                                                      file: str) -> None:
+    repo = make_repo(tmp_path, buildrows_wheel, edit=lambda r: (r / ".github" / "scripts" / file).unlink())
+    with pytest.raises(HarnessError) as e:
+        run_linux(repo, tmp_path / "work").run()
+    assert f"job 'build' input '{name}': .github/scripts/{file} does not exist in the repository" in str(e.value)
+
+
+@pytest.mark.integration
+def test_pkg_helpers_value_winning_over_the_row_is_caught(tmp_path: Path, buildrows_wheel: Path) -> None:
+    """A hook that writes only GITHUB_ENV: the build step sources BUILD_ENV_FILE, where pkg-helpers'
+    cu130 list (which lacks 8.9, and has five architectures the row does not) is the last word."""
+    _needs_toolchain()
+    repo = make_repo(tmp_path, buildrows_wheel, edit=lambda r: _replace(
+        r / ".github" / "scripts" / "buildrows-pre-build.sh",
+        'exec "$PYTHON" -m buildrows --config "$CONFIG" hook',
+        'BUILD_ENV_FILE= exec "$PYTHON" -m buildrows --config "$CONFIG" hook'))
+    with pytest.raises(HarnessError) as e:
+        run_linux(repo, tmp_path / "work").run()
+    msg = str(e.value)
+    assert msg.startswith("step 'Build the wheel (python-build-package)': after `source \"${BUILD_ENV_FILE}\"` the build sees ")
+    assert ("TORCH_CUDA_ARCH_LIST='7.5;8.0;8.6;9.0;10.0;12.0+PTX' (pkg-helpers' value), but row "
+            f"linux-x86_64-cu130-py{PY.replace('.', '')} needs '7.5+PTX'") in msg
+    assert "a value from pkg-helpers wins over the row's" in msg
+
+
+@pytest.fixture(scope="module")
+def passing_run(tmp_path_factory: pytest.TempPathFactory, buildrows_wheel: Path) -> Iterator[tuple[LinuxRun, list[str]]]:
+    _needs_toolchain()
+    root = tmp_path_factory.mktemp("e2e")
+    repo = make_repo(root, buildrows_wheel)
+    lines: list[str] = []
+    run = run_linux(repo, root / "work", lines)
+    run.run()
+    yield run, lines
+
+
+@pytest.mark.integration
+def test_linux_flow_end_to_end(passing_run: tuple[LinuxRun, list[str]]) -> None:
+    _run, lines = passing_run
+    out = "\n".join(lines)
+    tag = f"cp{PY.replace('.', '')}"
+    order = [
+        "== build job of build_wheels_linux.yml: matrix row",
+        "Generate file from pytorch_pkg_helpers",
+        "== Run Pre-Script with Caching / Run script",
+        "buildrows hook: row linux-x86_64-cu130-py",
+        "-- Build the wheel (python-build-package): after `source BUILD_ENV_FILE` the build sees the row's values "
+        "(TORCH_CUDA_ARCH_LIST='7.5+PTX'; pkg-helpers wrote '7.5;8.0;8.6;9.0;10.0;12.0+PTX')",
+        "== Run Post-Script / Run script",
+        "verdict: PASS",
+        "-- Upload wheel to GitHub: every wheel was checked before upload: cuda_extension-0.1.0+cu130-"
+        f"{tag}-{tag}-linux_x86_64.whl",
+    ]
+    pos = [out.find(s) for s in order]
+    assert all(p >= 0 for p in pos), [s for s, p in zip(order, pos, strict=True) if p < 0]
+    assert pos == sorted(pos)
+
+
+@pytest.mark.integration
+def test_unchecked_wheel_reaching_upload_is_caught(tmp_path: Path, buildrows_wheel: Path,
+                                                   passing_run: tuple[LinuxRun, list[str]]) -> None:
+    """The same workflow without the post-script: the wheel (the one the passing run built) goes
+    straight from the build to the upload."""
+    built = next((passing_run[0].work / "ws").glob("buildrows-user/project/dist/*.whl"))
+    stash = tmp_path / "built"
+    stash.mkdir()
+    shutil.copy2(built, stash / built.name)
+
+    def edit(repo: Path) -> None:
+        wf = repo / ".github" / "workflows" / LINUX
+        _replace(wf, "      post-script: '.github/scripts/buildrows-check-wheels.sh'\n", "")
+        _replace(wf, "      build-command: 'python -m build --wheel'",
+                 f"      build-command: 'cp {stash / built.name} dist/'")
+        (repo / "dist").mkdir()
+        (repo / "dist" / ".keep").write_text("", encoding="utf-8")
+
+    repo = make_repo(tmp_path, buildrows_wheel, edit=edit)
+    with pytest.raises(HarnessError) as e:
+        run_linux(repo, tmp_path / "work").run()
+    assert str(e.value) == (f"step 'Upload wheel to GitHub': buildrows-user/project/dist/{built.name} reaches the "
+                            "upload unchecked: no passing `buildrows check` ran on it (the post-script must check "
+                            "every wheel before upload)")
+
+
+@pytest.mark.integration
+def test_wheel_lacking_an_architecture_of_its_row_fails_the_post_script(tmp_path: Path, buildrows_wheel: Path) -> None:
+    """The project's CMake overrides the list the hook set: the wheel carries sm_80 for a 7.5 row,
+    and the post-script fails the job, naming the step, before the smoke test and the upload."""
+    _needs_toolchain()
+
+    def edit(repo: Path) -> None:
+        _replace(repo / "CMakeLists.txt", "  enable_language(CUDA)\n",
+                 "  set(CMAKE_CUDA_ARCHITECTURES 80-real)  # a project that hard-codes its GPUs\n"
+                 "  enable_language(CUDA)\n")
+
+    repo = make_repo(tmp_path, buildrows_wheel, edit=edit)
+    with pytest.raises(HarnessError) as e:
+        run_linux(repo, tmp_path / "work").run()
+    msg = str(e.value)
+    assert msg.startswith("step 'Run Post-Script / Run script' failed (exit 5):")
+    assert "[FAIL]" in msg and "sm_75" in msg
+    assert "fails its row's checks; it must not be uploaded" in msg
+
+
+def test_actionlint_accepts_the_scikit_build_core_workflow(tmp_path: Path, buildrows_wheel: Path) -> None:
+    """The example's driver renders the python-build-package route (build-command, run-smoke-test: false)."""
+    from tests.test_workflow import _require_actionlint
+
+    tool = _require_actionlint()
+    repo = make_repo(tmp_path, buildrows_wheel)
+    wf = repo / ".github" / "workflows" / LINUX
+    text = wf.read_text(encoding="utf-8")
+    assert "      build-platform: python-build-package\n      build-command: 'python -m build --wheel'\n" in text
+    assert "      run-smoke-test: false\n" in text
+    assert "      - 'packaging/buildrows.toml'\n" not in text and "      - packaging/buildrows.toml\n" in text
+    for p in ("csrc/**", "src/**", "build_support/**", "tools/buildrows-"):
+        assert f"      - '{p}" in text or f"      - {p}" in text, p
+    res = subprocess.run([*tool, "-no-color", str(wf)], cwd=repo, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr

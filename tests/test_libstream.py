@@ -1,0 +1,170 @@
+"""The streaming library reader (buildrows.libstream, .fatscan, .inflate): whatever the chunking, the
+same answer as the in-memory readers; bytes that only look like a fat binary never count; memory
+stays flat while a large library streams past."""
+
+from __future__ import annotations
+
+import random
+import struct
+import subprocess
+import sys
+import textwrap
+import zlib
+from pathlib import Path
+
+import pytest
+from cuda_tools import fatbin_container, fatbin_entry, make_elf, make_wheel
+from fuzz_tools import library_in_memory, library_streamed
+
+from buildrows import inflate
+from buildrows.fatscan import MAGIC, FatbinScanner
+from buildrows.inflate import MemberStream, inflater_module
+from buildrows.wheelread import LibraryInfo
+
+REAL = fatbin_container([fatbin_entry(2, 80), fatbin_entry(2, 90), fatbin_entry(1, 90),
+                         fatbin_entry(2, 100, flags=0x100011)])
+SECOND = fatbin_container([fatbin_entry(2, 120, payload=b"\x11" * 40), fatbin_entry(1, 120, flags=0x200011)])
+# A container header with plausible sizes: what a false positive in other data would look like.
+DECOY = fatbin_container([fatbin_entry(2, 75), fatbin_entry(1, 75)])
+CHUNKINGS = 25
+
+
+def _same_everywhere(data: bytes, tmp_path: Path, seed: int = 0) -> tuple[object, ...]:
+    expected = library_in_memory(data)
+    rng = random.Random(seed)
+    for _ in range(CHUNKINGS):
+        assert library_streamed(data, rng, tmp_path, deflated=rng.random() < 0.8) == expected
+    return expected
+
+
+def _info(data: bytes, tmp_path: Path) -> LibraryInfo:
+    result = _same_everywhere(data, tmp_path)
+    assert result[0] == "ok", result
+    info = result[1]
+    assert isinstance(info, LibraryInfo)
+    return info
+
+
+def _code(data: bytes, tmp_path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    info = _info(data, tmp_path)
+    return info.cubins, info.ptx
+
+
+def test_several_containers_and_padding_across_every_boundary(tmp_path: Path) -> None:
+    fatbin = REAL + b"\0" * 24 + SECOND + b"\0" * 8
+    lib = make_elf([(".nv_fatbin", fatbin)], needed=["libcudart.so.13"], runpath="$ORIGIN/../nvidia/cu13/lib")
+    info = _info(lib, tmp_path)
+    assert (info.cubins, info.ptx) == (("sm_80", "sm_90", "sm_100a", "sm_120"), ("sm_90", "sm_120f"))
+    assert info.machine == "x86_64"
+    assert info.needed == ("libcudart.so.13",)
+
+
+@pytest.mark.parametrize("where", ["other section", "inside a payload", "after the section", "spanning into it"])
+def test_bytes_that_look_like_a_fat_binary_never_count(tmp_path: Path, where: str) -> None:
+    if where == "other section":
+        sections = [(".rodata", b"\x01" * 40 + DECOY + b"\x02" * 8), (".nv_fatbin", REAL)]
+    elif where == "inside a payload":
+        sections = [(".nv_fatbin", fatbin_container([fatbin_entry(2, 86, payload=DECOY + b"\0" * 8)]) + REAL)]
+    elif where == "after the section":
+        sections = [(".nv_fatbin", REAL), (".data", DECOY)]
+    else:  # a decoy whose declared size runs over the start of the real fat binary
+        decoy = bytearray(DECOY)
+        struct.pack_into("<Q", decoy, 8, len(DECOY) + 64)
+        sections = [(".rodata", bytes(decoy)), (".nv_fatbin", REAL)]
+    cubins, ptx = _code(make_elf(sections), tmp_path)
+    assert "sm_75" not in cubins + ptx
+
+
+def test_section_starting_with_zeros_or_garbage_answers_like_the_in_memory_reader(tmp_path: Path) -> None:
+    assert _code(make_elf([(".nv_fatbin", b"\0" * 16 + REAL)]), tmp_path)[0] == ("sm_80", "sm_90", "sm_100a")
+    assert _code(make_elf([(".nv_fatbin", b"\0" * 64)]), tmp_path) == ((), ())
+    bad = _same_everywhere(make_elf([(".nv_fatbin", b"\0" * 8 + b"junk" * 4 + REAL)]), tmp_path)
+    assert bad[:2] == ("error", "FatbinError") and "bad container magic" in str(bad[2])
+    truncated = _same_everywhere(make_elf([(".nv_fatbin", REAL[:-8])]), tmp_path)
+    assert truncated[:2] == ("error", "FatbinError")
+
+
+def test_relocatable_fat_binary_alone_and_beside_the_executable_one(tmp_path: Path) -> None:
+    assert _code(make_elf([("__nv_relfatbin", SECOND)]), tmp_path) == (("sm_120",), ("sm_120f",))
+    both = _info(make_elf([("__nv_relfatbin", SECOND), (".nv_fatbin", REAL)]), tmp_path)
+    assert (both.cubins, both.relocatable_ptx) == (("sm_80", "sm_90", "sm_100a"), ("sm_120f",))
+
+
+def test_wheel_reports_machine_and_relocatable_code(tmp_path: Path) -> None:
+    from buildrows.wheelread import read_wheel
+
+    lib = make_elf([("__nv_relfatbin", SECOND), (".nv_fatbin", REAL)], needed=["libcudart.so.13"])
+    wheel = make_wheel(tmp_path / "demo-1.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", {"demo/x.so": lib})
+    (info,) = read_wheel(wheel).libraries
+    assert info.machine == "x86_64"
+    assert info.relocatable_ptx == ("sm_120f",)
+    assert info.ptx == ("sm_90",)
+
+
+def test_scanner_chains_containers_only_from_the_section_start() -> None:
+    data = b"\x07" * 5 + REAL + b"\0" * 3 + SECOND
+    scanner = FatbinScanner(len(data))
+    for i in range(0, len(data), 7):
+        scanner.feed(i, data[i : i + 7])
+    scanner.finish()
+    whole = scanner.device_code(5, len(data) - 5)
+    assert whole is not None and whole.cubins == ("sm_80", "sm_90", "sm_100a", "sm_120")
+    assert scanner.device_code(0, len(data)) is None  # starts with non-zero bytes: the re-read decides
+    assert scanner.device_code(5, len(REAL) - 1) is None  # the container runs past the section
+
+
+def test_scanner_finds_headers_straddling_chunks() -> None:
+    data = b"\x01" * 3 + REAL
+    for cut in range(1, len(MAGIC) + 3):
+        scanner = FatbinScanner(len(data))
+        scanner.feed(0, data[:cut])
+        scanner.feed(cut, data[cut:])
+        scanner.finish()
+        assert scanner.device_code(3, len(REAL)) is not None, cut
+
+
+@pytest.mark.parametrize("deflated", [True, False])
+def test_member_stream_reads_any_range_again(tmp_path: Path, deflated: bool) -> None:
+    rng = random.Random(16)
+    data = bytes(rng.getrandbits(8) for _ in range(20000)) * 20 + b"\0" * 100000
+    path = tmp_path / "m"
+    path.write_bytes(zlib.compress(data, 6)[2:-4] if deflated else data)
+    stream = MemberStream(lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data),
+                          deflated=deflated, out_chunk=3000, in_chunk=1000, checkpoint_interval=50000)
+    assert b"".join(piece for _, piece in stream.chunks()) == data
+    assert len(stream.checkpoints) > 5 or not deflated
+    for _ in range(40):
+        start = rng.randrange(len(data))
+        size = rng.randrange(1, 70000)
+        assert stream.read(start, size) == data[start : start + size]
+
+
+def test_inflater_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert inflater_module("zlib") is zlib
+    monkeypatch.setitem(sys.modules, "zlib_ng", None)  # not installed: the standard library
+    assert inflater_module() is zlib
+    with pytest.raises(ImportError):
+        inflater_module("zlib-ng")
+    monkeypatch.setenv("BUILDROWS_INFLATER", "zlib")
+    assert inflater_module() is zlib
+    assert inflate.INFLATER.__name__ in ("zlib", "zlib_ng.zlib_ng")
+
+
+def test_memory_stays_flat_while_a_large_library_streams(tmp_path: Path) -> None:
+    """A 160 MiB library in a wheel: reading it raises peak memory by a few MiB, not by its size."""
+    payload = random.Random(7).randbytes(1 << 13) * (160 << 7)  # 160 MiB; repeats inflate quickly
+    fatbin = fatbin_container([fatbin_entry(2, 90, payload=payload), fatbin_entry(1, 90)])
+    lib = make_elf([(".nv_fatbin", fatbin)], needed=["libcudart.so.13"])
+    wheel = make_wheel(tmp_path / "demo-1.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", {"demo/big.so": lib})
+    del lib, payload, fatbin
+    script = textwrap.dedent(f"""
+        import resource, sys
+        from buildrows.wheelread import read_wheel
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        (lib,) = read_wheel({str(wheel)!r}).libraries
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        print(lib.cubins, lib.ptx, lib.needed, grown)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out[:3] == ["('sm_90',)", "('sm_90',)", "('libcudart.so.13',)"]
+    assert int(out[3]) < 48, f"peak memory grew by {out[3]} MiB for a 160 MiB library"
