@@ -96,7 +96,8 @@ def test_prepare_writes_the_config_and_empties_the_rows_log(tmp_path: Path) -> N
     assert "hash_dir = true" in c.config_path.read_text(encoding="utf-8")
 
 
-def test_cache_dir_follows_buildrows_cache_then_xdg() -> None:
+def test_cache_dir_follows_buildrows_cache_then_xdg(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BUILDROWS_CACHE", raising=False)  # tests/conftest.py sets one for every test
     assert cc.cache_dir({"BUILDROWS_CACHE": "/c"}) == Path("/c/ccache")
     assert cc.cache_dir({"XDG_CACHE_HOME": "/x", "HOME": "/h"}) == Path("/x/buildrows/ccache")
     assert cc.cache_dir({"HOME": "/h"}) == Path("/h/.cache/buildrows/ccache")
