@@ -754,6 +754,8 @@ class _GitBash:
     def __init__(self, repository: Path, work: Path | None) -> None:
         import tempfile
 
+        if work is not None and work.resolve().is_relative_to(repository.resolve()):
+            work = None  # a copy inside the tree being copied would copy itself
         self.base = Path(tempfile.mkdtemp(prefix="git-bash-", dir=work))
         self.repo = self.base / "repo"
         shutil.copytree(repository, self.repo, ignore=shutil.ignore_patterns(".git"))
@@ -763,7 +765,8 @@ class _GitBash:
         self.scripts.mkdir()
         self.journal = self.base / "journal"
         j, sd = shlex.quote(str(self.journal)), shlex.quote(str(self.scripts))
-        where = '(ninja on PATH: $(command -v ninja >/dev/null && echo yes || echo no); in $(pwd))'
+        # which ninja a call would run: only the one pip put in the environment's Scripts counts
+        where = f'(ninja on PATH: $([[ "$(command -v ninja)" == {sd}/* ]] && echo yes || echo no); in $(pwd))'
         tools = {
             "uname": 'echo MINGW64_NT-10.0-20348\n',
             "cygpath": 'shift; echo "${1//\\//\\\\}"\n',

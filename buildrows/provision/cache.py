@@ -11,12 +11,16 @@ CACHE_VARIABLE = "BUILDROWS_CACHE"
 
 
 def cache_root(env: Mapping[str, str]) -> Path:
-    """The cache directory; BUILDROWS_CACHE in `env`, else in the process environment (the cache is
-    the process's, even where a caller passes a reduced mapping), else the XDG default."""
-    chosen = env.get(CACHE_VARIABLE, "").strip() or os.environ.get(CACHE_VARIABLE, "").strip()
-    if chosen:
-        return Path(chosen).expanduser()
-    base = env.get("XDG_CACHE_HOME", "").strip() or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".cache")
+    """The cache directory: BUILDROWS_CACHE, else $XDG_CACHE_HOME/buildrows, else
+    $HOME/.cache/buildrows, all read from `env`. A reduced mapping that says nothing about home
+    (no HOME, no XDG_CACHE_HOME) gets the process's own cache: BUILDROWS_CACHE from the process
+    environment, else the user's home."""
+    if env.get(CACHE_VARIABLE, "").strip():
+        return Path(env[CACHE_VARIABLE]).expanduser()
+    xdg, home = env.get("XDG_CACHE_HOME", "").strip(), env.get("HOME", "").strip()
+    if not xdg and not home and os.environ.get(CACHE_VARIABLE, "").strip():
+        return Path(os.environ[CACHE_VARIABLE]).expanduser()
+    base = xdg or os.path.join(home or os.path.expanduser("~"), ".cache")
     return Path(base) / "buildrows"
 
 

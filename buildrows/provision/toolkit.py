@@ -172,10 +172,12 @@ def _finish_layout(root: Path, layout: str, triple: str) -> None:
     if not lib.is_dir():
         raise Refused(f"the toolkit assembled in {root} has no library directory (no CUDA runtime was unpacked)\n"
                       "    fix: check that the source provides cuda_cudart / nvidia-cuda-runtime for this platform")
-    # The wheels ship only libcudart.so.13; a linker (and FindCUDAToolkit) looks for libcudart.so.
-    versioned = sorted(p.name for p in lib.glob("libcudart.so.*"))
-    if versioned:
-        _link(lib / "libcudart.so", versioned[0])
+    # The wheels ship only the runtime names (libcudart.so.13, libcublas.so.13); a linker (-lcublas,
+    # torch.utils.cpp_extension's -lcudart) and FindCUDAToolkit look for the development names.
+    for so in sorted(lib.glob("lib*.so.*")):
+        dev = lib / (so.name.split(".so.", 1)[0] + ".so")
+        if not dev.exists() and not dev.is_symlink():
+            _link(dev, so.name)
 
 
 def _check_nvcc(root: Path, train: Train, env: Mapping[str, str], chosen: sources.Release) -> str:
