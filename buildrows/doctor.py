@@ -356,6 +356,7 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         findings.append(project_problem)
     if driver == "cmake-presets":
         return findings
+    provided = interpreter is not None  # build --provision passes its row environment's interpreter
     if interpreter is None:
         search = find_interpreter(row.python, env)
         interpreter = search.found
@@ -380,7 +381,21 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     for text in reqs:
         with contextlib.suppress(InvalidRequirement):
             names.append(canonicalize_name(Requirement(text).name))
-    findings += check_requirements(python, reqs, probe.distributions(python, names))
+    if not provided and not isolation and project_problem is None:
+        # The row environment `build --provision` made earlier (same interpreter, same requirements)
+        # is what a provisioned build uses: judge that one.
+        from buildrows.provision.buildenv import plan_env
+
+        be = plan_env(interpreter, reqs, env) if interpreter is not None else None
+        if be is not None and be.ready:
+            python = be.python
+            findings.append(Finding("row environment", "ok", f"{be.root} (made by `buildrows build "
+                                    f"{row.name} --provision`; the build requirements are judged there)"))
+    checked = check_requirements(python, reqs, probe.distributions(python, names))
+    provision = (f"; or `buildrows build {row.name} --provision`, which builds in a cached environment of "
+                 "this interpreter holding them")
+    findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
+                 for f in checked]
     return findings
 
 

@@ -236,6 +236,12 @@ HOSTILE = [
     ("symlink-absolute", [("top/lib/x", None, "/etc/passwd", b"sym")], "outside the toolkit"),
     ("hardlink-out", [("top/lib/x", None, "../../etc/passwd", b"hard")], "climbs out"),
     ("fifo", [("top/bin/pipe", None, None, b"fifo")], "is a device or fifo"),
+    # inside the archive, but the top directory is stripped: it would point above the toolkit
+    ("symlink-above-stripped-root", [("top/lib/x", None, "../../elsewhere", b"sym")], "outside the toolkit"),
+    # each link lexically inside, the chain outside: s -> . makes s/t -> ../evil leave the toolkit
+    ("symlink-chain", [("top/s", None, ".", b"sym"), ("top/s/t", None, "../evil", b"sym")], "outside the toolkit"),
+    ("write-through-link", [("top/up", None, ".", b"sym"), ("top/up/lib", None, "../..", b"sym")],
+     "outside the toolkit"),
 ]
 
 
@@ -249,8 +255,10 @@ def test_hostile_archive_is_refused_and_nothing_written(tmp_path: Path, name: st
     root.mkdir()
     with pytest.raises(Refused, match=message):
         unpack(path, _art(path), root)
-    assert not any(root.iterdir())  # checked before the first write
-    assert not (tmp_path / "evil").exists()
+    if name not in ("symlink-chain", "write-through-link"):
+        assert not any(root.iterdir())  # checked before the first write
+    # (a chain is caught while writing; toolkit.install then discards the whole staging directory)
+    assert not (tmp_path / "evil").exists() and not (tmp_path / "elsewhere").exists()
 
 
 def test_symlink_inside_is_kept_and_prefix_stripped(tmp_path: Path) -> None:
@@ -467,3 +475,95 @@ def test_a_cached_toolkit_serves_render_env_and_doctor(tmp_path: Path, mirror: t
     assert finding.status == "ok" and "provisioned toolkit" in finding.seen
     with pytest.raises(Refused, match="needs a CUDA 12.6 compiler"):
         plan_row(pol, row, env, host="linux", step="hook")
+
+
+def test_build_refuses_a_row_without_an_interpreter_with_the_command(tmp_path: Path, cli: Callable[..., object],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Python of the row's version that runs: build stops before anything is built, naming the
+    failing shim and the exact commands that provide one."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    other = next(v for v in ("3.10", "3.11", "3.12", "3.13") if v != here)
+    major, minor = (int(x) for x in other.split("."))
+    shims = tmp_path / "bin"
+    _fake_python(shims / f"python{other}", major, minor, code=127)
+    monkeypatch.setenv("PATH", str(shims))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for var in ("PYENV_ROOT", "UV_PYTHON_INSTALL_DIR", "BUILDROWS_MANYLINUX_PYTHONS"):
+        monkeypatch.setenv(var, str(tmp_path / "empty" / var))
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    row = f"linux-x86_64-cpu-py{other.replace('.', '')}"
+    r = cli("--config", str(EXAMPLE), "build", row, "--wheel-dir", str(tmp_path / "dist"))
+    assert r.code == 3, r.err  # type: ignore[attr-defined]
+    err = r.err  # type: ignore[attr-defined]
+    assert f"no Python {other} that runs to build {row} with" in err
+    assert f"{shims}/python{other} (PATH) does not run: it exited with status 127" in err
+    assert f"uv python install {other}" in err and f"pyenv install {other}" in err
+    assert not (tmp_path / "dist").exists()
+
+
+def test_doctor_judges_the_row_environment_build_provision_made(tmp_path: Path) -> None:
+    """After `build --provision`, doctor checks the build requirements in the cached row environment
+    (what the provisioned build uses), and otherwise names `build ROW --provision` as a fix."""
+    import sysconfig
+
+    from buildrows.doctor import FRONTEND, diagnose
+
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("the example publishes no free-threaded rows")
+    pol = load_policy(str(EXAMPLE))
+    row = pol.row(f"linux-x86_64-cpu-py{here.replace('.', '')}")
+    if row is None:
+        pytest.skip("this Python is not on the example's allowlist")
+    env = {"BUILDROWS_CACHE": str(tmp_path / "cache"), "PATH": ""}
+
+    class Probe:
+        def tool(self, name: str, env: object) -> tuple[str | None, str | None]:
+            return f"/x/{name}", "9.9.9"
+
+        def interpreter(self, python: str) -> tuple[str | None, str | None]:
+            return None, None
+
+        def distributions(self, python: str, names: list[str]) -> dict[str, str | None]:
+            good = python.startswith(str(tmp_path / "cache"))
+            return {n: ("99.0" if good else None) for n in names}
+
+    def requirement_findings() -> list[object]:
+        found = diagnose(pol, row, env, EXAMPLE.parent, driver="scikit-build-core", host="linux", probe=Probe())
+        return [f for f in found if f.check in ("build", "scikit-build-core", "row environment")]
+
+    missing = requirement_findings()
+    assert all(f.failed for f in missing)  # type: ignore[attr-defined]
+    assert f"`buildrows build {row.name} --provision`" in missing[0].fix  # type: ignore[attr-defined]
+    running = find_interpreter(here, env).found
+    assert running is not None
+    be = buildenv.plan_env(running, [FRONTEND, "scikit-build-core>=0.10"], env)
+    _fake_python(Path(be.python), sys.version_info.major, sys.version_info.minor)
+    buildenv.finish(be)
+    judged = requirement_findings()
+    assert [f.check for f in judged] == ["row environment", "build", "scikit-build-core"]  # type: ignore[attr-defined]
+    assert not any(f.failed for f in judged)  # type: ignore[attr-defined]
+
+
+def test_toolkit_of_another_machine_is_refused(tmp_path: Path, cli: Callable[..., object],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path))
+    other = "linux-aarch64" if os.uname().machine == "x86_64" else "linux-x86_64"
+    r = cli("toolkit", "install", "13.2", "--platform", other)
+    assert r.code == 3 and f"CUDA 13.2 for {other} cannot be assembled on this" in r.err  # type: ignore[attr-defined]
+    assert not (tmp_path / "downloads").exists()
+
+
+def test_pinned_wheels_from_a_wheelhouse_are_still_held_to_their_hashes(tmp_path: Path) -> None:
+    """BUILDROWS_TOOLKIT_WHEELS (an offline machine's wheelhouse) replaces PyPI as the place the
+    pinned files come from, never the pins: a file that is not the pinned one is refused."""
+    house = tmp_path / "wheels"
+    house.mkdir()
+    rel = sources.pypi_release(Train(13, 2), "linux-x86_64", libraries=False, wheels_from=str(house))
+    assert all(a.url == (house / a.filename).as_uri() for a in rel.artifacts)
+    for a in rel.artifacts:
+        (house / a.filename).write_bytes(b"not the wheel")
+    env = {"BUILDROWS_CACHE": str(tmp_path / "cache"), sources.WHEELS_VARIABLE: str(house)}
+    with pytest.raises(Refused, match="does not match its pinned checksum"):
+        toolkit.install(Train(13, 2), "linux-x86_64", env)
+    assert toolkit.installed(Train(13, 2), "linux-x86_64", env) is None

@@ -22,7 +22,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     inst.add_argument("--release", metavar="X.Y.Z", help="this release of the train instead of its newest")
     inst.add_argument("--libraries", action="store_true",
                       help="also the cuBLAS, cuSPARSE, cuSOLVER, cuRAND and cuFFT headers and libraries "
-                           "a PyTorch extension includes (about 1 GB more)")
+                           "a PyTorch extension includes (about 700 MB more to download)")
     inst.add_argument("--force", action="store_true", help="assemble it again even when it is in the cache")
     path = sub.add_parser("path", help="print the root of a train's toolkit in the cache (exit 3 when absent)",
                           parents=[_common(p)])
@@ -67,6 +67,12 @@ def run(args: argparse.Namespace, ui: UI) -> int:
                           f"    fix: `buildrows toolkit install {train.dotted}`")
         ui.print(str(have.root))
         return 0
+    here = host_platform(env)
+    if platform != here:
+        # The assembled nvcc is run to check its train, so it must be this machine's.
+        raise Refused(f"toolkit install: CUDA {train.dotted} for {platform} cannot be assembled on this "
+                      f"{here} machine (its nvcc is run to check the train)\n"
+                      f"    fix: run `buildrows toolkit install {train.dotted}` on a {platform} machine")
     tk = toolkit.install(train, platform, env, source=args.source, libraries=args.libraries, mirror=args.mirror,
                          release=args.release, force=args.force, progress=ui.info)
     ui.ok(f"CUDA {train.dotted}: {tk.describe()}")

@@ -140,21 +140,29 @@ def _unpack_tar(tar: tarfile.TarFile, art: Artifact, root: Path, where: str) -> 
         rel = _safe_name(m.name, where)
         if not rel:
             continue
-        if m.issym() and not _link_stays_inside(rel, m.linkname):
-            raise Refused(f"{where}: member {m.name!r} is a symlink to {m.linkname!r}, outside the toolkit; "
-                          "the archive is refused and nothing of it was installed\n"
-                          "    fix: use an archive from NVIDIA's server (or re-sync the mirror)")
         if m.islnk():
             _safe_name(m.linkname, where)
         if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
             raise Refused(f"{where}: member {m.name!r} is a device or fifo; the archive is refused\n"
                           "    fix: use an archive from NVIDIA's server (or re-sync the mirror)")
         out = _strip(rel, art)
+        # Where the link lands in the toolkit decides where it points (the archive's top directory
+        # is stripped): judged on the output path, not the member's name.
+        if m.issym() and not _link_stays_inside(out or rel, m.linkname):
+            raise _link_out(where, m.name, m.linkname)
         if out is not None:
             plan.append((m, out))
     written = 0
+    real_root = os.path.realpath(root)
     for m, out in plan:
         dest = root / out
+        # Links the archive made earlier may chain (`s -> .`, then `s/t -> ../x`): what each member
+        # really resolves to must still be inside the toolkit.
+        _stays_in(real_root, os.path.realpath(dest.parent), where, m.name)
+        if m.issym():
+            target = os.path.realpath(os.path.join(os.path.realpath(dest.parent), m.linkname))
+            if not _within(real_root, target):
+                raise _link_out(where, m.name, m.linkname)
         if m.isdir():
             dest.mkdir(parents=True, exist_ok=True)
             continue
@@ -179,6 +187,23 @@ def _unpack_tar(tar: tarfile.TarFile, art: Artifact, root: Path, where: str) -> 
     return written
 
 
+def _within(real_root: str, path: str) -> bool:
+    return path == real_root or path.startswith(real_root.rstrip(os.sep) + os.sep)
+
+
+def _stays_in(real_root: str, real_parent: str, where: str, name: str) -> None:
+    if not _within(real_root, real_parent):
+        raise Refused(f"{where}: member {name!r} would be written through a link to {real_parent}, outside the "
+                      "toolkit; the archive is refused\n"
+                      "    fix: use an archive from NVIDIA's server (or re-sync the mirror)")
+
+
+def _link_out(where: str, name: str, target: str) -> Refused:
+    return Refused(f"{where}: member {name!r} is a symlink to {target!r}, outside the toolkit; "
+                   "the archive is refused and nothing of it was installed\n"
+                   "    fix: use an archive from NVIDIA's server (or re-sync the mirror)")
+
+
 def _unpack_zip(path: Path, art: Artifact, root: Path, where: str) -> int:
     try:
         zf = zipfile.ZipFile(path)
@@ -195,9 +220,11 @@ def _unpack_zip(path: Path, art: Artifact, root: Path, where: str) -> int:
             out = _strip(rel, art) if rel else None
             if out is not None and not info.is_dir():
                 plan.append((info, out))
+        real_root = os.path.realpath(root)
         for info, out in plan:
             dest = root / out
             dest.parent.mkdir(parents=True, exist_ok=True)
+            _stays_in(real_root, os.path.realpath(dest.parent), where, info.filename)
             with zf.open(info) as f, open(dest, "wb") as o:
                 shutil.copyfileobj(f, o, CHUNK)
             mode = info.external_attr >> 16

@@ -9,8 +9,6 @@ the places at temporary trees. Imports stay light: the plan module (and so the h
 
 from __future__ import annotations
 
-import glob
-import json
 import os
 import subprocess
 import sys
@@ -83,6 +81,8 @@ def manylinux_dir(env: Mapping[str, str]) -> str:
 
 def candidates(python: str, env: Mapping[str, str]) -> Iterator[tuple[str, str]]:
     """(path, source) of every place the row's Python may live, in the order they are tried."""
+    import glob  # here, not at import: the hook imports this module (through the plan) and never searches
+
     major, minor, free = split_python(python)
     xy, t = f"{major}.{minor}", "t" if free else ""
     exe = f"python{xy}{t}"
@@ -91,7 +91,7 @@ def candidates(python: str, env: Mapping[str, str]) -> Iterator[tuple[str, str]]
     for d in sorted(glob.glob(os.path.join(glob.escape(uv_dir(env)), f"cpython-{xy}.*")), reverse=True):
         name = os.path.basename(d)
         if ("+freethreaded" in name) == free:
-            yield os.path.join(d, "bin", exe), "uv"
+            yield (os.path.join(d, "python.exe") if os.name == "nt" else os.path.join(d, "bin", exe)), "uv"
     for d in sorted(glob.glob(os.path.join(glob.escape(pyenv_dir(env)), "versions", f"{xy}.*")), reverse=True):
         # pyenv names free-threaded builds 3.13t-dev / 3.13.0t; a plain one has no t.
         if os.path.basename(d).endswith("t") == free:
@@ -99,14 +99,19 @@ def candidates(python: str, env: Mapping[str, str]) -> Iterator[tuple[str, str]]
     tag = f"cp{major}{minor}"
     yield os.path.join(manylinux_dir(env), f"{tag}-{tag}{t}", "bin", "python"), "manylinux"
     shims = os.path.join(pyenv_dir(env), "shims")
+    suffix = ".exe" if os.name == "nt" else ""
     for d in env.get("PATH", "").split(os.pathsep):
         if d and os.path.abspath(d) != os.path.abspath(shims):  # a shim only forwards to a version above
-            yield os.path.join(d, exe), "PATH"
-            yield os.path.join(d, "python3"), "PATH"
+            yield os.path.join(d, exe + suffix), "PATH"
+            yield os.path.join(d, "python3" + suffix), "PATH"
+            if os.name == "nt":  # Windows installs name every version python.exe
+                yield os.path.join(d, "python.exe"), "PATH"
 
 
 def probe(path: str, env: Mapping[str, str], timeout: float = 30) -> tuple[tuple[int, int, bool, str, str] | None, str]:
     """Run the candidate; ((major, minor, free-threaded, executable, version), "") or (None, why not)."""
+    import json
+
     clean = {k: v for k, v in env.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
     try:
         proc = subprocess.run([path, "-I", "-c", _PROBE], capture_output=True, text=True, env=clean,
@@ -141,7 +146,8 @@ def find_interpreter(python: str, env: Mapping[str, str]) -> Search:
             continue
         major, minor, free, _, version = got
         if (major, minor, free) != want:
-            if source != "PATH" or os.path.basename(path) != "python3":  # python3 is a guess; say nothing
+            if source != "PATH" or os.path.basename(path) not in ("python3", "python3.exe", "python.exe"):
+                # python3/python.exe are guesses; say nothing about them
                 got_py = f"{major}.{minor}{'t' if free else ''}"
                 rejected.append(Rejected(path, source, f"is Python {got_py} ({version}), not {python}"))
             continue
