@@ -133,8 +133,8 @@ class FatbinScanner:
             if match is None:
                 return
             at = offset + match.start()
-            cand = self._found(at, offset, data, carry)
-            lo = max(at + 1, self.skip_until) if cand is not None else at + 1
+            self._found(at, offset, data, carry)
+            lo = max(at + 1, self.skip_until)
             if lo >= chunk_end:
                 return
 
