@@ -154,12 +154,23 @@ class CompilerCache:
     def config_path(self) -> Path:
         return self.directory / "buildrows-ccache.conf"
 
+    @property
+    def _extra_files(self) -> str:
+        return os.pathsep.join(self.cuda_files)
+
+    @property
+    def _extra_files_in_launcher(self) -> bool:
+        """Whether the CUDA launcher carries the extra files itself. Not on Windows: there ccache
+        separates them with `;`, which would split the CMake list; there every compile hashes
+        them, through CCACHE_EXTRAFILES (more keyed, never less)."""
+        return bool(self.cuda_files) and os.pathsep != ";"
+
     def launchers(self) -> dict[str, str]:
         """CMAKE_<LANG>_COMPILER_LAUNCHER for C, CXX and CUDA (a CMake list: the CUDA launcher
         carries its extra files as a ccache command-line setting, which outranks every other)."""
         cuda = self.executable
-        if self.cuda_files:
-            cuda += ";extra_files_to_hash=" + os.pathsep.join(self.cuda_files)
+        if self._extra_files_in_launcher:
+            cuda += ";extra_files_to_hash=" + self._extra_files
         return {f"CMAKE_{lang}_COMPILER_LAUNCHER": cuda if lang == "CUDA" else self.executable
                 for lang in LANGUAGES}
 
@@ -174,11 +185,13 @@ class CompilerCache:
             "CCACHE_NAMESPACE": self.namespace,
             "CCACHE_STATSLOG": str(self.stats_log),
         }
+        if self.cuda_files and not self._extra_files_in_launcher:
+            out["CCACHE_EXTRAFILES"] = self._extra_files
         out.update(self.launchers())
         if nvcc is not None:
             import shlex
 
-            extra = [f"extra_files_to_hash={os.pathsep.join(self.cuda_files)}"] if self.cuda_files else []
+            extra = [f"extra_files_to_hash={self._extra_files}"] if self._extra_files_in_launcher else []
             out["PYTORCH_NVCC"] = shlex.join([self.executable, *extra, nvcc])
         return out
 

@@ -13,7 +13,10 @@ caller reads the section again and hands it to :func:`buildrows.fatbin.list_devi
 verdict (and error message) is then the answer: malformed input costs a re-read, never a
 different result.
 
-That guarantee lets the search be cheap where it can: it looks only inside the ranges it is told
+Few candidates are ever live at once, whatever the bytes: the search never looks inside a
+container being read, a header is read as soon as its 16 bytes have passed, and a container's
+search for the next non-zero byte ends at the next header. That guarantee also lets the search be
+cheap where it can: it looks only inside the ranges it is told
 fat binaries are likely in (:meth:`FatbinScanner.limit_to`: an ELF's read-only loaded segments)
 and not inside a container already being read (a payload is not a container). A container missed
 that way, or a container skipped over that turns out malformed, only means a re-read.
@@ -41,8 +44,6 @@ __all__ = ["FatbinScanner"]
 
 MAGIC: Final = struct.pack("<IHH", FATBIN_MAGIC, 1, 16)
 _SEARCH = re.compile(re.escape(MAGIC))  # sre's literal search beats bytes.find here (3.3 vs 2 GB/s)
-# More live candidates than this at once is not a real library; the walk then falls back.
-MAX_LIVE: Final = 4096
 
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
@@ -90,7 +91,6 @@ class FatbinScanner:
         self.size = size
         self.live: list[_Candidate] = []
         self.found: dict[int, _Container] = {}
-        self.overflow = False
         self.carry = b""  # the last bytes before the current chunk (< 64)
         self.offset = 0  # where the next chunk starts
         self.regions: list[tuple[int, int]] | None = None  # None: search everywhere
@@ -133,16 +133,13 @@ class FatbinScanner:
             if match is None:
                 return
             at = offset + match.start()
-            cand = self._found(at, offset, data, carry)
-            lo = max(at + 1, self.skip_until) if cand is not None else at + 1
+            self._found(at, offset, data, carry)
+            lo = max(at + 1, self.skip_until)
             if lo >= chunk_end:
                 return
 
     def _found(self, at: int, offset: int, data: bytes, carry: bytes) -> _Candidate | None:
         if at < self.skip_until:
-            return None
-        if len(self.live) >= MAX_LIVE:
-            self.overflow = True
             return None
         cand = _Candidate(start=at, pos=at)
         alive = self._step(cand, offset, offset + len(data), data, carry)
@@ -165,7 +162,7 @@ class FatbinScanner:
         end = offset + size
         if size == 0:
             return DeviceCode()
-        if self.overflow or self.lossy:
+        if self.lossy:
             return None
         cubins: list[str] = []
         ptx: list[str] = []

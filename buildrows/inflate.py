@@ -1,11 +1,14 @@
 """Inflate one zip member in bounded chunks, and read any range of it again later.
 
-Which inflater, by measurement (``scripts/bench_check.py``, PyTorch 2.14.1's CUDA wheel, 988 MiB of
-libraries, chunked streaming with CRC-32, one thread): stdlib zlib 1.83 s, zlib-ng 0.95 s, ISA-L
-0.94 s. libdeflate is faster one-shot but has no streaming interface, so it needs the whole member
-in memory; ISA-L's decompress objects cannot be copied, which the re-reads below need. zlib-ng is
-as fast as ISA-L, has the standard library's interface (``copy`` included) and releases the GIL, so
-it is used when installed (a dependency where it has wheels) and the standard library otherwise.
+Which inflater, by measurement (``scripts/bench_check.py`` on PyTorch 2.14.1's CUDA wheel, 988 MiB
+of libraries, one thread, CPU seconds, median of 3, on a shared 2-core machine): streaming 1 MiB at a
+time with CRC-32, stdlib zlib 1.88, zlib-ng 1.10, ISA-L 1.05; one call per library with the output
+whole in memory (846 MiB peak), libdeflate 1.60, ISA-L 1.66, zlib-ng 1.70 (faulting in the large
+output costs more than libdeflate saves). libdeflate has no streaming interface at all, so bounded
+memory rules it out; ISA-L streams 5% faster than zlib-ng but its decompress objects cannot be
+copied, which the re-reads below need. zlib-ng has the standard library's interface (``copy``
+included) and releases the GIL: it is used when installed (a dependency where it has wheels), the
+standard library otherwise.
 
 A :class:`MemberStream` yields the member's bytes chunk by chunk, checks its size and CRC-32, and
 keeps a copy of the inflater's state every :data:`CHECKPOINT_INTERVAL` bytes of output (some 40 KB
@@ -176,7 +179,7 @@ class MemberStream:
                     pos += len(piece)
                 elif len(data) == before:
                     break  # nothing consumed, nothing produced: the input ran out
-                if record and pos >= next_checkpoint and not inflater.eof:
+                if record and pos >= next_checkpoint and not inflater.eof and hasattr(inflater, "copy"):
                     # The state continues with the input it has not consumed yet: the unconsumed
                     # tail is the last bytes read, so the file offset alone says where it starts.
                     self.checkpoints.append(_Checkpoint(pos, in_pos - len(data), inflater.copy()))

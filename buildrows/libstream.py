@@ -110,17 +110,19 @@ class SparseSource:
         if size <= 0:
             return b""
         first, last = offset // PAGE, (offset + size - 1) // PAGE
-        missing = [i for i in range(first, last + 1) if i not in self.pages]
-        # One fetch per run of consecutive missing pages.
-        while missing:
-            run_start = run_end = missing.pop(0)
-            while missing and missing[0] == run_end + 1:
-                run_end = missing.pop(0)
-            data = self.fetch(run_start * PAGE, (run_end + 1 - run_start) * PAGE)
+        index = first
+        while index <= last:  # one fetch per run of consecutive missing pages
+            if index in self.pages:
+                index += 1
+                continue
+            run_start = index
+            while index <= last and index not in self.pages:
+                index += 1
+            data = self.fetch(run_start * PAGE, (index - run_start) * PAGE)
             self.fetches += 1
-            for index in range(run_start, run_end + 1):
-                at = (index - run_start) * PAGE
-                self.pages[index] = data[at : at + self._page_len(index)]
+            for page in range(run_start, index):
+                at = (page - run_start) * PAGE
+                self.pages[page] = data[at : at + self._page_len(page)]
         if first == last:
             base = offset - first * PAGE
             return self.pages[first][base : base + size]

@@ -52,7 +52,7 @@ __all__ = [
 DEFAULT_MAX_MEMBER_SIZE: Final = 8 * 2**30
 MAX_METADATA_SIZE: Final = 64 * 2**20
 MAX_MEMBERS: Final = 1_000_000
-DEFAULT_WORKERS: Final = 2
+DEFAULT_WORKERS: Final = 4  # capped by the CPU count; each costs a few MB, not a library
 
 _LIBRARY_NAME = re.compile(r"\.(?:so(?:\.\d+)*|dll|pyd)$", re.IGNORECASE)
 _LOCAL_HEADER = struct.Struct("<4s5H3I2H")

@@ -6,9 +6,9 @@ Each repeat runs, in one process each and interleaved so drift in the machine hi
   four   `buildrows build 'linux-x86_64-cuXYZ-py31[0-3]'`, compiler cache emptied first (the
          first row fills it, the other three take the kernel from it);
   plain  the same four rows with --no-compiler-cache, the reference for the device code.
-Build trees are removed before every run; per-row build environments and interpreters (found
-by buildrows, or the venvs this script makes from pyenv's interpreters) are warmed once first,
-so only compiling differs. Target: four <= 1.5 x one. Then every cached wheel's device code
+Every run passes --provision: buildrows finds each row's interpreter (pyenv's 3.10-3.13 here)
+and makes its cached build environment; a warm-up build creates those once, so the timed runs
+differ only in compiling. Build trees are removed before every run. Target: four <= 1.5 x one. Then every cached wheel's device code
 (each fat-binary entry's bytes, read by buildrows' own reader) must equal the uncached wheel's.
 
     python scripts/bench_rows.py [--train cu130] [--one 3.11] [--repeat 3] [--work DIR]
@@ -17,7 +17,6 @@ so only compiling differs. Target: four <= 1.5 x one. Then every cached wheel's 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
 import shutil
@@ -32,28 +31,6 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda-extension"
 PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 sys.path.insert(0, str(REPO))
-
-
-def pyenv_python(version: str) -> str | None:
-    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
-    found = sorted(glob.glob(os.path.join(root, "versions", f"{version}.*", "bin", f"python{version}")))
-    return found[-1] if found else None
-
-
-def python_venvs(work: Path) -> list[str]:
-    """A venv with the example's build requirements for each Python, from pyenv (PATH entries)."""
-    dirs = []
-    for v in PYTHONS:
-        venv = work / "venvs" / v
-        py = venv / "bin" / f"python{v}"
-        if not py.exists():
-            base = pyenv_python(v)
-            if base is None:
-                raise SystemExit(f"no Python {v} under pyenv; install it (pyenv install {v})")
-            subprocess.run([base, "-m", "venv", str(venv)], check=True)
-            subprocess.run([str(py), "-m", "pip", "install", "-q", "build", "scikit-build-core"], check=True)
-        dirs.append(str(venv / "bin"))
-    return dirs
 
 
 def device_code(wheel: Path) -> list[tuple[str, str, bytes]]:
@@ -90,8 +67,6 @@ def main() -> int:
                     help="the Python of the single row (default: this one)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", type=Path, default=REPO / "build" / "bench_rows")
-    ap.add_argument("--no-venvs", action="store_true",
-                    help="do not make venvs from pyenv: buildrows finds the rows' interpreters itself")
     args = ap.parse_args()
     work = args.work.resolve()
     project = work / "project"
@@ -100,13 +75,11 @@ def main() -> int:
         "build", "dist", "CMakeUserPresets.json", "buildrows-presets.json", "__pycache__"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("CCACHE_")}
     env["BUILDROWS_CACHE"] = str(work / "cache")
-    if not args.no_venvs:
-        env["PATH"] = os.pathsep.join([*python_venvs(work), env.get("PATH", "")])
     ccache_dir = work / "cache" / "ccache"
     policy = project / "buildrows.toml"
     four_rows = f"linux-x86_64-{args.train}-py31[0-3]"
     one_row = f"linux-x86_64-{args.train}-py{args.one.replace('.', '')}"
-    cli = [sys.executable, "-m", "buildrows", "--config", str(policy), "build"]
+    cli = [sys.executable, "-m", "buildrows", "--config", str(policy), "build", "--provision"]
     kinds = {
         "one": [*cli, one_row, "--wheel-dir", str(work / "wheels-one")],
         "four": [*cli, four_rows, "--wheel-dir", str(work / "wheels-four")],
@@ -139,6 +112,15 @@ def main() -> int:
           f"= {four / one:.2f} x one row (target <= 1.5)")
     print(f"  four rows without the compiler cache  median {plain:6.2f}s  "
           f"({' '.join(f'{t:.2f}' for t in times['plain'])})  = {plain / one:.2f} x one row")
+    # Where a row's time goes: CMake's configure (compiler detection, in every fresh build tree,
+    # compiles CMake's ABI probe for the row's whole architecture list) against the rest.
+    log = (work / "four.log").read_text(encoding="utf-8", errors="replace")
+    configures = re.findall(r"-- Configuring done \(([\d.]+)s\)", log)
+    steps = re.findall(r"step 'build \(scikit-build-core wheel\)' took ([\d.]+)s", log)
+    caches = re.findall(r"^  compiler cache: (\d+/\d+ hits.*)$", log, re.MULTILINE)
+    print("\nlast four-row run, per row: CMake configure / whole wheel build step / compiler cache")
+    for i, (c, st) in enumerate(zip(configures, steps, strict=False)):
+        print(f"  row {i + 1}: configure {c}s / build {st}s / {caches[i] if i < len(caches) else '-'}")
     print("\nlast four-row run's summary:")
     print("\n".join("  " + ln for ln in summaries["four"].splitlines() if ln.strip() and not ln.startswith("/")))
     # Device code: every cached wheel against the uncached wheel of the same row.

@@ -16,10 +16,14 @@
 #        scripts/gpu_proof_provision.sh run proof-carry
 #      installs the cp312 wheel and the runtime wheel into a fresh --target directory (no index,
 #      no deps), runs the kernel on a million doubles and compares with the CPU sum, and checks the
-#      wheel's device code against the GPU's architecture (`buildrows check --archs 9.0`, when
-#      buildrows' own dependencies are importable there).
+#      wheel against its row and lists its device code (`buildrows check --row`, `buildrows archs
+#      --from-wheel`, when buildrows' own dependencies are importable there).
 # The py313 wheel is proof of the issue's row (compiled by nvcc 13.2, check PASS); it is not run on
 # the GPU machine, which has no Python 3.13.
+# Optional step B (`WITH_TOOLKIT=1 ... prepare` also carries the six pinned 13.2 wheels, ~115 MB):
+# `run` then assembles CUDA 13.2 on the GPU machine itself from them (BUILDROWS_TOOLKIT_WHEELS, no
+# network, hashes checked), builds linux-x86_64-cu132-py312 there with that toolkit (the machine's
+# Python 3.12 and its scikit-build-core) and runs that wheel's kernel too.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -59,6 +63,13 @@ prepare() {
   for f in "$DIR"/*-nvidia_cuda_runtime-13.2.86-*.whl; do  # restore the wheel's own file name
     [ -e "$f" ] && mv "$f" "$DIR/$(basename "$f" | cut -d- -f2-)"
   done
+  if [ "${WITH_TOOLKIT:-0}" = 1 ]; then  # the 13.2 toolkit's six pinned wheels (~115 MB), for step B
+    mkdir -p "$DIR/toolkit-wheels"
+    for f in "$cache"/downloads/*-nvidia_*13.2.86-*.whl; do
+      case "$f" in *cublas*|*cusparse*|*cusolver*|*curand*|*cufft*) continue;; esac
+      cp "$f" "$DIR/toolkit-wheels/$(basename "$f" | cut -d- -f2-)"
+    done
+  fi
   ls -la "$DIR" "$DIR/wheels"
   say "prepared: $([ $fail -eq 0 ] && echo OK || echo FAILED)"
   return $fail
@@ -98,11 +109,27 @@ run() {
   fi
   echo "kernel run exit status: $rc (0 = ran on the GPU and matches the CPU reference exactly)"
   [ $rc -eq 0 ] || fail=1
-  say "buildrows check --archs 9.0 (the GPU's architecture)"
+  say "buildrows check against the row, and the wheel's device code (sm_90 for this GPU)"
   if "$PY" -c 'import elftools, pefile, tomlkit, packaging' 2>/dev/null; then
-    PYTHONPATH="$REPO" "$PY" -m buildrows check "$whl" --archs 9.0; echo "check exit status: $? (expected 0)"
+    PYTHONPATH="$REPO" "$PY" -m buildrows --config examples/cuda-extension/buildrows.toml check "$whl" \
+      --row linux-x86_64-cu132-py312; echo "check exit status: $? (expected 0)"
+    PYTHONPATH="$REPO" "$PY" -m buildrows archs --from-wheel "$whl"
   else
     echo "(buildrows' dependencies are not importable here; the check ran at build time: see $DIR/build-*.log)"
+  fi
+  if [ -d "$DIR/toolkit-wheels" ]; then
+    say "B. on this machine: assemble CUDA 13.2 from the carried pinned wheels, build cu132-py312 here, run it"
+    export BUILDROWS_CACHE="$W/cache" BUILDROWS_TOOLKIT_WHEELS="$DIR/toolkit-wheels"
+    PYTHONPATH="$REPO" "$PY" -m buildrows toolkit install 13.2 || fail=1
+    PYTHONPATH="$REPO" "$PY" -m buildrows --config examples/cuda-extension/buildrows.toml \
+      build linux-x86_64-cu132-py312 --wheel-dir "$W/devwheel" || fail=1
+    local dev
+    dev=$(ls "$W"/devwheel/*+cu132-cp312-*.whl 2>/dev/null | head -1)
+    if [ -n "$dev" ] && "$PY" -m pip install -q --no-deps --no-index --no-compile --target "$W/site2" "$dev" "$rt"; then
+      out=$(cd "$W" && PYTHONPATH="$W/site2" "$PY" -c "$KERNEL" 2>&1); rc=$?
+      echo "$out"; echo "kernel run exit status (wheel built on this machine): $rc"
+      [ $rc -eq 0 ] || fail=1
+    else fail=1; fi
   fi
   say "verdict: $([ $fail -eq 0 ] && echo PROOF PASSED || echo PROOF FAILED)"
   return $fail

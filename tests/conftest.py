@@ -64,18 +64,3 @@ def policy_copy(tmp_path: Path, example_text: str) -> Callable[..., Path]:
         return p
 
     return make
-
-
-@pytest.fixture(scope="session")
-def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("buildrows-cache")
-
-
-@pytest.fixture(autouse=True)
-def _isolated_cache(monkeypatch: pytest.MonkeyPatch, _session_cache: Path) -> None:
-    """Tests never write the user's buildrows cache (the compiler cache `build` uses by default,
-    toolkits, row environments): BUILDROWS_CACHE points at one directory per test session."""
-    import os
-
-    if not os.environ.get("BUILDROWS_CACHE"):
-        monkeypatch.setenv("BUILDROWS_CACHE", str(_session_cache))

@@ -148,3 +148,39 @@ def test_github_step_summary_gets_the_markdown_table(monkeypatch: pytest.MonkeyP
     text = summary.read_text(encoding="utf-8")
     assert text.startswith("earlier step\n### buildrows build\n")  # appended, the earlier content kept
     assert "| linux-aarch64-jetpack |" in text and "| REFUSED |" in text
+
+
+def test_a_bug_in_one_row_is_that_rows_exit_1_and_the_summary_still_prints(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from buildrows.cli import main
+    from buildrows.commands import build
+    from buildrows.ui import UI
+
+    def provide(pol, row, env, host, args, ui):  # type: ignore[no-untyped-def]
+        if row.name.endswith("py311"):
+            raise KeyError("boom")
+        raise Refused(f"row {row.name} cannot be built here\n    fix: elsewhere")
+
+    monkeypatch.setattr(build, "provide", provide)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["--config", str(EXECUTORCH), "build", "linux-x86_64-cu130-py31[12]", "--keep-going"],
+                UI(out=out, err=err))
+    assert code == 1
+    text = out.getvalue()
+    assert "internal error: KeyError: 'boom'" in text and "REFUSED" in text
+    assert "2 rows: 0 built, 1 failed, 1 refused; exit code 1" in text
+    assert "this is a bug in buildrows" in err.getvalue()
+    # One ::group:: per row, never nested (GitHub Actions does not nest groups).
+    depth = 0
+    for line in err.getvalue().splitlines():
+        if line.startswith("::group::"):
+            depth += 1
+            assert depth == 1, line
+        elif line == "::endgroup::":
+            depth -= 1
+    assert depth == 0
+    assert "::group::prepare linux-x86_64-cu130-py311" in err.getvalue()

@@ -48,6 +48,18 @@ def test_environment_names_buildrows_config_and_the_rows_base_dir(tmp_path: Path
     assert nvcc == f"/venv/bin/ccache extra_files_to_hash=/tk/bin/nvcc{os.pathsep}/tk/nvvm/bin/cicc /tk/bin/nvcc"
 
 
+def test_on_windows_the_extra_files_go_through_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ccache separates the files with `;` there, which would split the CMake launcher list.
+    monkeypatch.setattr(os, "pathsep", ";")
+    c = _cache(tmp_path, ("C:/tk/bin/nvcc.exe", "C:/tk/nvvm/bin/cicc.exe"))
+    assert c.launchers()["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/venv/bin/ccache"
+    env = c.environment("C:/tk/bin/nvcc.exe")
+    assert env["CCACHE_EXTRAFILES"] == "C:/tk/bin/nvcc.exe;C:/tk/nvvm/bin/cicc.exe"
+    assert env["PYTORCH_NVCC"] == "/venv/bin/ccache C:/tk/bin/nvcc.exe"
+    monkeypatch.setattr(os, "pathsep", ":")
+    assert "CCACHE_EXTRAFILES" not in _cache(tmp_path).environment()
+
+
 def test_the_users_ccache_variables_never_reach_the_build() -> None:
     env = {"CCACHE_SLOPPINESS": "time_macros", "CCACHE_NOHASHDIR": "1", "ccache_dir": "/x", "PATH": "/bin"}
     assert cc.without_ccache_settings(env) == {"PATH": "/bin"}
@@ -84,7 +96,8 @@ def test_prepare_writes_the_config_and_empties_the_rows_log(tmp_path: Path) -> N
     assert "hash_dir = true" in c.config_path.read_text(encoding="utf-8")
 
 
-def test_cache_dir_follows_buildrows_cache_then_xdg() -> None:
+def test_cache_dir_follows_buildrows_cache_then_xdg(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("BUILDROWS_CACHE", raising=False)  # tests/conftest.py sets one for every test
     assert cc.cache_dir({"BUILDROWS_CACHE": "/c"}) == Path("/c/ccache")
     assert cc.cache_dir({"XDG_CACHE_HOME": "/x", "HOME": "/h"}) == Path("/x/buildrows/ccache")
     assert cc.cache_dir({"HOME": "/h"}) == Path("/h/.cache/buildrows/ccache")

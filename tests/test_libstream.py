@@ -168,3 +168,48 @@ def test_memory_stays_flat_while_a_large_library_streams(tmp_path: Path) -> None
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert out[:3] == ["('sm_90',)", "('sm_90',)", "('libcudart.so.13',)"]
     assert int(out[3]) < 48, f"peak memory grew by {out[3]} MiB for a 160 MiB library"
+
+
+def test_few_candidates_are_live_whatever_the_bytes() -> None:
+    # Headers everywhere, each claiming a large container: the search jumps over what the first
+    # one covers, so the live set stays tiny instead of growing with the input.
+    fake = MAGIC + struct.pack("<Q", 1 << 20)
+    data = REAL + fake * 5000 + b"\0" * (1 << 20)
+    scanner = FatbinScanner(len(data))
+    most = 0
+    for i in range(0, len(data), 4096):
+        scanner.feed(i, data[i : i + 4096])
+        most = max(most, len(scanner.live))
+    scanner.finish()
+    assert most <= 2
+    # The first decoy's entries turn out malformed after its inside was jumped over: re-read.
+    assert scanner.lossy and scanner.device_code(0, len(REAL)) is None
+
+
+def test_scanner_distrusts_a_skipped_container_that_turns_out_malformed() -> None:
+    # The search jumps over a container's inside while its entries are read; when a later entry
+    # is malformed, what it jumped over went unsearched: every answer is then a re-read.
+    inner = REAL
+    outer = bytearray(fatbin_container([fatbin_entry(2, 86, payload=inner), fatbin_entry(2, 87)]))
+    struct.pack_into("<I", outer, 16 + 64 + len(inner) + 4, 8)  # second entry: header size 8 (< 64)
+    data = bytes(outer)
+    scanner = FatbinScanner(len(data))
+    for i in range(0, len(data), 16):
+        scanner.feed(i, data[i : i + 16])
+    scanner.finish()
+    assert scanner.lossy
+    assert scanner.device_code(16 + 64, len(inner)) is None
+
+
+@pytest.mark.parametrize(("deflated", "message"), [(True, "compressed data is truncated"),
+                                                   (False, "member changed while it was read")])
+def test_member_changed_before_a_re_read(tmp_path: Path, deflated: bool, message: str) -> None:
+    data = random.Random(3).randbytes(300000)
+    path = tmp_path / "m"
+    path.write_bytes(zlib.compress(data, 1)[2:-4] if deflated else data)
+    stream = MemberStream(lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data),
+                          deflated=deflated, checkpoint_interval=1 << 30)
+    assert b"".join(piece for _, piece in stream.chunks()) == data
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(inflate.InflateError, match=message):
+        stream.read(200000, 100)

@@ -552,3 +552,18 @@ def test_toolkit_of_another_machine_is_refused(tmp_path: Path, cli: Callable[...
     r = cli("toolkit", "install", "13.2", "--platform", other)
     assert r.code == 3 and f"CUDA 13.2 for {other} cannot be assembled on this" in r.err  # type: ignore[attr-defined]
     assert not (tmp_path / "downloads").exists()
+
+
+def test_pinned_wheels_from_a_wheelhouse_are_still_held_to_their_hashes(tmp_path: Path) -> None:
+    """BUILDROWS_TOOLKIT_WHEELS (an offline machine's wheelhouse) replaces PyPI as the place the
+    pinned files come from, never the pins: a file that is not the pinned one is refused."""
+    house = tmp_path / "wheels"
+    house.mkdir()
+    rel = sources.pypi_release(Train(13, 2), "linux-x86_64", libraries=False, wheels_from=str(house))
+    assert all(a.url == (house / a.filename).as_uri() for a in rel.artifacts)
+    for a in rel.artifacts:
+        (house / a.filename).write_bytes(b"not the wheel")
+    env = {"BUILDROWS_CACHE": str(tmp_path / "cache"), sources.WHEELS_VARIABLE: str(house)}
+    with pytest.raises(Refused, match="does not match its pinned checksum"):
+        toolkit.install(Train(13, 2), "linux-x86_64", env)
+    assert toolkit.installed(Train(13, 2), "linux-x86_64", env) is None

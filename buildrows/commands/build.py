@@ -93,22 +93,24 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     state = _Run(pol, env, host, args, ui)
     outcomes: dict[str, RowOutcome] = {}
     provided: dict[str, Provided] = {}
-    # Every row's interpreter, toolkit and toolchain first: a row that cannot be built is known before a long build starts.
+    # Every row's interpreter, toolkit and toolchain first: a row that cannot be built is known
+    # before a long build starts. One ::group:: per row on GitHub Actions (groups do not nest).
     ready: list[Row] = []
-    with ui.group("doctor"):
-        doctor_start = time.perf_counter()
-        for row in rows:
+    doctor_start = time.perf_counter()
+    for row in rows:
+        with ui.group(f"prepare {row.name}"):
             try:
                 refuse_empty(row)
                 row.require_archs("build")
-                with ui.group(f"provision {row.name}"):
-                    provided[row.name] = provide(pol, row, env, host, args, ui)
+                provided[row.name] = provide(pol, row, env, host, args, ui)
                 doctor_row(pol, row, env, host, args, ui, provided=provided[row.name])
                 ready.append(row)
             except BuildrowsError as e:
                 ui.error(e.title, str(e))
                 outcomes[row.name] = _outcome_of_error(row, e)
-        ui.info(f"  doctor took {duration(time.perf_counter() - doctor_start)}")
+            except Exception as e:  # a bug: reported for this row, the summary still printed
+                outcomes[row.name] = _outcome_of_bug(row, e, ui)
+    ui.info(f"  provisioning and doctor took {duration(time.perf_counter() - doctor_start)}")
     stop_reason = _stop_reason(outcomes, args.keep_going)
     for i, row in enumerate(ready, 1):
         if stop_reason:
@@ -122,10 +124,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
                 ui.error(e.title, str(e))
                 outcome = _outcome_of_error(row, e)
             except Exception as e:  # a bug: reported for this row, the summary still printed
-                from buildrows.errors import EXIT_INTERNAL
-
-                ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it")
-                outcome = RowOutcome(row.name, "failed", EXIT_INTERNAL, reason=f"internal error: {e}")
+                outcome = _outcome_of_bug(row, e, ui)
             from dataclasses import replace
 
             outcomes[row.name] = replace(outcome, seconds=time.perf_counter() - start)
@@ -135,6 +134,22 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     built = sum(1 for o in ordered if o.status == "built")
     ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
     return worst_exit(ordered)
+
+
+def _outcome_of_bug(row: Row, e: Exception, ui: UI) -> RowOutcome:
+    """An unexpected exception in one row: reported as buildrows' bug (exit 1) for that row."""
+    import os
+
+    from buildrows.errors import EXIT_INTERNAL
+    from buildrows.summary import RowOutcome
+
+    ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
+             "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
+    if os.environ.get("BUILDROWS_DEBUG"):
+        import traceback
+
+        traceback.print_exception(e)
+    return RowOutcome(row.name, "failed", EXIT_INTERNAL, reason=f"internal error: {type(e).__name__}: {e}")
 
 
 def _outcome_of_error(row: Row, e: BuildrowsError) -> RowOutcome:

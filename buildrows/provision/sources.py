@@ -28,6 +28,9 @@ from buildrows.provision.archives import Artifact
 Source = Literal["pypi", "redist"]
 DEFAULT_MIRROR = "https://developer.download.nvidia.com/compute/cuda/redist/"
 MIRROR_VARIABLE = "BUILDROWS_CUDA_MIRROR"
+#: A directory (or URL) holding the pinned wheels under their own file names, used instead of PyPI
+#: (an offline machine, a wheelhouse); the pinned sha256 is checked all the same.
+WHEELS_VARIABLE = "BUILDROWS_TOOLKIT_WHEELS"
 #: The manifests' platform keys for buildrows' platforms.
 REDIST_PLATFORMS = {"linux-x86_64": "linux-x86_64", "linux-aarch64": "linux-sbsa", "windows-amd64": "windows-x86_64"}
 #: (component, required): what makes a working nvcc and runtime. cuda_crt and libnvvm are separate
@@ -71,8 +74,9 @@ def pypi_trains(platform: str) -> list[Train]:
     return sorted(Train.parse(t) for t, plats in _pins().get("pypi", {}).items() if platform in plats)
 
 
-def pypi_release(train: Train, platform: str, libraries: bool) -> Release:
-    """The pinned PyPI wheels of a train, or refused naming what was looked for."""
+def pypi_release(train: Train, platform: str, libraries: bool, wheels_from: str | None = None) -> Release:
+    """The pinned PyPI wheels of a train, or refused naming what was looked for. `wheels_from` (a
+    directory or URL) replaces PyPI as the place the pinned files are fetched from."""
     entry = _pins().get("pypi", {}).get(train.dotted, {}).get(platform)
     if entry is None:
         have = ", ".join(t.dotted for t in pypi_trains(platform)) or "none"
@@ -81,11 +85,19 @@ def pypi_release(train: Train, platform: str, libraries: bool) -> Release:
                       f"{why}; pinned trains: {have}\n"
                       f"    fix: use `--source redist` (NVIDIA's redistributable archives, or a mirror of them), or pin "
                       f"the train with scripts/pin_toolkits.py")
+    def where(w: dict[str, Any]) -> str:
+        if not wheels_from:
+            return str(w["url"])
+        if "://" in wheels_from:
+            return urllib.parse.urljoin(wheels_from.rstrip("/") + "/", str(w["filename"]))
+        return (Path(wheels_from).expanduser().resolve() / str(w["filename"])).as_uri()
+
     arts = tuple(
-        Artifact(w["url"], w["filename"], w["sha256"], int(w["size"]), strip=f"nvidia/cu{train.major}",
+        Artifact(where(w), w["filename"], w["sha256"], int(w["size"]), strip=f"nvidia/cu{train.major}",
                  component=w["package"])
         for w in entry["wheels"] if libraries or not w.get("libraries", False))
-    return Release("pypi", train, platform, entry["release"], "buildrows/data/toolkits.toml", arts, "flat")
+    origin = "buildrows/data/toolkits.toml" + (f" (files from {wheels_from})" if wheels_from else "")
+    return Release("pypi", train, platform, entry["release"], origin, arts, "flat")
 
 
 def _get(url: str, what: str, timeout: float = 30) -> bytes:

@@ -96,7 +96,7 @@ def choose_release(train: Train, platform: str, env: Mapping[str, str], *, sourc
         pinned = train in sources.pypi_trains(platform) and release is None and mirror is None
         source = "pypi" if pinned else "redist"
     if source == "pypi":
-        return sources.pypi_release(train, platform, libraries)
+        return sources.pypi_release(train, platform, libraries, env.get(sources.WHEELS_VARIABLE, "").strip() or None)
     return sources.redist_release(train, platform, libraries, sources.mirror_url(env, mirror), release)
 
 
