@@ -113,12 +113,19 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
             found = locate_cuda_compiler(env, host)
         except BadInput:
             found = None
-        present = f"; this builder has nvcc ({found.path}) and the build leaves it unused" if found else ""
-        if option is None:
-            return Finding("cuda", "note", "CPU row, but the policy names no cuda-option, so nothing tells the "
-                           "project to leave CUDA off" + present,
-                           "set [project] cuda-option to the project's CUDA switch (e.g. MYPROJ_BUILD_CUDA)")
-        return Finding("cuda", "ok", f"CPU row: {option}=OFF{present}")
+        if option is None and not policy.project.switches:
+            # Nothing tells the project to leave CUDA off: a project that builds CUDA whenever it
+            # finds nvcc (torchsort's setup.py does) puts device code into this CPU wheel, and the
+            # check refuses it. Seen on a GPU builder whose Python environment's bin holds nvcc.
+            present = (f"; this builder has nvcc ({found.path}): a project that builds CUDA whenever it finds "
+                       "nvcc will put device code into this CPU wheel, which `buildrows check` refuses") if found else ""
+            return Finding("cuda", "note", "CPU row, but the policy names no cuda-option or env-switches, so nothing "
+                           "tells the project to leave CUDA off" + present,
+                           "set [project] cuda-option to the project's CMake CUDA switch (e.g. MYPROJ_BUILD_CUDA) "
+                           "or env-switches to its environment switches (e.g. FORCE_CUDA)")
+        present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
+        told = f"{option}=OFF" if option else ", ".join(f"{s}=0" for s in policy.project.switches)
+        return Finding("cuda", "ok", f"CPU row: {told}{present}")
     from buildrows.plan import cached_toolkit, toolkit_compiler
 
     try:

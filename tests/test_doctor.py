@@ -136,8 +136,21 @@ def test_cpu_row_without_a_cuda_option_is_noted(tmp_path: Path) -> None:
     findings = diagnose(pol, row, _fake_nvcc(tmp_path, "13.0"), EXAMPLE, driver="cmake-presets", host="linux",
                         probe=FakeProbe(GOOD_TOOLS, {}))
     (cuda,) = [f for f in findings if f.check == "cuda"]
-    assert cuda.status == "note" and "policy names no cuda-option" in cuda.seen
-    assert "this builder has nvcc" in cuda.seen
+    assert cuda.status == "note" and "policy names no cuda-option or env-switches" in cuda.seen
+    assert "will put device code into this CPU wheel, which `buildrows check` refuses" in cuda.seen
+
+
+def test_cpu_row_with_env_switches_only_says_they_are_off(tmp_path: Path) -> None:
+    text = EXAMPLE_POLICY.read_text().replace('cuda-option = "CUDA_EXTENSION_BUILD_CUDA"\n',
+                                              'env-switches = ["FORCE_CUDA"]\n')
+    (tmp_path / "buildrows.toml").write_text(text)
+    pol = load_policy(tmp_path / "buildrows.toml")
+    row = pol.row("linux-x86_64-cpu-py311")
+    assert row is not None
+    findings = diagnose(pol, row, _fake_nvcc(tmp_path, "13.0"), EXAMPLE, driver="cmake-presets", host="linux",
+                        probe=FakeProbe(GOOD_TOOLS, {}))
+    (cuda,) = [f for f in findings if f.check == "cuda"]
+    assert cuda.status == "ok" and cuda.seen.startswith("CPU row: FORCE_CUDA=0")
 
 
 def test_cpu_row_with_a_toolkit_present_says_cuda_stays_off(tmp_path: Path) -> None:
