@@ -12,8 +12,10 @@ from buildrows.ui import UI
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from buildrows import drivers
     from buildrows.commands._build import Provided
     from buildrows.compiler_cache import CacheStats, CompilerCache
+    from buildrows.configure_seed import Seed
     from buildrows.errors import BuildrowsError
     from buildrows.model import Driver, Policy, Row
     from buildrows.plan import RowPlan
@@ -52,12 +54,26 @@ class _Run:
         self.pol, self.env, self.host, self.args, self.ui = pol, env, host, args, ui
         self.ccache: str | None = None
         self._toolkit_files: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.seeds: dict[str, Seed] = {}  # CMake compiler detection by key (buildrows.configure_seed)
         if not args.no_compiler_cache:
             from buildrows.compiler_cache import INSTALL_HINT, find_ccache
 
             self.ccache = find_ccache(env)
             if self.ccache is None:
                 ui.warn(f"no ccache found: building without the compiler cache\n    fix: {INSTALL_HINT}")
+
+    def seeding(self, bp: drivers.BuildPlan, base_env: Mapping[str, str]) -> tuple[str, Path] | None:
+        """(key, build tree) under which this row's CMake compiler detection is shared with the
+        other rows of this invocation, or None (only scikit-build-core builds that name their tree)."""
+        if bp.driver != "scikit-build-core" or len(bp.commands) != 1:
+            return None
+        from buildrows import configure_seed
+
+        cmd = bp.commands[0]
+        tree = configure_seed.tree_of(cmd.argv)
+        if tree is None:
+            return None
+        return configure_seed.key(cmd.argv, cmd.environment(base_env)), tree
 
     def compiler_cache(self, row: Row, project: Path, compiler: CudaCompiler | None,
                        cache: Mapping[str, str]) -> CompilerCache | None:
@@ -311,14 +327,21 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     elif driver == "scikit-build-core":
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
     before = drivers.snapshot(wheel_dir)
+    seeded = False
     try:
-        for cmd in bp.commands:
-            run_step(ui, cmd, base_env, doctor=doctor_command(pol, row))
+        seeding = state.seeding(bp, base_env) if cache is not None else None
+        if seeding is None:
+            for cmd in bp.commands:
+                run_step(ui, cmd, base_env, doctor=doctor_command(pol, row))
+        else:
+            seeded = _build_seeded(state, row, bp, base_env, seeding, project, python, before)
     finally:
         stats = _read_stats(cache)
         if stats is not None:
             ui.info(f"  compiler cache: {stats.report()}")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
+    if seeded:
+        cache_text += ", detection reused"
     if bp.wheel_dir is None:
         if bp.install_dir is None:
             ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
@@ -344,6 +367,47 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
                       _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
                       reason="" if ok is not False else "the wheel check failed (its report is above)")
+
+
+def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mapping[str, str],
+                  seeding: tuple[str, Path], project: Path, python: str | None, before: Mapping[Path, int]) -> bool:
+    """Run the row's build commands with CMake's compiler detection planted from an earlier row of
+    the same key when its tree is fresh (buildrows.configure_seed), and keep this tree's detection
+    for later rows when it ran its own. Returns whether the build that stands was seeded."""
+    import shutil
+
+    from buildrows import configure_seed, drivers
+    from buildrows.commands._build import doctor_command
+    from buildrows.runner import run_step
+
+    ui, doctor = state.ui, doctor_command(state.pol, row)
+    key, tree = seeding
+    fresh = not (tree / "CMakeCache.txt").exists()
+    seed = state.seeds.get(key) if fresh else None
+    if seed is not None:
+        configure_seed.plant(seed, tree, project)
+        ui.info(f"  CMake compiler detection: taken from {seed.donor}'s tree (same CMake, generator, compilers, "
+                "flags, architecture list and environment), not run again")
+    for cmd in bp.commands:
+        run_step(ui, cmd, base_env, doctor=doctor)
+    if seed is not None:
+        problem = configure_seed.verify(seed, tree)
+        if problem is None:
+            return True
+        ui.warn(f"  the planted detection does not fit {row.name}'s tree: {problem}; building it again in a fresh "
+                "tree without it")
+        shutil.rmtree(tree, ignore_errors=True)
+        if bp.wheel_dir is not None:
+            for wheel in drivers.new_wheels(bp.wheel_dir, before):
+                wheel.unlink(missing_ok=True)
+        for cmd in bp.commands:
+            run_step(ui, cmd, base_env, doctor=doctor)
+    if fresh and key not in state.seeds:
+        private = [python or "", str(Path(python).parent.parent) if python else ""]
+        got = configure_seed.harvest(tree, project, row.name, private)
+        if got is not None:
+            state.seeds[key] = got
+    return False
 
 
 def _read_stats(cache: CompilerCache | None) -> CacheStats | None:
