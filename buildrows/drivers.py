@@ -71,10 +71,14 @@ def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:
     return BuildPlan(row, "cmake-presets", (cmd, install), None, project / build_dir / "install")
 
 
-def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool) -> list[str]:
+def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool, *, checked: bool = False) -> list[str]:
+    """`python -m build --wheel`. `checked`: doctor has checked the build requirements in this
+    interpreter, so the frontend need not start the backend once more only to ask for them."""
     argv = [python, "-m", "build", "--wheel", "--outdir", str(wheel_dir)]
     if not isolation:
         argv.append("--no-isolation")
+        if checked:
+            argv.append("--skip-dependency-check")
     argv.append(str(project))
     return argv
 
@@ -94,7 +98,8 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
     settings += [f"cmake.define.{k}={v}" for k, v in plan.cache]
     # One build tree per row beside the project's own build/, so a rebuild is incremental.
     settings.append(f"build-dir={(project / 'build' / f'skbuild-{row.name}').as_posix()}")
-    argv = _frontend(python, project, wheel_dir, isolation)
+    # doctor checked the project's requirements, and cmake and ninja (what scikit-build-core would add).
+    argv = _frontend(python, project, wheel_dir, isolation, checked=True)
     for s in settings:
         argv[-1:-1] = ["-C", s]
     # The generator and cache travel as -C settings above; the environment carries the row's own variables.

