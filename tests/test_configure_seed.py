@@ -215,3 +215,25 @@ def test_jobs_must_be_a_number_of_rows(cli, capsys: pytest.CaptureFixture[str]) 
     r = cli("build", "--jobs", "0")
     assert r.code == 2
     assert "argument --jobs/-j: '0' is not a number of rows (1 or more)" in capsys.readouterr().err
+
+
+def test_only_scikit_build_core_rows_build_beside_each_other(cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The presets driver renders into the project and setuptools writes build/ beside setup.py:
+    their rows build one at a time, and --jobs says so."""
+    import io
+
+    from buildrows.commands.build import _jobs
+    from buildrows.ui import UI
+
+    def jobs(driver: str, n: int | None, no_cache: bool = False) -> tuple[int, str]:
+        err = io.StringIO()
+        got = _jobs(argparse.Namespace(jobs=n, no_compiler_cache=no_cache), 4, driver, UI(out=io.StringIO(), err=err))  # type: ignore[arg-type]
+        return got, err.getvalue()
+
+    assert jobs("scikit-build-core", 3) == (3, "")
+    assert jobs("scikit-build-core", 9) == (4, "")  # never more than the rows
+    assert jobs("scikit-build-core", None, no_cache=True) == (1, "")
+    for driver in ("cmake-presets", "setup.py"):
+        got, said = jobs(driver, 3)
+        assert got == 1 and f"--jobs 3: the {driver} driver's builds write into the project itself" in said
+        assert jobs(driver, None) == (1, "")

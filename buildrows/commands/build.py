@@ -141,7 +141,9 @@ def run(args: argparse.Namespace, ui: UI) -> int:
                 outcomes[row.name] = _outcome_of_bug(row, e, ui)
     ui.info(f"  provisioning and doctor took {duration(time.perf_counter() - doctor_start)}")
     number = {row.name: i for i, row in enumerate(ready, 1)}
-    jobs = _jobs(args, len(ready))
+    from buildrows.commands._build import driver_of
+
+    jobs = _jobs(args, len(ready), driver_of(pol, args), ui)
     leaders, followers = _leaders_and_followers(ready) if jobs > 1 else (ready, [])
     for row in leaders:
         stop_reason = _stop_reason(outcomes, args.keep_going)
@@ -158,11 +160,18 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     return worst_exit(ordered)
 
 
-def _jobs(args: argparse.Namespace, rows: int) -> int:
+def _jobs(args: argparse.Namespace, rows: int, driver: Driver, ui: UI) -> int:
     """How many rows may build at once: --jobs, else the CPUs (at most 4); one without the
-    compiler cache (the rows after a train's first would each compile everything)."""
+    compiler cache (the rows after a train's first would each compile everything), and one for
+    the drivers whose builds write into the project itself (cmake-presets renders its presets
+    there; setuptools writes build/ and *.egg-info beside setup.py)."""
     import os
 
+    if driver != "scikit-build-core":
+        if args.jobs is not None and args.jobs > 1:
+            ui.warn(f"--jobs {args.jobs}: the {driver} driver's builds write into the project itself, so its rows "
+                    "build one at a time")
+        return 1
     if args.jobs is not None:
         return max(1, min(int(args.jobs), rows))
     if args.no_compiler_cache:
