@@ -16,7 +16,7 @@ from the cache. buildrows does the same across trees of one invocation:
   compares the build files the two write.
 
 The key is every input of the detection: the build command without what only the Python changes
-(the interpreter, ``Python_EXECUTABLE`` and friends, the row's name and tree), and the whole
+(the interpreter, ``Python_EXECUTABLE`` and friends, the row's name, tree and wheel directory), and the whole
 environment the build runs with, less the row's own name, Python and statistics log. So a
 different train, architecture list, compiler, flag, generator, toolchain variable or launcher is
 another key. Two inputs are not known before the build runs, because the row's build
@@ -68,7 +68,13 @@ class Seed:
 def key(argv: Sequence[str], env: Mapping[str, str]) -> str:
     """The key of a scikit-build-core build command (argv[0] is the row's interpreter) run with
     `env` (the whole environment, the command's own variables included)."""
-    settings = [a for a in argv[1:] if not _python_only(a)]
+    settings: list[str] = []
+    rest = iter(argv[1:])
+    for a in rest:
+        if a == "--outdir":  # where the wheel lands (a row's own directory when rows build beside each other)
+            next(rest, None)
+        elif not _python_only(a):
+            settings.append(a)
     variables = sorted((k, v) for k, v in env.items() if k not in ROW_VARIABLES)
     blob = json.dumps({"seed": 1, "argv": settings, "env": variables}, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

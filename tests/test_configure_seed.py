@@ -45,6 +45,9 @@ def test_rows_that_differ_only_in_their_python_share_a_key() -> None:
     argv, env = _other_python(ARGV, ENV)
     assert argv != ARGV and env != ENV
     assert cs.key(argv, env) == cs.key(ARGV, ENV)
+    # a row built beside others writes its wheel into a directory of its own first
+    staged = tuple(a.replace("/p/dist", "/p/dist/.buildrows-staging/linux-x86_64-cu130-py311") for a in argv)
+    assert staged != argv and cs.key(staged, env) == cs.key(ARGV, ENV)
 
 
 @pytest.mark.parametrize(("what", "old", "new"), [

@@ -133,6 +133,45 @@ def test_toolkit_command_reuses_the_cache(cli: Callable[..., object], provision_
         assert (root / rel).exists(), rel
 
 
+def test_rows_of_two_trains_and_two_pythons_build_beside_each_other_without_mixing_wheels(
+        cli: Callable[..., object], project: Path, provision_env: Path, toolkit_132: toolkit.Toolkit,
+        tmp_path: Path) -> None:
+    """cu130 and cu132 for two Pythons: each train's first row builds alone, then the two rows of
+    the second Python (same Python tag, two trains) build at the same time. Each writes its wheel
+    into a directory of its own first, so neither takes the other's; each is compiled by its own
+    train's nvcc and takes the detection of its own train's first tree."""
+    from buildrows.compiler_cache import find_ccache
+    from buildrows.provision.interpreters import find_interpreter
+    from buildrows.toolchain import locate_cuda_compiler
+    from buildrows.wheelread import read_dist_info_member
+
+    if locate_cuda_compiler(dict(os.environ)) is None or find_ccache(dict(os.environ)) is None:
+        pytest.skip("needs nvcc 13.0 and ccache")
+    here = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    other = next((f"3.{m}" for m in (12, 11, 13, 10) if f"3.{m}" != here
+                  and find_interpreter(f"3.{m}", dict(os.environ)).found is not None), None)
+    if other is None:
+        pytest.skip("needs a second CPython 3.10-3.13 (pyenv)")
+    rows = [f"linux-x86_64-cu13{t}-py{py.replace('.', '')}" for t in (0, 2) for py in (here, other)]
+    r = cli("--config", str(project / "buildrows.toml"), "build", *rows, "--provision", "--jobs", "2",
+            "--project", str(project), "--wheel-dir", str(tmp_path / "dist"))
+    assert r.code == 0, r.err  # type: ignore[attr-defined]
+    assert "building 2 more rows 2 at a time" in r.err  # type: ignore[attr-defined]
+    wheels = sorted((tmp_path / "dist").glob("*.whl"))
+    assert len(wheels) == 4 and not (tmp_path / "dist" / ".buildrows-staging").exists()
+    for row in rows:
+        train, py = row.split("-")[2], row.split("-py")[1]
+        line = next(ln for ln in r.out.splitlines() if ln.startswith(row + " "))  # type: ignore[attr-defined]
+        assert f"+{train}-cp{py}-cp{py}-" in line and "PASS" in line, line
+        (wheel,) = [w for w in wheels if f"+{train}-cp{py}-" in w.name]
+        record = json.loads(read_dist_info_member(wheel, "buildrows.json") or b"{}")
+        assert record.get("row") == row and record.get("cuda") == ("13.2" if train == "cu132" else "13.0"), record
+        compiler, version = _compiler_version(project, row)
+        assert version.startswith("13.2." if train == "cu132" else "13.0."), (row, compiler, version)
+    assert r.err.count("CMake compiler detection: taken from linux-x86_64-cu130-py") == 1  # type: ignore[attr-defined]
+    assert r.err.count("CMake compiler detection: taken from linux-x86_64-cu132-py") == 1  # type: ignore[attr-defined]
+
+
 # --- the manifest route, from a loopback mirror ---------------------------------------------------
 
 _SHIM = """#!/bin/sh

@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from buildrows.toolchain import CudaCompiler, HostOs
 
 
+#: Where a row built beside others writes its wheel first, under the wheel directory.
+STAGING = ".buildrows-staging"
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("selectors", nargs="*", metavar="ROW",
                    help="row names or globs (default: this machine's row: its platform, this Python, "
@@ -68,6 +72,7 @@ class _Run:
         self.ccache: str | None = None
         self._toolkit_files: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.seeds: dict[str, Seed] = {}  # CMake compiler detection by key (buildrows.configure_seed)
+        self.staging = False  # a row built beside others: its wheel is written to a directory of its own first
         if not args.no_compiler_cache:
             from buildrows.compiler_cache import INSTALL_HINT, find_ccache
 
@@ -231,7 +236,7 @@ def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], to
 
     def task(row: Row) -> UI:
         mine = copy.copy(state)
-        mine.ui = state.ui.buffered()
+        mine.ui, mine.staging = state.ui.buffered(), True
         with lock:
             stop_reason = _stop_reason(outcomes, state.args.keep_going)
         if stop_reason:
@@ -378,7 +383,11 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     pol, env, host, args, ui = state.pol, state.env, state.host, state.args, state.ui
     driver = driver_of(pol, args)
     project = project_of(pol, args)
-    wheel_dir = drivers.default_wheel_dir(project, args.wheel_dir)
+    final_dir = drivers.default_wheel_dir(project, args.wheel_dir)
+    # A row built beside others writes into a directory of its own, so no row can take (or
+    # overwrite) another's wheel; its wheel moves into the wheel directory once stamped.
+    staged = state.staging and driver == "scikit-build-core"
+    wheel_dir = final_dir / STAGING / row.name if staged else final_dir
     interp = provided.interpreter if provided else None
     toolkit = provided.toolkit if provided else None
     python = None
@@ -452,18 +461,35 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     made = drivers.new_wheels(bp.wheel_dir, before)
     if not made:
         raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
-    # Rows building beside each other write into one directory: this row's wheel is the new one
-    # tagged for its Python (else the newest, which the check's python-tag then fails).
-    wheel = next((w for w in made if python_tag_problem(row, w) is None), made[0])
+    wheel = made[0]
     ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     if python is not None:
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
+    if staged:
+        wheel = _unstage(wheel, final_dir, ui)
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
     if ok is False:
         ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
     return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
                       _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
                       reason="" if ok is not False else "the wheel check failed (its report is above)")
+
+
+def _unstage(wheel: Path, final_dir: Path, ui: UI) -> Path:
+    """Move a wheel from its row's own directory into the wheel directory (replacing a wheel of
+    the same name, as a build writing there directly does), and remove the row's directory."""
+    import os
+
+    final_dir.mkdir(parents=True, exist_ok=True)
+    target = final_dir / wheel.name
+    os.replace(wheel, target)
+    for d in (wheel.parent, wheel.parent.parent):  # .../.buildrows-staging/ROW, then the staging dir if empty
+        try:
+            d.rmdir()
+        except OSError:
+            break
+    ui.info(f"  wheel: {target}")
+    return target
 
 
 def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mapping[str, str],
