@@ -341,6 +341,9 @@ _DIST_SCRIPT = (
 )
 
 
+_TOOL_VERSIONS: dict[tuple[object, ...], str] = {}
+
+
 @dataclass
 class MachineProbe:
     """The real machine: tools through `buildrows.runner`, distributions in-process when possible."""
@@ -353,7 +356,16 @@ class MachineProbe:
         path = find_tool(name, env)
         if path is None:
             return None, None
+        try:  # `--version` of one file, asked once per run (doctor asks it for every row)
+            st = os.stat(path)
+            ident: tuple[object, ...] | None = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
+        except OSError:
+            ident = None
+        if ident is not None and ident in _TOOL_VERSIONS:
+            return path, _TOOL_VERSIONS[ident]
         got = capture([path, "--version"], env, timeout=30)
+        if got.error is None and got.code == 0 and ident is not None:
+            _TOOL_VERSIONS[ident] = got.output
         return path, (got.output if got.error is None else got.error)
 
     def interpreter(self, python: str) -> tuple[str | None, str | None]:

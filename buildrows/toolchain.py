@@ -138,8 +138,26 @@ def _no_nvcc_under(var: str, root: str, exe: str, on_path: str | None, env: Mapp
             f"(e.g. /usr/local/cuda), or `{unset}`")
 
 
+#: What read_train learnt of an nvcc, by its command, its file and the variables nvcc reads: one
+#: `build` of many rows asks each toolkit once (an nvcc replaced on disk has another file identity).
+_TRAINS: dict[tuple[object, ...], tuple[Train, str, str | None]] = {}
+
+
+def _identity(compiler: CudaCompiler, env: Mapping[str, str]) -> tuple[object, ...] | None:
+    try:
+        st = os.stat(compiler.path)
+    except OSError:
+        return None
+    variables = tuple(sorted((k, v) for k, v in env.items() if k == "PATH" or k.startswith(("NVCC_", "CUDA"))))
+    return (compiler.argv, os.path.realpath(compiler.path), st.st_mtime_ns, st.st_size, variables)
+
+
 def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:
     """Run `nvcc --version` and return the compiler with its train; refuse one that does not run."""
+    ident = _identity(compiler, env)
+    known = _TRAINS.get(ident) if ident is not None else None
+    if known is not None:
+        return CudaCompiler(compiler.path, compiler.argv, compiler.source, *known)
     argv = [*compiler.argv, "--version"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=60, check=False)
@@ -153,8 +171,10 @@ def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:
         raise Refused(f"the CUDA compiler {compiler.path} (from {compiler.source}) did not report its version: "
                       f"`{shlex.join(argv)}` exited {proc.returncode}: {tail[0]}\n"
                       "    fix: repair or reinstall the toolkit, or point CUDA_HOME/CUDACXX at a working one")
-    return CudaCompiler(compiler.path, compiler.argv, compiler.source,
-                        Train(int(m.group(1)), int(m.group(2))), m.group(3), ask_cuda_root(compiler.argv, env))
+    learnt = (Train(int(m.group(1)), int(m.group(2))), m.group(3), ask_cuda_root(compiler.argv, env))
+    if ident is not None:
+        _TRAINS[ident] = learnt
+    return CudaCompiler(compiler.path, compiler.argv, compiler.source, *learnt)
 
 
 _TOP = re.compile(r"^#\$ TOP=(.+?)\s*$", re.MULTILINE)
