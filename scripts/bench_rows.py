@@ -14,7 +14,7 @@ and makes its cached build environment; a warm-up build creates those once, so t
 differ only in compiling. Build trees are removed before every run. Target: four <= 1.5 x one. Then every cached wheel's device code
 (each fat-binary entry's bytes, read by buildrows' own reader) must equal the uncached wheel's.
 
-    python scripts/bench_rows.py [--train cu130] [--one 3.11] [--repeat 3] [--work DIR]
+    python scripts/bench_rows.py [--train cu130] [--one 3.11] [--repeat 3] [--work DIR] [--jobs N]
 """
 
 from __future__ import annotations
@@ -70,6 +70,7 @@ def main() -> int:
                     help="the Python of the single row (default: this one)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--work", type=Path, default=REPO / "build" / "bench_rows")
+    ap.add_argument("--jobs", type=int, help="pass --jobs N to the four-row build (default: buildrows' own)")
     args = ap.parse_args()
     work = args.work.resolve()
     project = work / "project"
@@ -85,7 +86,8 @@ def main() -> int:
     cli = [sys.executable, "-m", "buildrows", "--config", str(policy), "build", "--provision"]
     kinds = {
         "one": [*cli, one_row, "--wheel-dir", str(work / "wheels-one")],
-        "four": [*cli, four_rows, "--wheel-dir", str(work / "wheels-four")],
+        "four": [*cli, four_rows, "--wheel-dir", str(work / "wheels-four"),
+                 *(["--jobs", str(args.jobs)] if args.jobs else [])],
         "plain": [*cli, four_rows, "--no-compiler-cache", "--wheel-dir", str(work / "wheels-plain")],
     }
     # Warm-up: interpreters and per-row environments, so the timed runs differ only in compiling.
