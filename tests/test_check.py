@@ -219,8 +219,6 @@ PROMISE_MESSAGES = {
                                    "build tree); use an $ORIGIN-relative entry, or list it under [[check.rpath-exceptions]]",
     "et-missing-library": "missing executorch/lib/libexecutorch_extension_cuda.so: the policy requires it (a row named "
                           "for CUDA ships the CUDA delegate",
-    "et-c-links-cudart": f"{mcf.ET_C} links libcudart.so.13, but must link no CUDA library: the Python module lowers "
-                         "programs",
     "et-nothing-links-runtime": "no shipped library links the CUDA runtime (libcudart.so.13) dynamically, yet "
                                 "[cuda.runtime.13] mode is \"dynamic\" (5 libraries inspected); if the libraries link "
                                 "cudart statically",

@@ -143,7 +143,8 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
          "[check.no-cuda[1].allow]: expected a list of strings, got 'nvcuda.dll'"),
         (('files = ["executorch/extension/pybindings/_C.*"]', 'files = []'), 2,
          "[check.no-cuda[0].files]: files must list at least one non-empty glob"),
-        (('[[check.no-cuda]]\nrows = ["*-cu*"]\nfiles', '[[check.no-cuda]]\nrows = ["*-cu*"]\nfile'), 2,
+        (('[[check.no-cuda]]\nrows = ["windows-*-cu*"]\nfiles = ["executorch/extension',
+          '[[check.no-cuda]]\nrows = ["windows-*-cu*"]\nfile = ["executorch/extension'), 2,
          "unknown key 'file'\n    fix: did you mean 'files'?"),
     ],
 )
