@@ -79,7 +79,7 @@ def parse_record(data: bytes, where: str) -> BuildRecord:
 
 def read_record(wheel: str | os.PathLike[str]) -> BuildRecord | None:
     """The record of a wheel file, or None when it has none."""
-    from buildrows.wheelread import read_dist_info_member
+    from buildrows.binaries.wheelread import read_dist_info_member
 
     data = read_dist_info_member(wheel, RECORD_NAME)
     return None if data is None else parse_record(data, f"{os.fspath(wheel)}: {RECORD_NAME}")

@@ -1,6 +1,6 @@
 """The wheel check (SPEC §8): pure functions from what the wheel holds to named verdicts.
 
-Reading the wheel is buildrows.wheelread's job; this module only judges. Every check that
+Reading the wheel is buildrows.binaries.wheelread's job; this module only judges. Every check that
 inspects libraries fails when it inspected none: it never passes vacuously.
 """
 
@@ -15,10 +15,10 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from buildrows.archs import ArchList, Train
+from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
 from buildrows.model import FileRule, RpathException, RuntimeMode
 from buildrows.promises import check_no_cuda, check_required, rpath_exception
 from buildrows.requirements import applies, expected_requirements
-from buildrows.wheelread import LibraryInfo, WheelInfo
 
 
 class Artifact(Protocol):

@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from buildrows.binaries.wheelread import LibraryInfo
 from buildrows.model import FileRule, RpathException
-from buildrows.wheelread import LibraryInfo
 
 __all__ = ["CUDA_LIBRARY", "check_no_cuda", "check_required", "machine_of_platform_tag", "rpath_exception"]
 

@@ -156,7 +156,7 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
     the build record. The old file is removed only once the new one is complete."""
     from wheel.wheelfile import WheelError, WheelFile
 
-    from buildrows.wheelread import parse_wheel_filename
+    from buildrows.binaries.wheelread import parse_wheel_filename
 
     src = Path(wheel)
     name = parse_wheel_filename(src.name)

@@ -55,7 +55,7 @@ IN_CHUNK = 1 << 18
 
 
 def libraries(wheel: Path) -> list[zipfile.ZipInfo]:
-    from buildrows.wheelread import is_shared_library
+    from buildrows.binaries.wheelread import is_shared_library
 
     with zipfile.ZipFile(wheel) as zf:
         return [i for i in zf.infolist() if is_shared_library(i.filename)]
@@ -117,7 +117,7 @@ def inflate_zipfile(wheel: Path) -> int:
 
 
 def check(wheel: Path, workers: int) -> Listing:
-    from buildrows.wheelread import read_wheel
+    from buildrows.binaries.wheelread import read_wheel
 
     info = read_wheel(wheel, workers=workers)
     return {lib.path: [list(lib.cubins), list(lib.ptx)] for lib in info.libraries}
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args.child, wheel, args.out)
         return 0
 
-    from buildrows.inflate import INFLATER
+    from buildrows.binaries.inflate import INFLATER
 
     libs = libraries(wheel)
     size = sum(i.file_size for i in libs)

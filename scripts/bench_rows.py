@@ -38,8 +38,8 @@ sys.path.insert(0, str(REPO))
 
 def device_code(wheel: Path) -> list[tuple[str, str, bytes]]:
     """(library, entry arch and kind, entry bytes) for every fat-binary entry of the wheel."""
-    from buildrows.binfmt import read_binary
-    from buildrows.fatbin import iter_entries
+    from buildrows.binaries.binfmt import read_binary
+    from buildrows.binaries.fatbin import iter_entries
 
     out = []
     with zipfile.ZipFile(wheel) as z:

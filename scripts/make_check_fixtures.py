@@ -297,7 +297,7 @@ def build_import_library(out_dir: Path, dll: str) -> Path:
 def row_fatbin(work: Path, nvcc: str, gencode: str = "row") -> bytes:
     """The `.nv_fatbin` section of a Linux library built for `gencode`: real device code for the DLLs."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from buildrows.binfmt import read_binary
+    from buildrows.binaries.binfmt import read_binary
 
     info = read_binary(build_library(work, gencode, GOOD_RPATH, nvcc).read_bytes())
     return bytes(info.fatbin[0])

@@ -166,7 +166,7 @@ def build_plain_so(out_dir: Path) -> Path | None:
 
 
 def section_bytes(path: Path, name: str) -> bytes:
-    """Contents of an ELF section, read with pyelftools (independent of buildrows.binfmt)."""
+    """Contents of an ELF section, read with pyelftools (independent of buildrows.binaries.binfmt)."""
     from elftools.elf.elffile import ELFFile
 
     with path.open("rb") as fp:

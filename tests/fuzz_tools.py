@@ -298,9 +298,9 @@ def mutate_wheel(members: list[tuple[str, bytes]], rng: random.Random) -> bytes:
 def library_in_memory(data: bytes) -> tuple[Any, ...]:
     """What the in-memory reader (wheelread.describe_library: binfmt.read_binary, then
     fatbin.list_device_code) says of a library: its LibraryInfo, or the error (type and message)."""
-    from buildrows.binfmt import BinaryFormatError
-    from buildrows.fatbin import FatbinError
-    from buildrows.wheelread import describe_library
+    from buildrows.binaries.binfmt import BinaryFormatError
+    from buildrows.binaries.fatbin import FatbinError
+    from buildrows.binaries.wheelread import describe_library
 
     try:
         info = describe_library("lib.so", data)
@@ -310,15 +310,15 @@ def library_in_memory(data: bytes) -> tuple[Any, ...]:
 
 
 def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bool = True) -> tuple[Any, ...]:
-    """The same, read by buildrows.libstream from a deflate stream in random-sized chunks, with
+    """The same, read by buildrows.binaries.libstream from a deflate stream in random-sized chunks, with
     random input chunks and checkpoint spacing (so that re-reads start from random checkpoints)."""
     import zlib
 
-    from buildrows.binfmt import BinaryFormatError
-    from buildrows.fatbin import FatbinError
-    from buildrows.inflate import MemberStream
-    from buildrows.libstream import read_streamed
-    from buildrows.wheelread import _describe
+    from buildrows.binaries.binfmt import BinaryFormatError
+    from buildrows.binaries.fatbin import FatbinError
+    from buildrows.binaries.inflate import MemberStream
+    from buildrows.binaries.libstream import read_streamed
+    from buildrows.binaries.wheelread import _describe
 
     path = tmp / "member.bin"
     if deflated:

@@ -21,8 +21,8 @@ from cuda_tools import (
 )
 from pe_fixture import MINGW_OBJCOPY, build_pe_dll, mingw_available
 
-from buildrows.binfmt import BinaryFormatError, detect_format, read_binary
-from buildrows.fatbin import DeviceCode, list_device_code
+from buildrows.binaries.binfmt import BinaryFormatError, detect_format, read_binary
+from buildrows.binaries.fatbin import DeviceCode, list_device_code
 
 FATBIN = fatbin_container([fatbin_entry(sm=90), fatbin_entry(kind=1, sm=90, header_size=80)])
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from buildrows.binaries.wheelread import read_wheel
 from buildrows.toolchain import locate_cuda_compiler
-from buildrows.wheelread import read_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda-extension"
@@ -198,9 +198,9 @@ def test_rows_of_one_train_share_the_kernel_and_cmakes_detection_and_build_besid
     """Two Python rows of one train in one `build`: the second takes the kernel from the compiler
     cache and CMake's compiler detection from the first row's tree (its configure detects
     nothing), and its device code is what a build without either gives."""
-    from buildrows.binfmt import read_binary
+    from buildrows.binaries.binfmt import read_binary
+    from buildrows.binaries.fatbin import iter_entries
     from buildrows.compiler_cache import find_ccache
-    from buildrows.fatbin import iter_entries
     from buildrows.provision.interpreters import find_interpreter
 
     _needs("cmake", "ninja")

@@ -178,7 +178,7 @@ def test_reader_agrees_with_cuobjdump_on_fixture_libraries(wheels: dict[str, Pat
         pytest.skip("cuobjdump not found (pip install nvidia-cuda-cuobjdump)")
     import zipfile
 
-    from buildrows.wheelread import read_wheel
+    from buildrows.binaries.wheelread import read_wheel
 
     compared = 0
     for wheel in wheels.values():

@@ -18,7 +18,7 @@ from cuda_tools import (
     section_bytes,
 )
 
-from buildrows.fatbin import (
+from buildrows.binaries.fatbin import (
     FLAG_ARCH_SPECIFIC,
     FLAG_FAMILY,
     FLAG_LZ4,

@@ -1,5 +1,5 @@
-"""Property-based tests of the binary readers: ELF/PE (buildrows.binfmt), fat binaries (buildrows.fatbin)
-and wheels (buildrows.wheelread), seeded with a real nvcc-built CUDA library (one compile per session)
+"""Property-based tests of the binary readers: ELF/PE (buildrows.binaries.binfmt), fat binaries (buildrows.binaries.fatbin)
+and wheels (buildrows.binaries.wheelread), seeded with a real nvcc-built CUDA library (one compile per session)
 and hand-made files. Whatever the bytes: a result or the reader's own error, in bounded time and
 memory, nothing written outside the temporary directory; the CLI exits 0/2/3/5 without a traceback.
 
@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildrows.binfmt import BinaryFormatError, read_binary
-from buildrows.fatbin import FatbinError, list_device_code
-from buildrows.wheelread import WheelError, read_wheel
+from buildrows.binaries.binfmt import BinaryFormatError, read_binary
+from buildrows.binaries.fatbin import FatbinError, list_device_code
+from buildrows.binaries.wheelread import WheelError, read_wheel
 from tests.conftest import EXAMPLE_POLICY, Result
 from tests.cuda_tools import METADATA, fatbin_container, fatbin_entry, make_elf
 from tests.fuzz_tools import (

@@ -1,4 +1,4 @@
-"""The streaming library reader (buildrows.libstream, .fatscan, .inflate): whatever the chunking, the
+"""The streaming library reader (buildrows.binaries.libstream, .fatscan, .inflate): whatever the chunking, the
 same answer as the in-memory readers; bytes that only look like a fat binary never count; memory
 stays flat while a large library streams past."""
 
@@ -16,10 +16,10 @@ import pytest
 from cuda_tools import fatbin_container, fatbin_entry, make_elf, make_wheel
 from fuzz_tools import library_in_memory, library_streamed
 
-from buildrows import inflate
-from buildrows.fatscan import MAGIC, FatbinScanner
-from buildrows.inflate import MemberStream, inflater_module
-from buildrows.wheelread import LibraryInfo
+from buildrows.binaries import inflate
+from buildrows.binaries.fatscan import MAGIC, FatbinScanner
+from buildrows.binaries.inflate import MemberStream, inflater_module
+from buildrows.binaries.wheelread import LibraryInfo
 
 REAL = fatbin_container([fatbin_entry(2, 80), fatbin_entry(2, 90), fatbin_entry(1, 90),
                          fatbin_entry(2, 100, flags=0x100011)])
@@ -91,7 +91,7 @@ def test_relocatable_fat_binary_alone_and_beside_the_executable_one(tmp_path: Pa
 
 
 def test_wheel_reports_machine_and_relocatable_code(tmp_path: Path) -> None:
-    from buildrows.wheelread import read_wheel
+    from buildrows.binaries.wheelread import read_wheel
 
     lib = make_elf([("__nv_relfatbin", SECOND), (".nv_fatbin", REAL)], needed=["libcudart.so.13"])
     wheel = make_wheel(tmp_path / "demo-1.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", {"demo/x.so": lib})
@@ -159,7 +159,7 @@ def test_memory_stays_flat_while_a_large_library_streams(tmp_path: Path) -> None
     del lib, payload, fatbin
     script = textwrap.dedent(f"""
         import resource, sys
-        from buildrows.wheelread import read_wheel
+        from buildrows.binaries.wheelread import read_wheel
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         (lib,) = read_wheel({str(wheel)!r}).libraries
         grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
+from buildrows.binaries.wheelread import LibraryInfo
 from buildrows.buildinfo import (
     BuildRecord,
     BuildRecordError,
@@ -25,7 +26,6 @@ from buildrows.promises import (
     rpath_exception,
 )
 from buildrows.torchpin import pin_problem
-from buildrows.wheelread import LibraryInfo
 
 
 @pytest.mark.parametrize(("spec", "problem"), [
@@ -148,7 +148,7 @@ def test_machine_of_platform_tag(tag: str, machine: str | None) -> None:
 
 
 def test_pe_machine_is_read(tmp_path: Path) -> None:
-    from buildrows.binfmt import read_binary
+    from buildrows.binaries.binfmt import read_binary
     from tests.pe_fixture import build_pe_dll
 
     dll = build_pe_dll(tmp_path, b"\0" * 16, import_cudart=False)

@@ -140,10 +140,10 @@ def test_rows_of_two_trains_and_two_pythons_build_beside_each_other_without_mixi
     the second Python (same Python tag, two trains) build at the same time. Each writes its wheel
     into a directory of its own first, so neither takes the other's; each is compiled by its own
     train's nvcc and takes the detection of its own train's first tree."""
+    from buildrows.binaries.wheelread import read_dist_info_member
     from buildrows.compiler_cache import find_ccache
     from buildrows.provision.interpreters import find_interpreter
     from buildrows.toolchain import locate_cuda_compiler
-    from buildrows.wheelread import read_dist_info_member
 
     if locate_cuda_compiler(dict(os.environ)) is None or find_ccache(dict(os.environ)) is None:
         pytest.skip("needs nvcc 13.0 and ccache")

@@ -32,8 +32,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from buildrows.binaries.wheelread import read_wheel
 from buildrows.buildinfo import parse_record
-from buildrows.wheelread import read_wheel
 from tests.cuda_root import assemble, nvidia_tree
 
 pytestmark = pytest.mark.integration

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from buildrows.archs import Train, parse_arch_list
+from buildrows.binaries.wheelread import WheelInfo, parse_wheel_filename
 from buildrows.check import Expectation, check_runtime_declared
 from buildrows.errors import BadInput
 from buildrows.requirements import expected_requirements
-from buildrows.wheelread import WheelInfo, parse_wheel_filename
 
 CU13 = Train(13, 0)
 

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from buildrows.binaries.wheelread import read_wheel
 from buildrows.buildinfo import BuildRecord, parse_record
 from buildrows.errors import BadInput
 from buildrows.stamp import edit_metadata, plan_metadata, stamp_wheel
-from buildrows.wheelread import read_wheel
 
 RUNTIME = "nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'"
 RECORD = BuildRecord(row="linux-x86_64-cu130-py311", cuda="13.0", torch="2.14.1", torch_cuda="13.0")

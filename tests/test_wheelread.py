@@ -21,7 +21,7 @@ from cuda_tools import (
     make_wheel,
 )
 
-from buildrows.wheelread import (
+from buildrows.binaries.wheelread import (
     WheelError,
     is_shared_library,
     iter_libraries,

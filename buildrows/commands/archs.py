@@ -12,7 +12,7 @@ from buildrows.errors import BadInput, Refused
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
-    from buildrows.wheelread import WheelInfo
+    from buildrows.binaries.wheelread import WheelInfo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -36,11 +36,11 @@ class DeviceCode:
 
 def read_device_code(wheel: Path) -> DeviceCode:
     """Read the device code of a wheel, a shared library or a directory (refusing, with a fix, what cannot be read)."""
-    from buildrows.binfmt import BinaryFormatError
+    from buildrows.binaries.binfmt import BinaryFormatError
+    from buildrows.binaries.fatbin import FatbinError
+    from buildrows.binaries.looseread import LooseError, read_loose
+    from buildrows.binaries.wheelread import LibraryInfo, WheelError, read_wheel
     from buildrows.check import library_json
-    from buildrows.fatbin import FatbinError
-    from buildrows.looseread import LooseError, read_loose
-    from buildrows.wheelread import LibraryInfo, WheelError, read_wheel
 
     libraries: tuple[LibraryInfo, ...]
     info: WheelInfo | None = None

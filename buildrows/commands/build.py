@@ -585,7 +585,7 @@ def stamp_built_wheel(pol: Policy, plan: RowPlan, python: str, project: Path, dr
 
 def local_tag_problem(row: Row, wheel: Path) -> str | None:
     """Why the wheel's version does not carry the row's local tag (+cu130; none for CPU), or None."""
-    from buildrows.wheelread import parse_wheel_filename
+    from buildrows.binaries.wheelread import parse_wheel_filename
 
     version = parse_wheel_filename(wheel.name).version
     _, plus, local = version.partition("+")
@@ -609,7 +609,7 @@ def python_tag_problem(row: Row, wheel: Path) -> str | None:
     """Why the wheel is not for the row's Python (a cp311 module under a py312 row's name), or None.
     A CPython tag must be the row's (cp313t for a free-threaded row); abi3 passes when its minimum
     is at most the row's version; a pure py3 wheel passes."""
-    from buildrows.wheelread import parse_wheel_filename
+    from buildrows.binaries.wheelread import parse_wheel_filename
 
     name = parse_wheel_filename(wheel.name)
     free = row.python.endswith("t")

@@ -12,10 +12,10 @@ from buildrows.ui import UI
 
 if TYPE_CHECKING:
     from buildrows.archs import ArchList, Train
+    from buildrows.binaries.looseread import LooseInfo
+    from buildrows.binaries.wheelread import WheelInfo
     from buildrows.check import Artifact, CheckResult, Expectation
-    from buildrows.looseread import LooseInfo
     from buildrows.model import Policy, Row
-    from buildrows.wheelread import WheelInfo
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -197,11 +197,11 @@ def unreadable_fix(e: Exception) -> str:
 
 def check_wheel(args: argparse.Namespace, wheel: Path, policy: Policy | None) -> tuple[Expectation, Artifact, list[CheckResult]]:
     """Read WHEEL (a .whl, a shared library or a directory) and judge it."""
-    from buildrows.binfmt import BinaryFormatError
+    from buildrows.binaries.binfmt import BinaryFormatError
+    from buildrows.binaries.fatbin import FatbinError
+    from buildrows.binaries.looseread import LooseError, read_loose
+    from buildrows.binaries.wheelread import WheelError, read_wheel
     from buildrows.check import run_checks
-    from buildrows.fatbin import FatbinError
-    from buildrows.looseread import LooseError, read_loose
-    from buildrows.wheelread import WheelError, read_wheel
 
     if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
         try:

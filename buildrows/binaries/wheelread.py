@@ -1,9 +1,9 @@
 """Read a wheel's shared libraries, name and metadata straight from the zip, never touching disk.
 
 Each library is inflated once, in bounded chunks, and read as it streams past
-(:mod:`buildrows.libstream`): fat binaries are recognised in passing, header ranges are kept, the
+(:mod:`buildrows.binaries.libstream`): fat binaries are recognised in passing, header ranges are kept, the
 library itself never is, so memory stays flat whatever the library's size. Inflating is the
-whole cost; the inflater (:mod:`buildrows.inflate`, zlib-ng when installed) releases the GIL, so
+whole cost; the inflater (:mod:`buildrows.binaries.inflate`, zlib-ng when installed) releases the GIL, so
 libraries are read on a few threads, largest first.
 
 The zip is treated as hostile: member names that climb out of the wheel, duplicate names, local
@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Final
 
-from buildrows.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
+from buildrows.binaries.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
+from buildrows.binaries.fatbin import DeviceCode, FatbinError
+from buildrows.binaries.fatbin import list_device_code as _fatbin_device_code
+from buildrows.binaries.inflate import InflateError, MemberStream
+from buildrows.binaries.libstream import read_streamed
 from buildrows.buildinfo import RECORD_NAME
-from buildrows.fatbin import DeviceCode, FatbinError
-from buildrows.fatbin import list_device_code as _fatbin_device_code
-from buildrows.inflate import InflateError, MemberStream
-from buildrows.libstream import read_streamed
 
 __all__ = [
     "DEFAULT_MAX_MEMBER_SIZE",
@@ -99,7 +99,7 @@ class LibraryInfo:
     ``cubins`` and ``ptx`` list architectures as ``cuobjdump --list-elf``/``--list-ptx`` name
     them, in file order with repeats (a library built from several objects repeats them).
     ``machine``: ``x86_64``, ``aarch64``... (ELF ``e_machine``, PE ``Machine``; see
-    :data:`buildrows.binfmt.ELF_MACHINES`).
+    :data:`buildrows.binaries.binfmt.ELF_MACHINES`).
     """
 
     path: str
@@ -361,7 +361,7 @@ def describe_library(path: str, data: bytes | bytearray | memoryview) -> Library
     """A :class:`LibraryInfo` for one library held in memory (a loose file, say).
 
     Malformed input raises :class:`BinaryFormatError` or :class:`FatbinError`. Wheel members are
-    read streaming instead (:mod:`buildrows.libstream`), with the same result.
+    read streaming instead (:mod:`buildrows.binaries.libstream`), with the same result.
     """
     binary = read_binary(data)
     code = _device_code(binary.device_code_sections)

@@ -4,12 +4,12 @@ Every occurrence of a container header's first 8 bytes (magic, version 1, header
 every nvcc writes) starts a *candidate*: its 16-byte header, then each entry's
 64-byte header, are read as they pass (carried across chunk boundaries), payloads are skipped, and
 once the container ends the first non-zero byte after it is noted. A candidate that breaks a rule
-of :func:`buildrows.fatbin.iter_entries` is dropped. Bytes that merely look like a header make
+of :func:`buildrows.binaries.fatbin.iter_entries` is dropped. Bytes that merely look like a header make
 candidates too; they never count, because only the section table decides (at the end, when it
 has been read) which ranges are fat binaries: :meth:`FatbinScanner.device_code` walks a section
 from its first byte through chained candidates (container, zero padding, next container) and
 answers only when the whole section is explained that way. Otherwise it answers ``None`` and the
-caller reads the section again and hands it to :func:`buildrows.fatbin.list_device_code`, whose
+caller reads the section again and hands it to :func:`buildrows.binaries.fatbin.list_device_code`, whose
 verdict (and error message) is then the answer: malformed input costs a re-read, never a
 different result.
 
@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-from buildrows.fatbin import (
+from buildrows.binaries.fatbin import (
     FATBIN_MAGIC,
     FLAG_ARCH_SPECIFIC,
     FLAG_FAMILY,
@@ -54,7 +54,7 @@ _HEADER, _ENTRIES, _ZEROS = 0, 1, 2
 
 
 def _arch(kind: int, sm: int, flags: int) -> str:
-    """As :attr:`buildrows.fatbin.FatbinEntry.arch` names it."""
+    """As :attr:`buildrows.binaries.fatbin.FatbinEntry.arch` names it."""
     if flags & FLAG_ARCH_SPECIFIC:
         return f"sm_{sm}a"
     if flags & FLAG_FAMILY and kind != KIND_ELF:

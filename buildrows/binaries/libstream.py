@@ -1,18 +1,18 @@
 """Read one shared library as it streams out of a wheel, keeping only what the checks need.
 
-The member is inflated once, chunk by chunk (:class:`buildrows.inflate.MemberStream`). While it
+The member is inflated once, chunk by chunk (:class:`buildrows.binaries.inflate.MemberStream`). While it
 passes:
 
-* :class:`buildrows.fatscan.FatbinScanner` recognises fat binary containers and their entries;
+* :class:`buildrows.binaries.fatscan.FatbinScanner` recognises fat binary containers and their entries;
 * a :class:`SparseSource` keeps the pages the header parsers will want, as far as they can be
   known in advance: the first 64 KiB (ELF/PE headers, program headers, PE section table), then,
   as those arrive, the ELF section header table and the bytes before it (where ``.shstrtab``
   usually is), the dynamic segment, the dynamic strings it names, the PE import tables.
 
-At the end :func:`buildrows.binfmt.read_layout` reads the library through the same
+At the end :func:`buildrows.binaries.binfmt.read_layout` reads the library through the same
 :class:`SparseSource`, with the same code and checks as for a library in memory; any page it wants
 that was not kept is inflated again from the nearest checkpoint. The section table then says where
-``.nv_fatbin`` lies, and only containers that tile it count (see :mod:`buildrows.fatscan`).
+``.nv_fatbin`` lies, and only containers that tile it count (see :mod:`buildrows.binaries.fatscan`).
 Memory: a few chunks, the pages kept, the checkpoints; not the library.
 """
 
@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from buildrows.binfmt import BinaryLayout, read_layout
-from buildrows.fatbin import DeviceCode, list_device_code
-from buildrows.fatscan import FatbinScanner
-from buildrows.inflate import MemberStream
+from buildrows.binaries.binfmt import BinaryLayout, read_layout
+from buildrows.binaries.fatbin import DeviceCode, list_device_code
+from buildrows.binaries.fatscan import FatbinScanner
+from buildrows.binaries.inflate import MemberStream
 
 __all__ = ["PAGE", "SparseSource", "StreamedLibrary", "read_streamed"]
 
@@ -42,7 +42,7 @@ _PF_W: Final = 2
 
 
 class SparseSource:
-    """A :class:`buildrows.binfmt.ByteSource` over pages kept in passing or fetched again later."""
+    """A :class:`buildrows.binaries.binfmt.ByteSource` over pages kept in passing or fetched again later."""
 
     def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
         self._size = size
@@ -292,8 +292,8 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, ranges: tuple[tu
 def read_streamed(stream: MemberStream) -> StreamedLibrary:
     """Inflate ``stream`` once and read the library in it.
 
-    Raises :class:`buildrows.inflate.InflateError`, :class:`buildrows.binfmt.BinaryFormatError` or
-    :class:`buildrows.fatbin.FatbinError`, as reading the whole library in memory would.
+    Raises :class:`buildrows.binaries.inflate.InflateError`, :class:`buildrows.binaries.binfmt.BinaryFormatError` or
+    :class:`buildrows.binaries.fatbin.FatbinError`, as reading the whole library in memory would.
     """
     source = SparseSource(stream.size, stream.read)
     scanner = FatbinScanner(stream.size)

@@ -11,9 +11,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildrows.binfmt import BinaryFormatError, detect_format
-from buildrows.fatbin import FatbinError
-from buildrows.wheelread import LibraryInfo, describe_library, is_shared_library
+from buildrows.binaries.binfmt import BinaryFormatError, detect_format
+from buildrows.binaries.fatbin import FatbinError
+from buildrows.binaries.wheelread import LibraryInfo, describe_library, is_shared_library
 
 __all__ = ["LooseError", "LooseInfo", "read_loose"]
 

@@ -12,7 +12,7 @@ pointer to the fat binary and is not read.
 
 The parsers read through a :class:`ByteSource` (``size`` and ``read(offset, size)``), so the same
 code reads a library held whole in memory (:func:`read_binary`) and one streamed out of a wheel
-whose few header ranges were kept as they passed (:mod:`buildrows.libstream`):
+whose few header ranges were kept as they passed (:mod:`buildrows.binaries.libstream`):
 :func:`read_layout` returns where the fat binaries lie instead of views of them.
 """
 
