@@ -42,6 +42,7 @@ class BuildPlan:
     commands: tuple[Command, ...]
     wheel_dir: Path | None
     install_dir: Path | None = None  # cmake-presets: the install tree `build` checks instead of a wheel
+    files: tuple[tuple[Path, str], ...] = ()  # written before the commands run (setup.py: its setuptools config)
 
 
 def row_python(row: Row, env: Mapping[str, str]) -> str | None:
@@ -121,10 +122,40 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     values = environment_from_plan(plan, base_env)
     if provider_path is not None:
         values["PYTHONPATH"] = provider_path
+    config, text = setuptools_config(plan.row, project, base_env)
+    values["DIST_EXTRA_CONFIG"] = str(config)
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
-                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",))
-    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir)
+                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",
+                   f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
+    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),))
+
+
+def setuptools_config(row: Row, project: Path, env: Mapping[str, str]) -> tuple[Path, str]:
+    """The extra setuptools configuration (DIST_EXTRA_CONFIG, read after setup.cfg) that gives a
+    setup.py row its own build directory, build/setuptools-ROW, as scikit-build-core rows get
+    build/skbuild-ROW. setuptools' build/lib.<platform>-<python> is the same for a train's CUDA
+    row and the CPU row of that Python: without this, a CPU build after a CUDA one in the same
+    checkout packs the CUDA row's stale extension (seen on the H200 with torchsort, whose
+    isotonic_cuda module the CPU row's wheel then shipped). A user's own DIST_EXTRA_CONFIG is kept:
+    its sections are copied, and only [build] build_base is set."""
+    import configparser
+
+    base = project / "build" / f"setuptools-{row.name}"
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    theirs = env.get("DIST_EXTRA_CONFIG", "")
+    if theirs:
+        parser.read(theirs, encoding="utf-8")
+    if not parser.has_section("build"):
+        parser.add_section("build")
+    parser.set("build", "build_base", base.as_posix())
+    import io
+
+    out = io.StringIO()
+    out.write("# Written by buildrows for row " + row.name + (f"; from {theirs}" if theirs else "") + "\n")
+    parser.write(out)
+    return project / "build" / f"setuptools-{row.name}.cfg", out.getvalue()
 
 
 def with_compiler_cache(bp: BuildPlan, env: Mapping[str, str], launchers: Mapping[str, str]) -> BuildPlan:

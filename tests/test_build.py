@@ -233,3 +233,23 @@ def test_build_command_imports_stay_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
     assert out.strip() == "[]"
+
+
+def test_setup_py_rows_build_in_their_own_setuptools_directory(tmp_path: Path) -> None:
+    """DIST_EXTRA_CONFIG (read after setup.cfg) names build/setuptools-ROW; a user's own extra
+    configuration is kept, with only [build] build_base set."""
+    import configparser
+
+    pol, row = _row("linux-x86_64-cu130-py311")
+    plan = plan_row(pol, row, {"PATH": ""}, host="linux", check_toolchain=False)
+    theirs = tmp_path / "mine.cfg"
+    theirs.write_text("[build_ext]\nparallel = 4\n[build]\nbuild_base = /elsewhere\n", encoding="utf-8")
+    bp = drivers.setup_py_plan(plan, "python3.11", tmp_path, tmp_path / "dist", {"DIST_EXTRA_CONFIG": str(theirs)})
+    (cmd,) = bp.commands
+    ((path, text),) = bp.files
+    assert dict(cmd.env)["DIST_EXTRA_CONFIG"] == str(path) == str(tmp_path / "build" / "setuptools-linux-x86_64-cu130-py311.cfg")
+    cfg = configparser.ConfigParser()
+    cfg.read_string(text)
+    assert cfg["build"]["build_base"] == (tmp_path / "build" / "setuptools-linux-x86_64-cu130-py311").as_posix()
+    assert cfg["build_ext"]["parallel"] == "4"
+    assert text.startswith(f"# Written by buildrows for row linux-x86_64-cu130-py311; from {theirs}")

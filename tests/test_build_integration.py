@@ -247,3 +247,53 @@ def test_rows_of_one_train_share_the_kernel_and_cmakes_detection_and_build_besid
     (cached,) = [w for w in (tmp_path / "dist").glob("*.whl") if tag in w.name]
     (uncached,) = (tmp_path / "plain").glob("*.whl")
     assert device_code(cached) and device_code(cached) == device_code(uncached)
+
+
+SETUP_PY = '''
+import os
+from setuptools import Extension, setup
+
+# Like torchsort: a second extension only when the build is a CUDA one (here: buildrows' switch).
+exts = [Extension("tiny._always", ["always.c"])]
+if os.environ.get("TINY_CUDA") == "1":
+    exts.append(Extension("tiny._gpu", ["gpu.c"]))
+setup(name="tiny", version="0.1.0", packages=["tiny"], ext_modules=exts)
+'''
+
+
+def test_a_setup_py_cpu_row_after_a_cuda_row_in_one_checkout_ships_none_of_its_modules(
+        cli: Callable[..., object], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """setuptools' build/lib.<platform>-<python> is the same for the CUDA row and the CPU row of a
+    Python: without a build directory per row, the CPU wheel packed the CUDA row's stale module
+    (seen on the H200 with torchsort's isotonic_cuda). Each row builds in build/setuptools-ROW."""
+    pytest.importorskip("setuptools")
+    if locate_cuda_compiler(dict(os.environ)) is None:
+        pytest.skip("needs nvcc (CUDA 13.0) for the CUDA row's doctor")
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    project = tmp_path / "tiny"
+    (project / "tiny").mkdir(parents=True)
+    (project / "tiny" / "__init__.py").write_text("", encoding="utf-8")
+    for name in ("always", "gpu"):
+        module = ("#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, \"_NAME\", 0, -1, 0};\n"
+                  "PyMODINIT_FUNC PyInit__NAME(void) { return PyModule_Create(&m); }\n")
+        (project / f"{name}.c").write_text(module.replace("NAME", name), encoding="utf-8")
+    (project / "setup.py").write_text(SETUP_PY, encoding="utf-8")
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools", "wheel"]\n'
+                                            'build-backend = "setuptools.build_meta"\n', encoding="utf-8")
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    pol = project / "buildrows.toml"
+    pol.write_text(f'[project]\nname = "tiny"\ndriver = "setup.py"\nenv-switches = ["TINY_CUDA"]\n'
+                   f'[python]\nversions = ["{py}"]\n[cuda]\ntrains = ["13.0"]\n'
+                   '[platforms.linux-x86_64]\ntrains = ["13.0"]\ncpu = true\n'
+                   '[[platforms.linux-x86_64.cuda]]\ntrains = ["13.0"]\narchs = "9.0"\n', encoding="utf-8")
+
+    def modules(row: str, out: Path) -> list[str]:
+        # --no-check: the CUDA row's wheel has no device code (its "CUDA" module is plain C)
+        r = cli("--config", str(pol), "build", row, "--no-check", "--wheel-dir", str(out))
+        assert r.code == 0, r.err  # type: ignore[attr-defined]
+        (wheel,) = out.glob("*.whl")
+        return sorted(Path(m.path).name.split(".")[0] for m in read_wheel(wheel).libraries)
+
+    assert modules(f"linux-x86_64-cu130-py{PYT}", tmp_path / "cuda") == ["_always", "_gpu"]
+    assert modules(f"linux-x86_64-cpu-py{PYT}", tmp_path / "cpu") == ["_always"]
+    assert (project / "build" / f"setuptools-linux-x86_64-cpu-py{PYT}").is_dir()

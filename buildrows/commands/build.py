@@ -430,6 +430,9 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
         ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
     elif driver == "scikit-build-core":
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
+    for path, text in bp.files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
     before = drivers.snapshot(wheel_dir)
     seeded = False
     try:
