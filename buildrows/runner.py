@@ -46,19 +46,13 @@ def find_tool(name: str, env: Mapping[str, str]) -> str | None:
 
 
 def with_environment_bin(env: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
-    """env with the active virtual environment's scripts directory (sys.prefix/bin; Scripts on
+    """env with the active Python environment's scripts directory (sys.prefix/bin; Scripts on
     Windows) at the end of PATH when it is not on PATH already, and that directory (None when
     nothing was added). `pip install cmake ninja` into a venv that was never activated puts them
-    there: doctor finds them, and the build (cmake looking for ninja included) uses them.
-
-    Only a virtual environment's: a system interpreter's scripts directory (/usr/local/bin) that
-    is not on PATH was taken off it by the user, perhaps to hide nvcc from a CPU row's build (a
-    project that builds CUDA whenever `nvcc` runs, like torchsort); adding it back would undo that."""
+    there: doctor finds them, and the build (cmake looking for ninja included) uses them."""
     import sysconfig
 
     out = dict(env)
-    if sys.prefix == sys.base_prefix:
-        return out, None
     scripts = sysconfig.get_path("scripts")
     if not scripts or not os.path.isdir(scripts):
         return out, None

@@ -389,21 +389,3 @@ def test_each_problem_is_printed_once_on_stdout(tmp_path: Path, cli: Callable[..
     assert (r.out + r.err).count(seen) == 1 and seen in r.out  # type: ignore[attr-defined]
     assert "everything the row needs is here" not in r.out + r.err  # type: ignore[attr-defined]
     assert "(1 problem: project; each with its fix above)" in r.err  # type: ignore[attr-defined]
-
-
-def test_a_system_interpreters_scripts_directory_is_never_put_back_on_path(monkeypatch: pytest.MonkeyPatch,
-                                                                             tmp_path: Path) -> None:
-    """Seen on the H200: the GPU proof took /usr/local/bin (holding nvcc) off PATH for torchsort's
-    CPU row, buildrows (run by the system Python, whose scripts directory that is) appended it
-    again, torchsort found nvcc and built CUDA into the CPU wheel. Only a venv's bin is added."""
-    import sysconfig
-
-    from buildrows.runner import with_environment_bin
-
-    scripts = sysconfig.get_path("scripts")
-    env = {"PATH": str(tmp_path)}
-    monkeypatch.setattr(sys, "base_prefix", sys.prefix)  # as when the system interpreter runs buildrows
-    assert with_environment_bin(env) == (env, None)
-    monkeypatch.setattr(sys, "base_prefix", str(tmp_path / "base"))  # a virtual environment
-    out, added = with_environment_bin(env)
-    assert added == scripts and out["PATH"] == f"{tmp_path}{os.pathsep}{scripts}"
