@@ -211,7 +211,9 @@ def prepare(cache: CompilerCache) -> None:
     text = cache.config_text()
     path = cache.config_path
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+        import threading
+
+        tmp = path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")  # rows build in threads
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     cache.stats_log.parent.mkdir(parents=True, exist_ok=True)
