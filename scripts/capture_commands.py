@@ -53,7 +53,7 @@ def _commands(work: Path, wheel: str | None) -> list[tuple[str, list[str], dict[
         ("ex-show", ["--config", ex, "show", "linux-x86_64-cu130-py312"], {}),
         ("workflow", ["workflow", "--out", str(work / "wf")], {}),
         ("ex-workflow", ["--config", ex, "workflow", "--out", str(work / "wf"), "--root", str(ROOT),
-                         "--scripts-dir", str(work / "wf-scripts")], {}),
+                         "--scripts-dir", "build/capture-scripts"], {}),
         ("init", ["init", "--cuda", "13.0"], {"CWD": str(work / "init")}),
         ("bad-row", ["show", "linux-x86_64-cu999-py312"], {}),
     ]
@@ -105,7 +105,7 @@ def main(argv: list[str]) -> int:
                 f.unlink()
             (out / f"{name}.txt").write_text(_normalise(text, work))
         written = sorted((work / "example").glob("*Presets*.json")) + sorted((work / "wf").glob("*"))
-        for f in written + sorted((work / "wf-scripts").glob("*")) + [work / "init" / "buildrows.toml"]:
+        for f in written + sorted((ROOT / "build" / "capture-scripts").glob("*")) + [work / "init" / "buildrows.toml"]:
             if not f.is_file():
                 continue
             (out / f"file-{f.name}").write_text(_normalise(f.read_text(), work))
