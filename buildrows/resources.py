@@ -22,3 +22,9 @@ def resource_dir(name: str) -> Path:
 def cmake_module() -> Path:
     """The CMake module the presets inject through CMAKE_PROJECT_TOP_LEVEL_INCLUDES."""
     return resource_dir("cmake") / "BuildrowsCudaArchs.cmake"
+
+
+def data_file(name: str) -> Path:
+    """A file of `buildrows/data/`: the CUDA trains, the runtime defaults, the pinned toolkits and
+    the checked-in JSON Schema, read by the policy, provisioning and `schema`."""
+    return _PACKAGE / "data" / name

@@ -57,8 +57,8 @@ def main() -> int:
     args = ap.parse_args()
 
     sys.path.insert(0, str(REPO))
-    from buildrows.matrix import narrow
-    from buildrows.policy import load_policy
+    from buildrows.ci.matrix import narrow
+    from buildrows.policy.load import load_policy
 
     doc = synthesise(args.rows)
     text = json.dumps(doc)

@@ -45,14 +45,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from buildrows.archs import ArchError, Train, parse_arch_list  # noqa: E402
 from buildrows.binaries.binfmt import BinaryFormatError, read_binary  # noqa: E402
 from buildrows.binaries.fatbin import FatbinError, list_device_code  # noqa: E402
 from buildrows.binaries.wheelread import WheelError, read_wheel  # noqa: E402
+from buildrows.ci.matrix import narrow  # noqa: E402
 from buildrows.cli import main  # noqa: E402
 from buildrows.errors import BuildrowsError  # noqa: E402
-from buildrows.matrix import narrow  # noqa: E402
-from buildrows.policy import Locator, policy_from_dict  # noqa: E402
+from buildrows.policy.archs import ArchError, Train, parse_arch_list  # noqa: E402
+from buildrows.policy.load import Locator, policy_from_dict  # noqa: E402
 from buildrows.ui import UI  # noqa: E402
 from tests.cuda_tools import METADATA, fatbin_container, fatbin_entry, make_elf  # noqa: E402
 from tests.fuzz_tools import (  # noqa: E402

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from buildrows.archs import Arch, ArchError, Train, parse_arch_list
+from buildrows.policy.archs import Arch, ArchError, Train, parse_arch_list
 
 X86_13 = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from buildrows import drivers
-from buildrows.commands.build import local_tag_problem
+from buildrows.build import drivers
+from buildrows.build.orchestrate import local_tag_problem
+from buildrows.build.runner import Command, run_step
 from buildrows.errors import ExternalFailure
-from buildrows.policy import load_policy
-from buildrows.presets import plan_row
-from buildrows.runner import Command, run_step
+from buildrows.policy.load import load_policy
+from buildrows.render.presets import plan_row
 from buildrows.ui import UI
 
 REPO = Path(__file__).resolve().parent.parent
@@ -207,7 +207,7 @@ def test_build_unknown_row_is_bad_input(cli: Callable[..., object]) -> None:
 
 
 def test_this_machines_row_follows_cu_version(monkeypatch: pytest.MonkeyPatch) -> None:
-    from buildrows.commands._build import this_machines_row
+    from buildrows.build.prepare import this_machines_row
 
     pol = load_policy(EXAMPLE_POLICY)
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
@@ -216,7 +216,7 @@ def test_this_machines_row_follows_cu_version(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_this_machines_row_refuses_a_train_the_policy_lacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    from buildrows.commands._build import this_machines_row
+    from buildrows.build.prepare import this_machines_row
     from buildrows.errors import Refused
 
     monkeypatch.setattr("platform.machine", lambda: "x86_64")
@@ -227,8 +227,8 @@ def test_this_machines_row_refuses_a_train_the_policy_lacks(monkeypatch: pytest.
 def test_build_command_imports_stay_light() -> None:
     import subprocess
 
-    code = ("import sys, buildrows.commands.build, buildrows.commands.doctor; "
-            "heavy = [m for m in ('jinja2', 'packaging', 'buildrows.presets', 'buildrows.doctor') if m in sys.modules]; "
+    code = ("import sys, buildrows.build.orchestrate, buildrows.commands.doctor; "
+            "heavy = [m for m in ('jinja2', 'packaging', 'buildrows.render.presets', 'buildrows.build.doctor') if m in sys.modules]; "
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(REPO)}).stdout

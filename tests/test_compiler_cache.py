@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from buildrows import compiler_cache as cc
-from buildrows import drivers
-from buildrows.policy import load_policy
-from buildrows.presets import plan_row
+from buildrows.build import compiler_cache as cc
+from buildrows.build import drivers
+from buildrows.policy.load import load_policy
+from buildrows.render.presets import plan_row
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda-extension"

@@ -1,4 +1,4 @@
-"""CMake's compiler detection, reused between the rows of one build (buildrows.configure_seed):
+"""CMake's compiler detection, reused between the rows of one build (buildrows.build.configure_seed):
 what the key separates, and that a planted tree configures as CMake's own reconfigure would,
 with the real cmake, ninja and C compiler."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows import configure_seed as cs
+from buildrows.build import configure_seed as cs
 
 ARGV = ("/envs/py3.12/bin/python", "-m", "build", "--wheel", "--outdir", "/p/dist", "--no-isolation",
         "-C", "cmake.args=-GNinja",
@@ -173,9 +173,9 @@ def test_a_tree_that_does_not_fit_its_seed_is_built_again_without_it(tmp_path: P
     detection is found not to fit, the tree is removed, and the command runs again in a fresh tree."""
     import io
 
-    from buildrows.commands.build import _build_seeded
-    from buildrows.drivers import BuildPlan
-    from buildrows.runner import Command
+    from buildrows.build.drivers import BuildPlan
+    from buildrows.build.orchestrate import _build_seeded
+    from buildrows.build.runner import Command
     from buildrows.ui import UI
 
     tree, runs = tmp_path / "build" / "skbuild-row-b", tmp_path / "runs.txt"
@@ -202,9 +202,9 @@ def test_a_tree_that_does_not_fit_its_seed_is_built_again_without_it(tmp_path: P
 
 
 def test_rows_that_differ_only_in_their_python_follow_their_groups_first_row() -> None:
-    from buildrows.commands.build import _leaders_and_followers
-    from buildrows.policy import load_policy
-    from buildrows.rows import select
+    from buildrows.build.orchestrate import _leaders_and_followers
+    from buildrows.policy.load import load_policy
+    from buildrows.policy.rows import select
 
     pol = load_policy(Path(__file__).resolve().parent.parent / "examples" / "cuda-extension" / "buildrows.toml")
     rows = select(pol, ["linux-x86_64-*-py311", "linux-x86_64-*-py312"])
@@ -225,7 +225,7 @@ def test_only_scikit_build_core_rows_build_beside_each_other(cli, tmp_path: Path
     their rows build one at a time, and --jobs says so."""
     import io
 
-    from buildrows.commands.build import _jobs
+    from buildrows.build.orchestrate import _jobs
     from buildrows.ui import UI
 
     def jobs(driver: str, n: int | None, no_cache: bool = False) -> tuple[int, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.toolchain import find_cuda_compiler
+from buildrows.plan.toolchain import find_cuda_compiler
 from tests.conftest import Result
 from tests.cuda_tools import find_nvcc
 from tests.test_env import read_back_bash, tool_env
@@ -123,8 +123,8 @@ def test_an_nvcc_that_does_not_say_its_root_sets_no_cuda_home(cli: Callable[...,
 
 def test_torch_cuda_home_verdicts(tmp_path: Path) -> None:
     """Each way torch's CUDA root can be wrong for the row, and the one way it is right."""
-    from buildrows.doctor import check_torch_cuda_home
-    from buildrows.policy import policy_from_dict
+    from buildrows.build.doctor import check_torch_cuda_home
+    from buildrows.policy.load import policy_from_dict
 
     row = next(r for r in policy_from_dict({"python": {"versions": ["3.11"]}, "cuda": {"trains": ["13.0"]},
                                             "platforms": {"linux-x86_64": {"trains": ["13.0"], "cuda": [
@@ -151,7 +151,7 @@ def test_torch_cuda_home_verdicts(tmp_path: Path) -> None:
 
 
 def test_library_header_use_reads_the_projects_sources(tmp_path: Path) -> None:
-    from buildrows.doctor import library_header_use
+    from buildrows.build.doctor import library_header_use
 
     (tmp_path / "csrc").mkdir()
     (tmp_path / "csrc" / "a.cpp").write_text("#include <torch/extension.h>\n")

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.archs import Train
-from buildrows.doctor import (
+from buildrows.build.doctor import (
     Finding,
     check_generator,
     check_python,
@@ -22,7 +21,8 @@ from buildrows.doctor import (
     verdict,
 )
 from buildrows.errors import Refused
-from buildrows.policy import load_policy
+from buildrows.policy.archs import Train
+from buildrows.policy.load import load_policy
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda-extension"
@@ -290,7 +290,7 @@ def _shim(tmp_path: Path, name: str, body: str) -> Path:
 def test_a_python_that_does_not_run_is_not_ok(tmp_path: Path, cli: Callable[..., object],
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A pyenv shim for a version that is not installed exits 127; doctor once called it ok."""
-    from buildrows.host import host_python
+    from buildrows.plan.host import host_python
 
     other = "3.12" if host_python() != "3.12" else "3.13"
     shims = _shim(tmp_path, f"python{other}", f'echo "pyenv: python{other}: command not found" >&2\nexit 127\n')
@@ -328,7 +328,7 @@ def test_cuda_home_without_nvcc_is_reported_and_its_fix_works(tmp_path: Path, cl
     for var in ("CUDACXX", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda-here"))
-    from buildrows.toolchain import find_cuda_compiler
+    from buildrows.plan.toolchain import find_cuda_compiler
 
     comp = find_cuda_compiler({"PATH": os.environ["PATH"]})
     assert comp is not None and comp.train is not None
@@ -353,8 +353,8 @@ def test_cmake_in_the_environments_bin_is_found_and_used_by_build(tmp_path: Path
     import argparse
     import sysconfig
 
-    from buildrows.commands._build import setup
-    from buildrows.runner import Command, resolve
+    from buildrows.build.prepare import setup
+    from buildrows.build.runner import Command, resolve
 
     scripts = sysconfig.get_path("scripts")
     if not (Path(scripts) / "cmake").is_file():

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from buildrows import envfile
-from buildrows.envfile import append_file, format_env
+from buildrows.render import envfile
+from buildrows.render.envfile import append_file, format_env
 from tests.conftest import EXAMPLE_POLICY, Result
 
 ROW = "linux-x86_64-cu130-py311"

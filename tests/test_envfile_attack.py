@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildrows.envfile import append_file, format_env
 from buildrows.errors import BadInput
+from buildrows.render.envfile import append_file, format_env
 from tests.conftest import EXAMPLE_POLICY, REPO, Result
 from tests.test_env import fake_nvcc, tool_env
 

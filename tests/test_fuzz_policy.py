@@ -19,11 +19,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildrows.archs import ArchError, Train, parse_arch_list
+from buildrows.ci.matrix import narrow, parse_generator_output, validate_rows
 from buildrows.errors import BuildrowsError
-from buildrows.matrix import narrow, parse_generator_output, validate_rows
-from buildrows.model import Policy
-from buildrows.policy import load_policy, policy_from_dict
+from buildrows.policy.archs import ArchError, Train, parse_arch_list
+from buildrows.policy.load import load_policy, policy_from_dict
+from buildrows.policy.model import Policy
 from tests.fuzz_tools import EXAMPLE_POLICY, GENERATOR_DIR, mutate_doc, mutate_text, random_value
 
 if sys.version_info >= (3, 11):

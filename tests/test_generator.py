@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.policy import load_policy, policy_from_dict
-from buildrows.toolchain import choose_generator
+from buildrows.plan.toolchain import choose_generator
+from buildrows.policy.load import load_policy, policy_from_dict
 from tests.conftest import EXAMPLE_POLICY, Result
 from tests.test_env import fake_nvcc, read_back_bash, tool_env
 

@@ -124,11 +124,11 @@ def test_cpu_row_from_cpu_or_empty_variables(cli: Callable[..., Result], files: 
 
 
 def test_a_cuda_row_without_a_list_is_refused_by_every_step() -> None:
-    from buildrows.archs import Train
     from buildrows.errors import Refused
-    from buildrows.model import Row
-    from buildrows.policy import load_policy
-    from buildrows.presets import plan_row
+    from buildrows.policy.archs import Train
+    from buildrows.policy.load import load_policy
+    from buildrows.policy.model import Row
+    from buildrows.render.presets import plan_row
 
     pol = load_policy(EXAMPLE_POLICY)
     row = Row(name="linux-x86_64-cu130-py311", platform="linux-x86_64", os="linux", machine="x86_64",

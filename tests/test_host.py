@@ -1,4 +1,4 @@
-"""buildrows.host: this machine's platform, Python and the row CI asks for, decided in one place."""
+"""buildrows.plan.host: this machine's platform, Python and the row CI asks for, decided in one place."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildrows import host
 from buildrows.errors import BadInput, Refused
+from buildrows.plan import host
 from tests.conftest import REPO, Result
 
 CUDA_EXAMPLE = REPO / "examples" / "cuda-extension" / "buildrows.toml"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.policy import load_policy
+from buildrows.policy.load import load_policy
 from tests.conftest import REPO, Result
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -149,7 +149,7 @@ def test_init_then_build_gives_a_first_checked_wheel(tmp_path: Path, cli: Callab
     monkeypatch.chdir(project)
     for var in ("CU_VERSION", "DESIRED_CUDA", "CUDACXX", "CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
-    from buildrows.toolchain import find_cuda_compiler
+    from buildrows.plan.toolchain import find_cuda_compiler
 
     comp = find_cuda_compiler(dict(os.environ))
     if comp is None or comp.train is None or comp.train.cu != "cu130":

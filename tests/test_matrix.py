@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
+from buildrows.ci.matrix import narrow
 from buildrows.errors import BadInput, Refused
-from buildrows.matrix import narrow
-from buildrows.policy import load_policy
+from buildrows.policy.load import load_policy
 from tests.conftest import EXAMPLE_POLICY, Result
 
 DATA = Path(__file__).parent / "data" / "generator"

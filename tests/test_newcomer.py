@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.archs import ArchError, parse_arch_list
-from buildrows.policy import load_policy
+from buildrows.policy.archs import ArchError, parse_arch_list
+from buildrows.policy.load import load_policy
 from tests.conftest import REPO, Result
 
 SMALL = """\
@@ -264,7 +264,7 @@ cpu = true
 
 def test_this_machines_row_of_an_excluded_python_says_why(tmp_path: Path, cli: Callable[..., Result],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from buildrows.host import host_python
+    from buildrows.plan.host import host_python
 
     text = EXCLUDES_3_11.replace("3.11", host_python()) if host_python() != "3.12" else EXCLUDES_3_11
     if host_python() == "3.12":

@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from buildrows.archs import parse_arch_list
 from buildrows.errors import BuildrowsError
-from buildrows.policy import load_policy
-from buildrows.policy_edit import write_archs
-from buildrows.presets import MODULE_FILE, PRESETS_FILE, USER_PRESETS, render_presets
-from buildrows.rows import select
+from buildrows.policy.archs import parse_arch_list
+from buildrows.policy.edit import write_archs
+from buildrows.policy.load import load_policy
+from buildrows.policy.rows import select
+from buildrows.render.presets import MODULE_FILE, PRESETS_FILE, USER_PRESETS, render_presets
 from tests.conftest import EXAMPLE_POLICY, Result
 from tests.cuda_tools import fatbin_container, fatbin_entry, make_elf, make_wheel
 from tests.test_env import fake_nvcc, tool_env

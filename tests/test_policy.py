@@ -258,7 +258,7 @@ def test_a_listless_cuda_row_that_slipped_past_the_loader_is_refused_by_each_com
     """Defence in depth: even a row built in code (not loaded) never reaches detection."""
     import dataclasses
 
-    import buildrows.policy as policy_mod
+    import buildrows.policy.load as policy_mod
 
     real = policy_mod.load_policy
 

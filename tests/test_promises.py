@@ -9,7 +9,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from buildrows.binaries.wheelread import LibraryInfo
-from buildrows.buildinfo import (
+from buildrows.build.record import (
     BuildRecord,
     BuildRecordError,
     member_name,
@@ -17,15 +17,15 @@ from buildrows.buildinfo import (
     read_record,
     record_bytes,
 )
-from buildrows.model import FileRule, RpathException
-from buildrows.promises import (
+from buildrows.check.promises import (
     CUDA_LIBRARY,
     check_no_cuda,
     check_required,
     machine_of_platform_tag,
     rpath_exception,
 )
-from buildrows.torchpin import pin_problem
+from buildrows.check.torchpin import pin_problem
+from buildrows.policy.model import FileRule, RpathException
 
 
 @pytest.mark.parametrize(("spec", "problem"), [

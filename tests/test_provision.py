@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.archs import Train
 from buildrows.errors import BadInput, ExternalFailure, Refused
-from buildrows.plan import plan_row
-from buildrows.policy import load_policy
+from buildrows.plan.row import plan_row
+from buildrows.policy.archs import Train
+from buildrows.policy.load import load_policy
 from buildrows.provision import buildenv, sources, toolkit
 from buildrows.provision.archives import Artifact, fetch, unpack
 from buildrows.provision.interpreters import Interpreter, find_interpreter, install_hint
@@ -120,7 +120,7 @@ def test_install_hint_is_the_exact_command(tmp_path: Path) -> None:
 
 
 def test_doctor_reports_the_shim_and_the_command(tmp_path: Path) -> None:
-    from buildrows.doctor import diagnose
+    from buildrows.build.doctor import diagnose
 
     pol = load_policy(str(EXAMPLE))
     shims = tmp_path / "bin"
@@ -177,7 +177,7 @@ def test_a_provisioned_toolkit_of_another_train_is_refused(tmp_path: Path) -> No
 
 
 def test_the_built_wheel_must_carry_the_rows_python_tag(tmp_path: Path) -> None:
-    from buildrows.commands.build import python_tag_problem
+    from buildrows.build.orchestrate import python_tag_problem
 
     pol = load_policy(str(EXAMPLE))
     row = pol.row("linux-x86_64-cu132-py312")
@@ -456,7 +456,7 @@ def test_toolkit_path_of_a_missing_train(tmp_path: Path, cli: Callable[..., obje
 def test_a_cached_toolkit_serves_render_env_and_doctor(tmp_path: Path, mirror: tuple[str, Path]) -> None:
     """After `buildrows toolkit install 12.6`, a machine without nvcc 12.6 renders, writes env files
     for and passes doctor's nvcc check for a cu126 row through the cached toolkit; the hook does not."""
-    from buildrows.doctor import check_cuda
+    from buildrows.build.doctor import check_cuda
 
     url, root = mirror
     _publish(root, "12.6.3", MINIMAL)
@@ -506,7 +506,7 @@ def test_doctor_judges_the_row_environment_build_provision_made(tmp_path: Path) 
     (what the provisioned build uses), and otherwise names `build ROW --provision` as a fix."""
     import sysconfig
 
-    from buildrows.doctor import FRONTEND, diagnose
+    from buildrows.build.doctor import FRONTEND, diagnose
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if sysconfig.get_config_var("Py_GIL_DISABLED"):

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.archs import Train
 from buildrows.errors import ExternalFailure
+from buildrows.policy.archs import Train
 from buildrows.provision import toolkit
 
 REPO = Path(__file__).resolve().parent.parent
@@ -141,9 +141,9 @@ def test_rows_of_two_trains_and_two_pythons_build_beside_each_other_without_mixi
     into a directory of its own first, so neither takes the other's; each is compiled by its own
     train's nvcc and takes the detection of its own train's first tree."""
     from buildrows.binaries.wheelread import read_dist_info_member
-    from buildrows.compiler_cache import find_ccache
+    from buildrows.build.compiler_cache import find_ccache
+    from buildrows.plan.toolchain import locate_cuda_compiler
     from buildrows.provision.interpreters import find_interpreter
-    from buildrows.toolchain import locate_cuda_compiler
 
     if locate_cuda_compiler(dict(os.environ)) is None or find_ccache(dict(os.environ)) is None:
         pytest.skip("needs nvcc 13.0 and ccache")

@@ -33,7 +33,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from buildrows.binaries.wheelread import read_wheel
-from buildrows.buildinfo import parse_record
+from buildrows.build.record import parse_record
 from tests.cuda_root import assemble, nvidia_tree
 
 pytestmark = pytest.mark.integration

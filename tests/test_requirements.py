@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from buildrows.archs import Train, parse_arch_list
 from buildrows.binaries.wheelread import WheelInfo, parse_wheel_filename
-from buildrows.check import Expectation, check_runtime_declared
+from buildrows.check.judges import Expectation, check_runtime_declared
 from buildrows.errors import BadInput
-from buildrows.requirements import expected_requirements
+from buildrows.policy.archs import Train, parse_arch_list
+from buildrows.policy.requirements import expected_requirements
 
 CU13 = Train(13, 0)
 
@@ -94,8 +94,8 @@ def test_what_build_declares_passes_check(platform: str, policy: tuple[str, ...]
     """drivers.requires_dist (no packaging, for the hook's speed) and the check agree for every row."""
     import dataclasses
 
-    from buildrows.drivers import requires_dist
-    from buildrows.model import Row, Runtime
+    from buildrows.build.drivers import requires_dist
+    from buildrows.policy.model import Row, Runtime
 
     os_, machine = platform.split("-")
     row = Row(name="r", platform=platform, os=os_, machine=machine, cuda=CU13, python="3.11",  # type: ignore[arg-type]

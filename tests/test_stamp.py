@@ -14,9 +14,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from buildrows.binaries.wheelread import read_wheel
-from buildrows.buildinfo import BuildRecord, parse_record
+from buildrows.build.record import BuildRecord, parse_record
+from buildrows.build.stamp import edit_metadata, plan_metadata, stamp_wheel
 from buildrows.errors import BadInput
-from buildrows.stamp import edit_metadata, plan_metadata, stamp_wheel
 
 RUNTIME = "nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'"
 RECORD = BuildRecord(row="linux-x86_64-cu130-py311", cuda="13.0", torch="2.14.1", torch_cuda="13.0")
@@ -94,8 +94,8 @@ def test_another_local_label_is_never_relabelled() -> None:
 
 def test_a_torch_pin_joins_the_projects_own_torch_requirement() -> None:
     """torchsort declares torch>=1.7.1: the pin keeps that bound and adds the built-against minor."""
-    from buildrows.stamp import torch_pin
-    from buildrows.torchpin import pin_problem
+    from buildrows.build.stamp import torch_pin
+    from buildrows.check.torchpin import pin_problem
 
     pin = torch_pin("2.14.1+cu130")
     assert pin == "torch==2.14.*"

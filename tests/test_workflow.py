@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.errors import BadInput, Refused
-from buildrows.policy import load_policy
-from buildrows.workflow import (
+from buildrows.ci.workflow import (
     check_rendered_switches,
     check_switch,
     parse_overrides,
@@ -22,6 +20,8 @@ from buildrows.workflow import (
     render_scripts,
     scripts_plan,
 )
+from buildrows.errors import BadInput, Refused
+from buildrows.policy.load import load_policy
 from tests.conftest import EXAMPLE_POLICY, REPO, Result
 
 GENERATOR = Path(__file__).parent / "data" / "generator"

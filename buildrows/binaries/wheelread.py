@@ -32,7 +32,6 @@ from buildrows.binaries.fatbin import DeviceCode, FatbinError
 from buildrows.binaries.fatbin import list_device_code as _fatbin_device_code
 from buildrows.binaries.inflate import InflateError, MemberStream
 from buildrows.binaries.libstream import read_streamed
-from buildrows.buildinfo import RECORD_NAME
 
 __all__ = [
     "DEFAULT_MAX_MEMBER_SIZE",
@@ -62,6 +61,9 @@ _FLAG_UTF8: Final = 0x800
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # deflate cannot expand its input more than ~1032:1; a member claiming more is lying about its size.
 _MAX_DEFLATE_RATIO: Final = 1032
+
+#: The build record's member in `.dist-info/` (written by buildrows.build.record, read here).
+RECORD_NAME: Final = "buildrows.json"
 
 
 class WheelError(ValueError):
@@ -137,7 +139,7 @@ class WheelInfo:
     requires_dist: tuple[str, ...]
     libraries: tuple[LibraryInfo, ...]
     members: tuple[str, ...]
-    build_record: bytes | None = None  # ``.dist-info/buildrows.json`` (buildrows.buildinfo), if any
+    build_record: bytes | None = None  # ``.dist-info/buildrows.json`` (buildrows.build.record), if any
 
 
 def is_shared_library(member: str) -> bool:

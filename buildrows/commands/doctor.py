@@ -19,9 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.commands._build import doctor_rows, resolve_rows, setup
+    from buildrows.build.prepare import BuildOptions, doctor
 
-    pol, env, host = setup(args)
-    rows = resolve_rows(pol, args.selectors, env, host, ui)
-    doctor_rows(pol, rows, env, host, args, ui, report=ui.print)  # the report is the result: stdout
+    doctor(BuildOptions.of(args), ui)
     return 0

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 
-from buildrows.commands._common import policy
+from buildrows.commands.policy_arg import policy
 from buildrows.errors import BadInput
 from buildrows.ui import UI
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from buildrows.envfile import FORMATS
+    from buildrows.render.envfile import FORMATS
 
     p.add_argument("row", metavar="ROW", help="one row name (or a glob matching exactly one)")
     p.add_argument("--format", choices=FORMATS, default="shell",
@@ -25,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.envfile import Format, append_files, format_env, row_environment
-    from buildrows.rows import select_one
+    from buildrows.policy.rows import select_one
+    from buildrows.render.envfile import Format, append_files, format_env, row_environment
 
     pol = policy(args)
     row = select_one(pol, args.row)

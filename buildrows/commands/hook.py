@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
 
-from buildrows.commands._common import policy
-from buildrows.errors import BadInput, Refused
-from buildrows.model import Policy, Row
+from buildrows.commands.policy_arg import policy
 from buildrows.ui import UI
 
 
@@ -24,82 +21,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the row's platform, e.g. linux-x86_64 (default: this machine's)")
 
 
-def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) -> Row:
-    """The policy's row for this CI job, or a refusal that says where the policy must change."""
-    from buildrows.archs import Train, train_table
-    from buildrows.host import requested_accel
-    from buildrows.policy import row_name
-
-    asked = requested_accel(env)
-    if asked is None:
-        # Guessing here is a silent fallback: a CUDA job whose variables were not passed would build CPU.
-        raise BadInput("neither CU_VERSION nor DESIRED_CUDA is set, so the hook cannot tell which row this CI "
-                       "job builds (it does not guess: a CUDA job would silently build the CPU row)\n"
-                       "    fix: export CU_VERSION=cpu or cuXYZ (cu130 for CUDA 13.0) in the job's environment")
-    var, accel = asked
-    file = pol.path
-    if platform not in pol.platforms:
-        raise Refused(f"{file}: platform {platform} has no rows (the policy builds {', '.join(pol.platforms)})\n"
-                      f"    fix: add [platforms.{platform}] to {file}, or pass --platform")
-    if python not in pol.pythons:
-        why = dict(pol.excluded_pythons).get(python)
-        raise Refused(f"{file}: Python {python} is not on the allowlist ({', '.join(pol.pythons)})"
-                      + (f"; it is excluded: {why}" if why else "")
-                      + f"\n    fix: add \"{python}\" to [python] versions in {file}, or pass --python")
-    if accel == "cpu":
-        name = row_name(platform, None, python)
-        if pol.row(name) is None:
-            raw = env[var].strip()
-            asks = f"{var}={raw} asks" if raw else f"{var} is set but empty, which asks"
-            raise Refused(f"{file}: {asks} for a CPU row, and platform {platform} has no CPU rows\n"
-                          f"    fix: set cpu = true under [platforms.{platform}] in {file}, "
-                          f"or export {var}=cuXYZ for one of its CUDA rows")
-        row = pol.row(name)
-        assert row is not None
-        return row
-    train = Train.parse(accel)
-    if train not in pol.trains:
-        known = "" if train in train_table() else (
-            f"; buildrows also does not know which architectures CUDA {train.dotted} compiles "
-            "(add it to buildrows/data/cuda_trains.toml)")
-        raise Refused(
-            f"{file}: {var}={accel} asks for CUDA {train.dotted}, which is not on the train allowlist "
-            f"({', '.join(t.dotted for t in pol.trains)}){known}\n"
-            f"    fix: add \"{train.dotted}\" to [cuda] trains and to [platforms.{platform}] trains in {file}, "
-            f"with its architectures in a [[platforms.{platform}.cuda]] list")
-    name = row_name(platform, train, python)
-    row = pol.row(name)
-    if row is None:
-        raise Refused(
-            f"{file}: {var}={accel} asks for CUDA {train.dotted} on {platform}, which that platform does not publish\n"
-            f"    fix: add \"{train.dotted}\" to [platforms.{platform}] trains in {file}, "
-            f"with its architectures in a [[platforms.{platform}.cuda]] list")
-    return row
-
-
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.envfile import Format, append_files, environment_from_plan, format_env
-    from buildrows.host import host_platform, host_python
-    from buildrows.presets import plan_row
+    from buildrows.ci.hook import hook
+    from buildrows.plan.host import host_platform, host_python
 
     env = os.environ
-    pol = policy(args)
-    python = args.python or host_python()
-    platform = args.platform or host_platform(env)
-    row = find_row(pol, env, python, platform)
-    ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
-    plan = plan_row(pol, row, env, step="hook")  # refuses: no list, wrong OS, missing or wrong nvcc
-    if plan.compiler is not None:
-        ui.info(f"CUDA compiler: {plan.compiler.describe()}")
-    ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
-    values = environment_from_plan(plan, env)
-    dests: tuple[tuple[str, Format], ...] = (("BUILD_ENV_FILE", "shell"), ("GITHUB_ENV", "github"))
-    targets = [(env[var], format_env(values, fmt)) for var, fmt in dests if env.get(var)]
-    append_files(targets)  # opens and locks every file before writing any
-    for path, _ in targets:
-        ui.info(f"appended {len(values)} variables to {path}")
-    if not targets:
-        ui.warn("neither BUILD_ENV_FILE nor GITHUB_ENV is set; printing the values instead")
-        ui.print(format_env(values, "shell").rstrip("\n"))
+    hook(policy(args), env, args.python or host_python(), args.platform or host_platform(env), ui)
     return 0
-

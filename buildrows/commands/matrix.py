@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from buildrows.commands._common import policy
+from buildrows.commands.policy_arg import policy
 from buildrows.errors import BadInput
 from buildrows.ui import UI
 
@@ -36,7 +36,7 @@ def _read(source: str) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows import matrix
+    from buildrows.ci import matrix
 
     out_path = os.environ.get("GITHUB_OUTPUT") if args.github_output else None
     if args.github_output and not out_path:
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         for row in result.rows:
             ui.info(f"build {row.name}" + (f"  (image {row.image})" if row.image else ""))
     if out_path:
-        from buildrows.envfile import append_file
+        from buildrows.render.envfile import append_file
 
         # One locked write on a fresh line; the JSON is one line, so no delimiter is needed.
         append_file(out_path, f"matrix={blob}\n")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildrows.commands._common import policy
+from buildrows.commands.policy_arg import policy
+from buildrows.render.presets import decisions, gitignore_advice
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
-    from buildrows.plan import RowPlan
+    pass
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -26,10 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.plan import plan_row
-    from buildrows.presets import render_plans
+    from buildrows.plan.row import plan_row
+    from buildrows.policy.rows import select
     from buildrows.provision.interpreters import find_interpreter, install_hint
-    from buildrows.rows import select
+    from buildrows.render.presets import render_plans
 
     pol = policy(args)
     rows = select(pol, args.rows)
@@ -56,44 +56,3 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     return 0
 
 
-def decisions(plans: Sequence[RowPlan]) -> list[str]:
-    """The generator and CUDA compiler chosen, each with its reason once (not once per row)."""
-    lines: list[str] = []
-    for what, key in (("generator", _generator), ("CUDA compiler", _compiler), ("interpreter", _interpreter)):
-        groups: dict[str, list[str]] = {}
-        for plan in plans:
-            text = key(plan)
-            if text:
-                groups.setdefault(text, []).append(plan.row.name)
-        for text, names in groups.items():
-            who = "every row" if len(names) == len(plans) and len(plans) > 1 else ", ".join(names)
-            lines.append(f"{what} for {who}: {text}")
-    return lines
-
-
-def _generator(plan: RowPlan) -> str:
-    g = plan.generator
-    return f"{g.generator}" + (f" (toolset {g.toolset})" if g.toolset else "") + f" - {g.reason}"
-
-
-def _compiler(plan: RowPlan) -> str:
-    return plan.compiler.describe() if plan.compiler is not None else ""
-
-
-def _interpreter(plan: RowPlan) -> str:
-    return plan.interpreter.describe() if plan.interpreter is not None else ""
-
-
-def gitignore_advice(project: Path, write: bool, ui: UI) -> None:
-    """Say which rendered files belong in .gitignore; with `write`, append them."""
-    from buildrows.presets import add_to_gitignore, gitignore_entries
-
-    missing = gitignore_entries(project)
-    if not missing:
-        return
-    if write:
-        path = add_to_gitignore(project, missing)
-        ui.info(f"added to {path}: {' '.join(missing)}")
-    else:
-        ui.info(f"add to {project / '.gitignore'} (rendered, machine-specific files): {' '.join(missing)}  "
-                "(`buildrows render --gitignore ...` appends them)")

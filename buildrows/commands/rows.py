@@ -3,7 +3,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from buildrows.commands._common import policy
+from buildrows.commands.policy_arg import policy
 from buildrows.ui import UI
 
 
@@ -13,7 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.rows import row_json, select
+    from buildrows.policy.rows import row_json, select
 
     pol = policy(args)
     rows = select(pol, args.selectors)

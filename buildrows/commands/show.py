@@ -3,7 +3,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from buildrows.commands._common import policy
+from buildrows.commands.policy_arg import policy
 from buildrows.ui import UI
 
 
@@ -13,7 +13,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.rows import check_json, row_json, select_one, show_lines
+    from buildrows.policy.rows import check_json, row_json, select_one, show_lines
 
     pol = policy(args)
     row = select_one(pol, args.row)

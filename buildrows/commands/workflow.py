@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from buildrows.commands._common import policy
+from buildrows.commands.policy_arg import policy
 from buildrows.errors import Refused
 from buildrows.ui import UI
 
@@ -28,7 +28,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows import workflow
+    from buildrows.ci import workflow
 
     pol = policy(args)
     root = Path(args.root)

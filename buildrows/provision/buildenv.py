@@ -1,7 +1,7 @@
 """A row's isolated build environment: a venv of the row's interpreter holding the project's build
 requirements, cached under the buildrows cache and reused while the interpreter and the
 requirements are unchanged (the key hashes both). The commands are computed here and run by
-`buildrows.runner`; the stamp is written last, so an interrupted set-up is redone, never reused."""
+`buildrows.build.runner`; the stamp is written last, so an interrupted set-up is redone, never reused."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from buildrows.build.runner import Command
 from buildrows.provision.cache import envs_dir
 from buildrows.provision.interpreters import Interpreter, probe
-from buildrows.runner import Command
 
 STAMP = "buildrows-env.json"
 #: Bumped when the environment's layout changes, so old environments are not reused.

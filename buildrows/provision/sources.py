@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from buildrows.archs import Train
 from buildrows.errors import BadInput, ExternalFailure, Refused
+from buildrows.policy.archs import Train
 from buildrows.provision.archives import Artifact
+from buildrows.resources import data_file
 
 Source = Literal["pypi", "redist"]
 DEFAULT_MIRROR = "https://developer.download.nvidia.com/compute/cuda/redist/"
@@ -65,7 +66,7 @@ def _pins() -> dict[str, Any]:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
-    path = Path(__file__).resolve().parent.parent / "data" / "toolkits.toml"
+    path = data_file("toolkits.toml")
     data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
     return data
 

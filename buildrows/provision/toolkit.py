@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildrows.archs import Train
 from buildrows.errors import BadInput, Refused
+from buildrows.policy.archs import Train
 from buildrows.provision import sources
 from buildrows.provision.archives import Artifact, fetch, unpack
 from buildrows.provision.cache import downloads_dir, toolkits_dir
@@ -181,7 +181,7 @@ def _finish_layout(root: Path, layout: str, triple: str) -> None:
 
 
 def _check_nvcc(root: Path, train: Train, env: Mapping[str, str], chosen: sources.Release) -> str:
-    from buildrows.toolchain import CudaCompiler, read_train
+    from buildrows.plan.toolchain import CudaCompiler, read_train
 
     nvcc = root / "bin" / "nvcc"
     if not nvcc.is_file():

@@ -1,0 +1,514 @@
+"""What a row needs on this machine before a long build, as findings: what was seen, and the fix.
+
+`diagnose` runs each check and returns every finding (it does not stop at the first); the
+command prints them and refuses when any failed. The checks themselves are plain functions of
+what was observed (a version string, a path, installed distributions), so tests feed them
+observations; `Probe` is the one place that looks at the machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from buildrows.errors import BadInput, Refused
+from buildrows.plan.toolchain import HostOs
+from buildrows.policy.model import Driver, Policy, Row
+from buildrows.provision.interpreters import Interpreter, Rejected
+
+Status = Literal["ok", "note", "missing", "refused"]
+
+MIN_CMAKE = (3, 25)  # workflow presets (schema 6)
+MIN_NINJA = (1, 10)  # Ninja Multi-Config
+_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
+#: What a setup.py project without [build-system] builds with (PEP 517's fallback).
+SETUPTOOLS_FALLBACK = ("setuptools>=40.8.0",)
+FRONTEND = "build>=1.0"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check's verdict: `seen` says what was found, `fix` how to get what is missing."""
+
+    check: str
+    status: Status
+    seen: str
+    fix: str = ""
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("missing", "refused")
+
+    def render(self) -> str:
+        mark = {"ok": "ok", "note": "note", "missing": "MISSING", "refused": "REFUSED"}[self.status]
+        text = f"[{mark:7}] {self.check}: {self.seen}"
+        return text + (f"\n          fix: {self.fix}" if self.fix else "")
+
+
+def parse_version(text: str) -> tuple[int, ...] | None:
+    m = _VERSION.search(text)
+    if m is None:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def _dotted(v: tuple[int, ...]) -> str:
+    return ".".join(str(x) for x in v)
+
+
+def check_tool(name: str, path: str | None, output: str | None, minimum: tuple[int, ...], fix: str) -> Finding:
+    """A tool on PATH that reports at least `minimum` from `NAME --version`."""
+    if path is None:
+        return Finding(name, "missing", f"no {name} on PATH", fix)
+    version = parse_version(output or "")
+    if version is None:
+        return Finding(name, "missing", f"{path} did not report a version ({(output or '').strip()[:80]!r})", fix)
+    if version < minimum:
+        return Finding(name, "missing", f"{path} is {_dotted(version)}, older than the {_dotted(minimum)} buildrows needs", fix)
+    return Finding(name, "ok", f"{_dotted(version)} at {path}")
+
+
+def cmake_fix() -> str:
+    return f"pip install 'cmake>={_dotted(MIN_CMAKE)}' (PyPI's cmake puts a current cmake on PATH)"
+
+
+def ninja_fix() -> str:
+    return f"pip install 'ninja>={_dotted(MIN_NINJA)}'"
+
+
+def nvcc_install_hint(row: Row) -> str:
+    """The buildrows command that gives this machine the row's CUDA compiler, no installer needed."""
+    assert row.cuda is not None
+    train = row.cuda
+    from buildrows.provision.sources import pypi_trains
+
+    if train in pypi_trains(row.platform):
+        where = f"from NVIDIA's PyPI wheels (pinned in buildrows), into {_cache_hint()}"
+    else:
+        where = ("from NVIDIA's redistributable archives (set BUILDROWS_CUDA_MIRROR to use a mirror), "
+                 f"into {_cache_hint()}")
+    return (f"`buildrows build {row.name} --provision` (or `buildrows toolkit install {train.dotted}` first) "
+            f"assembles CUDA {train.dotted} {where}; or install the toolkit yourself and set CUDA_HOME to it")
+
+
+def _cache_hint() -> str:
+    return "the buildrows cache ($BUILDROWS_CACHE, default ~/.cache/buildrows)"
+
+
+def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, toolkit: str | None = None) -> Finding:
+    """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off.
+    With a provisioned `toolkit`, its nvcc is the row's (whatever CUDACXX or PATH say)."""
+    from buildrows.plan.toolchain import NO_CUDA_COMPILER, check_cuda_compiler, locate_cuda_compiler
+
+    if row.cuda is None:
+        option = policy.project.cuda_option
+        try:
+            found = locate_cuda_compiler(env, host)
+        except BadInput:
+            found = None
+        if option is None and not policy.project.switches:
+            # Nothing tells the project to leave CUDA off: a project that builds CUDA whenever it
+            # finds nvcc (torchsort's setup.py does) puts device code into this CPU wheel, and the
+            # check refuses it. Seen on a GPU builder whose Python environment's bin holds nvcc.
+            present = (f"; this builder has nvcc ({found.path}): a project that builds CUDA whenever it finds "
+                       "nvcc will put device code into this CPU wheel, which `buildrows check` refuses") if found else ""
+            return Finding("cuda", "note", "CPU row, but the policy names no cuda-option or env-switches, so nothing "
+                           "tells the project to leave CUDA off" + present,
+                           "set [project] cuda-option to the project's CMake CUDA switch (e.g. MYPROJ_BUILD_CUDA) "
+                           "or env-switches to its environment switches (e.g. FORCE_CUDA)")
+        present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
+        told = f"{option}=OFF" if option else ", ".join(f"{s}=0" for s in policy.project.switches)
+        return Finding("cuda", "ok", f"CPU row: {told}{present}")
+    from buildrows.plan.row import cached_toolkit, toolkit_compiler
+
+    try:
+        if toolkit is None:
+            try:
+                comp = check_cuda_compiler(row, env, host)  # the same verdict the hook and render give
+                return Finding("nvcc", "ok", comp.describe())
+            except (BadInput, Refused):
+                toolkit = cached_toolkit(row, env)  # what `buildrows toolkit install` provided
+                if toolkit is None:
+                    raise
+        comp = toolkit_compiler(row, toolkit, env)
+    except (BadInput, Refused) as e:
+        what, _, fix = str(e).partition("\n    fix: ")
+        none_found = any(p.message == NO_CUDA_COMPILER for p in e.problems)
+        status: Status = "missing" if none_found or isinstance(e, BadInput) else "refused"
+        fixes = [] if none_found else [fix]  # when none was found, the install hint is the whole fix
+        return Finding("nvcc", status, what, "; ".join(f for f in (*fixes, nvcc_install_hint(row)) if f))
+    return Finding("nvcc", "ok", comp.describe())
+
+
+def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Finding]:
+    """The generator the row will use and why (toolchain.choose_generator decides; this reports)."""
+    from buildrows.plan.toolchain import choose_generator
+
+    g = choose_generator(row, env, host)
+    if host != "windows" or g.is_ninja:
+        return [Finding("generator", "ok", f"{g.generator}: {g.reason}")]
+    if g.developer_environment:
+        fix = ("pip install ninja, and add the LLVM (clang-cl) component of Visual Studio, to build with "
+               f"Ninja Multi-Config (not on PATH: {', '.join(g.missing_tools)})")
+    else:
+        fix = ("run from an 'x64 Native Tools Command Prompt' (vcvars64.bat) with ninja and clang-cl on "
+               "PATH to build with Ninja Multi-Config")
+    return [Finding("generator", "note", f"{g.generator}: {g.reason}", fix)]
+
+
+def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None), *,
+                 rejected: Sequence[Rejected] = (), env: Mapping[str, str] | None = None,
+                 places: Sequence[str] = ()) -> Finding:
+    """The row's interpreter exists, runs, and is the row's version; `ran` is (version it reported,
+    why it did not run); `rejected` the candidates a search turned down (a failing shim is not one)."""
+    from buildrows.provision.interpreters import install_hint
+
+    fix = install_hint(row.python, env if env is not None else {})
+    if python is None:
+        if rejected:
+            turned = "; ".join(f"{r.path} {r.why}" for r in rejected[:4])
+            return Finding("python", "missing", f"no Python {row.python} that runs: {turned}", fix)
+        where = f" (looked in {', '.join(places)})" if places else ""
+        return Finding("python", "missing", f"no Python {row.python}{where}", fix)
+    version, problem = ran
+    if problem is not None:
+        return Finding("python", "missing", f"{python} does not run: {problem}", fix)
+    if version is not None and version != row.python:
+        return Finding("python", "missing", f"{python} is Python {version}, not {row.python}", fix)
+    return Finding("python", "ok", f"{row.python} at {python}")
+
+
+def check_project(project: Path, driver: Driver) -> Finding | None:
+    """The project directory holds what the driver builds from: setup.py or pyproject.toml for a wheel
+    build, CMakeLists.txt for cmake-presets. None when it does."""
+    wanted = ("CMakeLists.txt",) if driver == "cmake-presets" else ("setup.py", "pyproject.toml")
+    if any((project / name).is_file() for name in wanted):
+        return None
+    return Finding("project", "missing", f"{project} has no {' and no '.join(wanted)}: it is not a project the "
+                   f"{driver} driver can build",
+                   "run buildrows in the project's directory, pass --project DIR, or set [project] source-dir in the "
+                   "policy (relative to the policy file)")
+
+
+def check_environment_bin(added: str | None) -> Finding | None:
+    """A note when the active environment's bin directory was not on PATH and buildrows added it."""
+    if added is None:
+        return None
+    return Finding("PATH", "note", f"the active environment's {added} is not on PATH; buildrows adds it (at the end) "
+                   "for this run, so its cmake and ninja are found and used by the build",
+                   f'put it on PATH yourself to run its tools by hand: export PATH="{added}:$PATH"')
+
+
+def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | None]:
+    """The project's [build-system] requires (PEP 518), or why they cannot be read."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    path = project / "pyproject.toml"
+    if not path.is_file():
+        if driver == "setup.py":
+            return list(SETUPTOOLS_FALLBACK), None
+        return [], f"{path} does not exist"
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        return [], f"{path}: {e}"
+    reqs = doc.get("build-system", {}).get("requires")
+    if reqs is None:
+        return list(SETUPTOOLS_FALLBACK), None
+    if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
+        return [], f"{path}: [build-system] requires is not a list of strings"
+    return list(reqs), None
+
+
+def check_requirements(python: str, requirements: Sequence[str], installed: Mapping[str, str | None]) -> list[Finding]:
+    """Each requirement satisfied by a distribution installed for `python` (no isolation)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    out: list[Finding] = []
+    for text in requirements:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement as e:
+            out.append(Finding(text, "missing", f"not a valid requirement: {e}", "fix the project's [build-system] requires"))
+            continue
+        if req.marker is not None and not req.marker.evaluate():
+            continue
+        have = installed.get(canonicalize_name(req.name))
+        fix = f"{python} -m pip install '{text}' (or build with --isolation, which fetches it from the registry)"
+        if have is None:
+            out.append(Finding(req.name, "missing", f"not installed for {python}", fix))
+        elif req.specifier and not req.specifier.contains(have, prereleases=True):
+            out.append(Finding(req.name, "missing", f"{have} installed, the project needs {req.specifier}", fix))
+        else:
+            out.append(Finding(req.name, "ok", f"{have}"))
+    return out
+
+
+#: Headers torch's CUDA extension headers include (ATen/cuda/CUDAContext.h and friends): a root
+#: with nvcc and the runtime alone fails on these (`cusparse.h: No such file or directory`).
+TORCH_CUDA_HEADERS = ("cuda_runtime.h", "cublas_v2.h", "cusparse.h", "cusolverDn.h")
+
+
+#: Includes of a project's sources that pull in the CUDA libraries' headers (CUDAContext.h includes
+#: cublas_v2.h, cusparse.h and cusolverDn.h).
+_LIBRARY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]((?:ATen/cuda/CUDAContext|cublas|cusparse|cusolver)[^>"]*)[>"]',
+                              re.MULTILINE)
+_SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
+
+
+def library_header_use(project: Path, limit: int = 4000) -> str | None:
+    """Where the project's sources include a CUDA library's headers ("file: header"), or None."""
+    seen = 0
+    for path in sorted(project.rglob("*")):
+        if seen >= limit or any(part in ("build", "dist", ".git") or part.startswith(".") for part in
+                                path.relative_to(project).parts[:-1]):
+            continue
+        if path.suffix not in _SOURCE_SUFFIXES or not path.is_file():
+            continue
+        seen += 1
+        try:
+            m = _LIBRARY_INCLUDE.search(path.read_text(encoding="utf-8", errors="replace"))
+        except OSError:
+            continue
+        if m:
+            return f"{path.relative_to(project)} includes {m.group(1)}"
+    return None
+
+
+def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str | None, error: str | None,
+                          uses_libraries: str | None = None) -> list[Finding]:
+    """torch.utils.cpp_extension must take the row's CUDA root (the one its nvcc compiles with), and
+    that root must hold the runtime torch links (-lcudart) and, when the project's sources include
+    them (`uses_libraries` says where), the CUDA libraries' headers."""
+    name = "torch CUDA_HOME"
+    if error is not None:
+        return [Finding(name, "missing", f"could not ask torch for its CUDA_HOME: {error}",
+                        "install torch for the row's Python (the project builds against it)")]
+    if root is None:
+        return [Finding(name, "refused", f"the row's nvcc ({nvcc}) does not say which CUDA root it compiles with, so "
+                        f"buildrows sets no CUDA_HOME and torch uses {torch_says or 'none'}",
+                        "point CUDACXX or CUDA_HOME at the nvcc of a complete toolkit (bin/nvcc, include, lib64)")]
+    if torch_says is None or os.path.realpath(torch_says) != os.path.realpath(root):
+        return [Finding(name, "refused", f"torch would build with CUDA root {torch_says or '(none)'}, but the row's nvcc "
+                        f"({nvcc}) compiles with {root}; the extension would mix two toolkits or miss headers",
+                        f"set CUDA_HOME={root} for the build (buildrows build and buildrows env do), or point the "
+                        "row at the toolkit torch finds")]
+    wanted = TORCH_CUDA_HEADERS if uses_libraries else TORCH_CUDA_HEADERS[:1]
+    missing = [h for h in wanted if not os.path.isfile(os.path.join(root, "include", h))]
+    libs = [os.path.join(root, d, "libcudart.so") for d in ("lib64", "lib")]
+    if row.os == "linux" and not any(os.path.exists(p) for p in libs):
+        missing.append("lib64/libcudart.so (torch links -lcudart)")
+    if missing:
+        why = f" ({uses_libraries})" if uses_libraries and set(missing) - {TORCH_CUDA_HEADERS[0]} else ""
+        return [Finding(name, "missing", f"torch takes {root} (the row's nvcc's root), which lacks "
+                        + ", ".join(missing) + why, "use a CUDA root that also has the CUDA libraries' headers and the runtime "
+                        "(`buildrows toolkit` assembles one; NVIDIA's nvidia-cusparse/-cublas/-cusolver packages carry them)")]
+    what = "the CUDA libraries' headers the project includes and " if uses_libraries else ""
+    return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with {what}the runtime torch links")]
+
+
+class Probe(Protocol):
+    """What doctor needs to look at on the machine."""
+
+    def tool(self, name: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        """(path, `NAME --version` output) or (None, None)."""
+
+    def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
+        """Installed version of each named distribution for that interpreter (canonical names)."""
+
+    def interpreter(self, python: str) -> tuple[str | None, str | None]:
+        """(the X.Y[t] version the interpreter reports, None) or (None, why it does not run)."""
+
+
+_VERSION_SCRIPT = (
+    "import sys, sysconfig\n"
+    "print('%d.%d%s' % (*sys.version_info[:2], 't' if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))"
+)
+_DIST_SCRIPT = (
+    "import json,sys\nfrom importlib import metadata\nout={}\n"
+    "for n in sys.argv[1:]:\n    try: out[n]=metadata.version(n)\n    except Exception: out[n]=None\n"
+    "print(json.dumps(out))"
+)
+
+
+_TOOL_VERSIONS: dict[tuple[object, ...], str] = {}
+
+
+@dataclass
+class MachineProbe:
+    """The real machine: tools through `buildrows.build.runner`, distributions in-process when possible."""
+
+    seen: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+
+    def tool(self, name: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
+        from buildrows.build.runner import capture, find_tool
+
+        path = find_tool(name, env)
+        if path is None:
+            return None, None
+        try:  # `--version` of one file, asked once per run (doctor asks it for every row)
+            st = os.stat(path)
+            ident: tuple[object, ...] | None = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
+        except OSError:
+            ident = None
+        if ident is not None and ident in _TOOL_VERSIONS:
+            return path, _TOOL_VERSIONS[ident]
+        got = capture([path, "--version"], env, timeout=30)
+        if got.error is None and got.code == 0 and ident is not None:
+            _TOOL_VERSIONS[ident] = got.output
+        return path, (got.output if got.error is None else got.error)
+
+    def interpreter(self, python: str) -> tuple[str | None, str | None]:
+        from buildrows.build.runner import capture
+
+        if Path(python).resolve() == Path(sys.executable).resolve():
+            from buildrows.plan.host import host_python
+
+            return host_python(), None
+
+        got = capture([python, "-c", _VERSION_SCRIPT], timeout=60)
+        if got.error is not None:
+            return None, got.error
+        last = got.output.strip().splitlines()[-1:] or ["(no output)"]
+        if got.code != 0:
+            return None, f"it exited with status {got.code}: {last[0][:200]}"
+        return last[0].strip(), None
+
+    def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
+        if Path(python).resolve() == Path(sys.executable).resolve():
+            from importlib import metadata
+
+            out: dict[str, str | None] = {}
+            for n in names:
+                try:
+                    out[n] = metadata.version(n)
+                except metadata.PackageNotFoundError:
+                    out[n] = None
+            return out
+        from buildrows.build.runner import capture
+
+        got = capture([python, "-c", _DIST_SCRIPT, *names], timeout=60)
+        try:
+            data = json.loads(got.output.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return dict.fromkeys(names)
+        return {n: data.get(n) for n in names}
+
+
+def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *, driver: Driver,
+             host: HostOs, isolation: bool = False, probe: Probe | None = None,
+             interpreter: Interpreter | None = None, toolkit: str | None = None) -> list[Finding]:
+    """Every finding for building `row` of `policy` in `project` with `driver` on this machine."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from buildrows.plan.host import refuse_other_machine
+    from buildrows.plan.toolchain import choose_generator
+    from buildrows.provision.interpreters import find_interpreter
+
+    probe = probe or MachineProbe()
+    row.require_archs("doctor")
+    findings: list[Finding] = []
+    if row.os != host:
+        findings.append(Finding("host", "refused", f"row {row.name} is built on {row.os}, and this host is {host}",
+                                f"run it on a {row.os} builder"))
+        return findings
+    try:
+        refuse_other_machine(row.name, row.platform, env, "doctor")
+    except Refused as e:
+        what, _, fix = str(e).partition("\n    fix: ")
+        findings.append(Finding("host", "refused", what.removeprefix("doctor: "), fix))
+        return findings
+    findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
+    if choose_generator(row, env, host).is_ninja:
+        findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
+    findings.append(check_cuda(row, policy, env, host, toolkit))
+    findings += check_generator(row, env, host)
+    project_problem = check_project(project, driver)
+    if project_problem is not None:
+        findings.append(project_problem)
+    if driver == "cmake-presets":
+        return findings
+    provided = interpreter is not None  # build --provision passes its row environment's interpreter
+    if interpreter is None:
+        search = find_interpreter(row.python, env)
+        interpreter = search.found
+        if interpreter is None:
+            finding = check_python(row, None, rejected=search.rejected, env=env, places=search.looked)
+        else:
+            finding = check_python(row, interpreter.path, probe.interpreter(interpreter.path), env=env)
+    else:
+        finding = check_python(row, interpreter.path, probe.interpreter(interpreter.path), env=env)
+    python = interpreter.path if interpreter else None
+    findings.append(finding)
+    if python is None or finding.failed:
+        return findings
+    reqs = [FRONTEND]
+    if not isolation and project_problem is None:
+        project_reqs, problem = build_requirements(project, driver)
+        if problem is not None:
+            findings.append(Finding("build requirements", "missing", problem,
+                                    "give the project a pyproject.toml with [build-system] requires"))
+        reqs += project_reqs
+    names: list[str] = []
+    for text in reqs:
+        with contextlib.suppress(InvalidRequirement):
+            names.append(canonicalize_name(Requirement(text).name))
+    if not provided and not isolation and project_problem is None:
+        # The row environment `build --provision` made earlier (same interpreter, same requirements)
+        # is what a provisioned build uses: judge that one.
+        from buildrows.provision.buildenv import plan_env
+
+        be = plan_env(interpreter, reqs, env) if interpreter is not None else None
+        if be is not None and be.ready:
+            python = be.python
+            findings.append(Finding("row environment", "ok", f"{be.root} (made by `buildrows build "
+                                    f"{row.name} --provision`; the build requirements are judged there)"))
+    checked = check_requirements(python, reqs, probe.distributions(python, names))
+    provision = (f"; or `buildrows build {row.name} --provision`, which builds in a cached environment of "
+                 "this interpreter holding them")
+    findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
+                 for f in checked]
+    from buildrows.plan.torchenv import uses_torch
+
+    if row.is_cuda and uses_torch(project, reqs):
+        findings += _torch_cuda_home(policy, row, env, host, python, project)
+    return findings
+
+
+def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str,
+                     project: Path) -> list[Finding]:
+    """Ask the row's torch, in the environment the build will have, which CUDA root it takes."""
+    from buildrows.plan.row import plan_row
+    from buildrows.render.envfile import environment_from_plan
+
+    try:
+        plan = plan_row(policy, row, env, host=host, step="doctor")
+    except (BadInput, Refused):
+        return []  # the nvcc finding above already says why
+    assert plan.compiler is not None
+    build_env = {**env, **environment_from_plan(plan, env)}
+    from buildrows.plan.torchenv import ask_torch
+
+    info, error = ask_torch(python, build_env)
+    return check_torch_cuda_home(row, plan.cuda_home, plan.compiler.path, info.cuda_home if info else None, error,
+                                 library_header_use(project))
+
+
+def verdict(findings: Sequence[Finding], row: Row) -> None:
+    """Refuse (exit 3) when any finding failed. The findings themselves, with their fixes, are the
+    report printed just before; the refusal names them without repeating them."""
+    failed = [f for f in findings if f.failed]
+    if failed:
+        raise Refused(f"row {row.name} cannot be built on this machine ({len(failed)} problem"
+                      f"{'s' if len(failed) != 1 else ''}: {', '.join(f.check for f in failed)}; each with its fix above)")

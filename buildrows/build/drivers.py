@@ -1,0 +1,236 @@
+"""The commands each build driver runs for a row: computed here, run by `buildrows.build.runner`.
+
+Three drivers, as the policy's `project.driver` says:
+
+- ``cmake-presets``: ``cmake --workflow --preset ROW`` over the presets `buildrows render` wrote.
+- ``scikit-build-core``: a PEP 517 wheel build (``python -m build --wheel``) of the project as it
+  is; the row reaches scikit-build-core only through its own settings (``-C cmake.args=-G...``,
+  ``-C cmake.define.X=V``, ``-C build-dir=...``) and the environment, never by editing files.
+- ``setup.py``: the row's environment (``CMAKE_ARGS``, ``TORCH_CUDA_ARCH_LIST``, ``CU_VERSION``,
+  ...) around the same PEP 517 wheel build.
+
+The wheel's per-row metadata travels in two variables a project reads at build time (the
+example does so through a scikit-build-core metadata provider; `buildrows.render.envfile` sets them, so
+`env` and the hook write the same): ``BUILDROWS_LOCAL_VERSION``
+(``+cu130``; empty for CPU rows) and ``BUILDROWS_REQUIRES_DIST`` (the train's runtime
+requirements, one per line; empty for CPU and Windows rows).
+
+By default the frontend runs without build isolation: the build uses the row's Python as it is
+(doctor checks the project's build requirements are there), which needs no package registry
+and does not reinstall cmake and scikit-build-core on every build. ``isolation=True`` lets the
+frontend make a fresh environment from the registry instead, as a release job may prefer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from buildrows.build.runner import Command
+from buildrows.plan.row import RowPlan
+from buildrows.policy.model import Driver, Row
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """What building one row runs, and where its wheel lands (None: the driver makes no wheel)."""
+
+    row: Row
+    driver: Driver
+    commands: tuple[Command, ...]
+    wheel_dir: Path | None
+    install_dir: Path | None = None  # cmake-presets: the install tree `build` checks instead of a wheel
+    files: tuple[tuple[Path, str], ...] = ()  # written before the commands run (setup.py: its setuptools config)
+
+
+def row_python(row: Row, env: Mapping[str, str]) -> str | None:
+    """The interpreter that builds the row: this one when it is the row's Python, else pythonX.Y on PATH."""
+    from buildrows.plan.host import host_python
+
+    if host_python() == row.python:
+        return sys.executable
+    from buildrows.build.runner import find_tool
+
+    return find_tool(f"python{row.python}", env)
+
+
+def requires_dist(row: Row) -> list[str]:
+    """The runtime requirements a row's wheel declares (see Row.requires_dist)."""
+    return row.requires_dist
+
+
+def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:
+    """`cmake --workflow --preset ROW` in the project (configure, build and test, as rendered), then
+    `cmake --install` into build/ROW/install: the tree the wheel check holds to the row."""
+    cmd = Command("build (cmake --workflow)", ("cmake", "--workflow", "--preset", row.name), cwd=str(project))
+    build_dir = f"build/{row.name}"  # the presets' binaryDir (presets/buildrows-presets.json.j2)
+    install = Command("install (cmake --install)",
+                      ("cmake", "--install", build_dir, "--config", "Release", "--prefix", f"{build_dir}/install"),
+                      cwd=str(project))  # Release: the configuration the build preset builds
+    return BuildPlan(row, "cmake-presets", (cmd, install), None, project / build_dir / "install")
+
+
+def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool, *, checked: bool = False) -> list[str]:
+    """`python -m build --wheel`. `checked`: doctor has checked the build requirements in this
+    interpreter, so the frontend need not start the backend once more only to ask for them."""
+    argv = [python, "-m", "build", "--wheel", "--outdir", str(wheel_dir)]
+    if not isolation:
+        argv.append("--no-isolation")
+        if checked:
+            argv.append("--skip-dependency-check")
+    argv.append(str(project))
+    return argv
+
+
+def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, *,
+                           isolation: bool = False, provider_path: str | None = None) -> BuildPlan:
+    """A PEP 517 wheel build with the row's generator, cache and environment as scikit-build-core settings."""
+    row = plan.row
+    g = plan.generator
+    cmake_args = [f"-G{g.generator}"]
+    if g.toolset:
+        cmake_args.append(f"-T{g.toolset}")
+    if g.architecture:
+        cmake_args.append(f"-A{g.architecture}")
+    settings = [f"cmake.args={';'.join(cmake_args)}"]
+    # A list value (75-real;90-real) stays one cache value: cmake.define keeps the semicolons.
+    settings += [f"cmake.define.{k}={v}" for k, v in plan.cache]
+    # One build tree per row beside the project's own build/, so a rebuild is incremental.
+    settings.append(f"build-dir={(project / 'build' / f'skbuild-{row.name}').as_posix()}")
+    # doctor checked the project's requirements, and cmake and ninja (what scikit-build-core would add).
+    argv = _frontend(python, project, wheel_dir, isolation, checked=True)
+    for s in settings:
+        argv[-1:-1] = ["-C", s]
+    # The generator and cache travel as -C settings above; the environment carries the row's own variables.
+    from buildrows.render.envfile import row_variables
+
+    env = row_variables(plan)
+    if provider_path is not None:
+        env["PYTHONPATH"] = provider_path
+    notes = (f"generator: {g.generator} ({g.reason})",)
+    cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env.items()), str(project), notes)
+    return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir)
+
+
+def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, base_env: Mapping[str, str], *,
+                  isolation: bool = False, provider_path: str | None = None) -> BuildPlan:
+    """The row's environment (CMAKE_ARGS, TORCH_CUDA_ARCH_LIST, CU_VERSION, ...), then a PEP 517 wheel build."""
+    from buildrows.render.envfile import environment_from_plan
+
+    values = environment_from_plan(plan, base_env)
+    if provider_path is not None:
+        values["PYTHONPATH"] = provider_path
+    config, text = setuptools_config(plan.row, project, base_env)
+    values["DIST_EXTRA_CONFIG"] = str(config)
+    argv = _frontend(python, project, wheel_dir, isolation)
+    cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
+                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",
+                   f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
+    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),))
+
+
+def setuptools_config(row: Row, project: Path, env: Mapping[str, str]) -> tuple[Path, str]:
+    """The extra setuptools configuration (DIST_EXTRA_CONFIG, read after setup.cfg) that gives a
+    setup.py row its own build directory, build/setuptools-ROW, as scikit-build-core rows get
+    build/skbuild-ROW. setuptools' build/lib.<platform>-<python> is the same for a train's CUDA
+    row and the CPU row of that Python: without this, a CPU build after a CUDA one in the same
+    checkout packs the CUDA row's stale extension (seen on the H200 with torchsort, whose
+    isotonic_cuda module the CPU row's wheel then shipped). A user's own DIST_EXTRA_CONFIG is kept:
+    its sections are copied, and only [build] build_base is set."""
+    import configparser
+
+    base = project / "build" / f"setuptools-{row.name}"
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    theirs = env.get("DIST_EXTRA_CONFIG", "")
+    if theirs:
+        parser.read(theirs, encoding="utf-8")
+    if not parser.has_section("build"):
+        parser.add_section("build")
+    parser.set("build", "build_base", base.as_posix())
+    import io
+
+    out = io.StringIO()
+    out.write("# Written by buildrows for row " + row.name + (f"; from {theirs}" if theirs else "") + "\n")
+    parser.write(out)
+    return project / "build" / f"setuptools-{row.name}.cfg", out.getvalue()
+
+
+def with_compiler_cache(bp: BuildPlan, env: Mapping[str, str], launchers: Mapping[str, str]) -> BuildPlan:
+    """The plan with the compiler cache's variables added to every command; a scikit-build-core
+    build also gets the launchers as -C cmake.define settings, so they apply on a reconfigure of
+    an existing build tree too (CMake reads the environment only on the first configure)."""
+    from dataclasses import replace
+
+    commands = []
+    for cmd in bp.commands:
+        argv = list(cmd.argv)
+        if bp.driver == "scikit-build-core":
+            for k, v in launchers.items():
+                argv[-1:-1] = ["-C", f"cmake.define.{k}={v}"]
+        commands.append(replace(cmd, argv=tuple(argv), env=(*cmd.env, *env.items())))
+    return replace(bp, commands=tuple(commands))
+
+
+def launchers_without_cache(env: Mapping[str, str]) -> dict[str, str]:
+    """With the compiler cache off: the launchers the user's environment names, else none (an
+    existing build tree may remember buildrows' ccache from an earlier build)."""
+    from buildrows.build.compiler_cache import LANGUAGES
+
+    names = [f"CMAKE_{lang}_COMPILER_LAUNCHER" for lang in LANGUAGES]
+    return {n: env.get(n, "") for n in names}
+
+
+def project_dir(policy_path: str, source_dir: str, override: str | None) -> Path:
+    """The project to build: --project, else the policy's source-dir relative to the policy file."""
+    if override:
+        return Path(override).resolve()
+    return (Path(policy_path).resolve().parent / source_dir).resolve()
+
+
+def default_wheel_dir(project: Path, override: str | None) -> Path:
+    return Path(override).resolve() if override else project / "dist"
+
+
+def snapshot(wheel_dir: Path) -> dict[Path, int]:
+    """The wheels in wheel_dir and their modification times, taken before a build."""
+    if not wheel_dir.is_dir():
+        return {}
+    return {p: p.stat().st_mtime_ns for p in wheel_dir.glob("*.whl")}
+
+
+def new_wheels(wheel_dir: Path, before: Mapping[Path, int]) -> list[Path]:
+    """Wheels the build wrote (new, or rewritten since the snapshot), newest first."""
+    now = snapshot(wheel_dir)
+    changed = [p for p, t in now.items() if before.get(p) != t]
+    return sorted(changed, key=lambda p: now[p], reverse=True)
+
+
+def provider_path(cache: Path, env: Mapping[str, str]) -> str:
+    """PYTHONPATH for a build, so its interpreter can import `buildrows.metadata` (the metadata
+    provider) whatever environment builds it (the row's provisioned one, an isolated one, another
+    interpreter): a directory under buildrows' cache holding only a link to this `buildrows`
+    package (a copy of the provider where links cannot be made), before the caller's PYTHONPATH.
+    Only buildrows is exposed, never the packages installed beside it. Creates the directory."""
+    import os
+    import shutil
+
+    package = Path(__file__).resolve().parent.parent
+    where = cache / "importable"
+    link = where / "buildrows"
+    if not (link.is_symlink() and link.resolve() == package) and not (link / "metadata.py").is_file():
+        where.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        elif link.is_dir():
+            shutil.rmtree(link)
+        try:
+            link.symlink_to(package, target_is_directory=True)
+        except OSError:  # no symlinks (Windows without the privilege): the provider alone suffices
+            link.mkdir()
+            (link / "__init__.py").write_text("", encoding="utf-8")
+            shutil.copy2(package / "metadata.py", link / "metadata.py")
+    previous = env.get("PYTHONPATH", "")
+    return os.pathsep.join(p for p in (str(where), previous) if p)

@@ -1,0 +1,625 @@
+"""`buildrows build ROW...` as a library: resolve, doctor, render, build, check the wheel - the way
+CI does, for every selected row, with a summary at the end. `buildrows.commands.build` only parses
+its arguments into `BuildOptions` and calls `build_rows`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from buildrows.ui import UI
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from buildrows.build import drivers
+    from buildrows.build.compiler_cache import CacheStats, CompilerCache
+    from buildrows.build.configure_seed import Seed
+    from buildrows.build.prepare import BuildOptions, Provided
+    from buildrows.build.summary import RowOutcome
+    from buildrows.errors import BuildrowsError
+    from buildrows.plan.row import RowPlan
+    from buildrows.plan.toolchain import CudaCompiler, HostOs
+    from buildrows.policy.model import Driver, Policy, Row
+    from buildrows.provision.interpreters import Interpreter
+
+
+#: Where a row built beside others writes its wheel first, under the wheel directory.
+STAGING = ".buildrows-staging"
+
+
+class _Run:
+    """One `build` invocation: its settings, and what it memoises across rows."""
+
+    def __init__(self, pol: Policy, env: Mapping[str, str], host: HostOs, args: BuildOptions, ui: UI) -> None:
+        self.pol, self.env, self.host, self.args, self.ui = pol, env, host, args, ui
+        self.ccache: str | None = None
+        self._toolkit_files: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self.seeds: dict[str, Seed] = {}  # CMake compiler detection by key (buildrows.build.configure_seed)
+        self.staging = False  # a row built beside others: its wheel is written to a directory of its own first
+        if not args.no_compiler_cache:
+            from buildrows.build.compiler_cache import INSTALL_HINT, find_ccache
+
+            self.ccache = find_ccache(env)
+            if self.ccache is None:
+                ui.warn(f"no ccache found: building without the compiler cache\n    fix: {INSTALL_HINT}")
+
+    def seeding(self, bp: drivers.BuildPlan, base_env: Mapping[str, str]) -> tuple[str, Path] | None:
+        """(key, build tree) under which this row's CMake compiler detection is shared with the
+        other rows of this invocation, or None (only scikit-build-core builds that name their tree)."""
+        if bp.driver != "scikit-build-core" or len(bp.commands) != 1:
+            return None
+        from buildrows.build import configure_seed
+
+        cmd = bp.commands[0]
+        tree = configure_seed.tree_of(cmd.argv)
+        if tree is None:
+            return None
+        return configure_seed.key(cmd.argv, cmd.environment(base_env)), tree
+
+    def compiler_cache(self, row: Row, project: Path, compiler: CudaCompiler | None,
+                       cache: Mapping[str, str]) -> CompilerCache | None:
+        """The compiler cache for this row's build, keyed on its toolkit and host compilers."""
+        if self.ccache is None:
+            return None
+        import os
+
+        from buildrows.build import compiler_cache as cc
+
+        cuda_files: tuple[str, ...] = ()
+        if compiler is not None:
+            if compiler.argv not in self._toolkit_files:
+                self._toolkit_files[compiler.argv] = cc.toolkit_files(compiler.argv, self.env)
+            named = [cache.get("CMAKE_CUDA_HOST_COMPILER", "")]
+            cuda_files = self._toolkit_files[compiler.argv] + cc.host_compilers(self.env, named)
+        directory = cc.cache_dir(self.env)
+        stats = directory / "stats" / f"{row.name}-{os.getpid()}.log"
+        return cc.CompilerCache(self.ccache, directory, project, stats, cc.namespace(self.env), cuda_files)
+
+
+def build_rows(args: BuildOptions, ui: UI) -> int:
+    """`buildrows build`: every selected row end to end, then the summary; returns the worst exit code."""
+    import time
+
+    from buildrows.build.prepare import doctor_row, refuse_empty, resolve_rows, setup
+    from buildrows.build.runner import duration
+    from buildrows.build.summary import RowOutcome, worst_exit
+    from buildrows.errors import BuildrowsError
+
+    started = time.perf_counter()
+    pol, env, host = setup(args)
+    rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
+    state = _Run(pol, env, host, args, ui)
+    outcomes: dict[str, RowOutcome] = {}
+    provided: dict[str, Provided] = {}
+    # Every row's interpreter, toolkit and toolchain first: a row that cannot be built is known
+    # before a long build starts. One ::group:: per row on GitHub Actions (groups do not nest).
+    ready: list[Row] = []
+    doctor_start = time.perf_counter()
+    for row in rows:
+        with ui.group(f"prepare {row.name}"):
+            try:
+                refuse_empty(row)
+                row.require_archs("build")
+                provided[row.name] = provide(pol, row, env, host, args, ui)
+                doctor_row(pol, row, env, host, args, ui, provided=provided[row.name])
+                ready.append(row)
+            except BuildrowsError as e:
+                ui.error(e.title, str(e))
+                outcomes[row.name] = _outcome_of_error(row, e)
+            except Exception as e:  # a bug: reported for this row, the summary still printed
+                outcomes[row.name] = _outcome_of_bug(row, e, ui)
+    ui.info(f"  provisioning and doctor took {duration(time.perf_counter() - doctor_start)}")
+    number = {row.name: i for i, row in enumerate(ready, 1)}
+    from buildrows.build.prepare import driver_of
+
+    jobs = _jobs(args, len(ready), driver_of(pol, args), ui)
+    leaders, followers = _leaders_and_followers(ready) if jobs > 1 else (ready, [])
+    for row in leaders:
+        stop_reason = _stop_reason(outcomes, args.keep_going)
+        if stop_reason:
+            outcomes[row.name] = RowOutcome(row.name, "skipped", reason=stop_reason)
+            continue
+        outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
+    if followers:
+        _build_followers(state, followers, number, len(ready), provided, outcomes, jobs)
+    ordered = [outcomes[r.name] for r in rows]
+    _report(ordered, env, ui)
+    built = sum(1 for o in ordered if o.status == "built")
+    ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
+    return worst_exit(ordered)
+
+
+def _jobs(args: BuildOptions, rows: int, driver: Driver, ui: UI) -> int:
+    """How many rows may build at once: --jobs, else the CPUs (at most 4); one without the
+    compiler cache (the rows after a train's first would each compile everything), and one for
+    the drivers whose builds write into the project itself (cmake-presets renders its presets
+    there; setuptools writes build/ and *.egg-info beside setup.py)."""
+    import os
+
+    if driver != "scikit-build-core":
+        if args.jobs is not None and args.jobs > 1:
+            ui.warn(f"--jobs {args.jobs}: the {driver} driver's builds write into the project itself, so its rows "
+                    "build one at a time")
+        return 1
+    if args.jobs is not None:
+        return max(1, min(int(args.jobs), rows))
+    if args.no_compiler_cache:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 4, rows))
+
+
+def _leaders_and_followers(rows: list[Row]) -> tuple[list[Row], list[Row]]:
+    """Rows that differ only in their Python share a compile: the first of each such group (the
+    leader) builds alone and fills the compiler cache and CMake's detection; the others (the
+    followers) then build beside each other, taking both."""
+    seen: set[tuple[object, ...]] = set()
+    leaders: list[Row] = []
+    followers: list[Row] = []
+    for row in rows:
+        group = (row.platform, row.cuda, row.archs, row.cache, row.generator, row.switches, row.runtime)
+        (followers if group in seen else leaders).append(row)
+        seen.add(group)
+    return leaders, followers
+
+
+def _build_one(state: _Run, row: Row, label: str, provided: Provided | None) -> RowOutcome:
+    """Build one row under its header; every error becomes its outcome, with its time."""
+    import time
+    from dataclasses import replace
+
+    from buildrows.errors import BuildrowsError
+
+    ui = state.ui
+    with ui.section(f"{label}: {row.name}"):
+        start = time.perf_counter()
+        try:
+            outcome = build_row(state, row, provided)
+        except BuildrowsError as e:
+            ui.error(e.title, str(e))
+            outcome = _outcome_of_error(row, e)
+        except Exception as e:  # a bug: reported for this row, the summary still printed
+            outcome = _outcome_of_bug(row, e, ui)
+        return replace(outcome, seconds=time.perf_counter() - start)
+
+
+def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], total: int,
+                     provided: Mapping[str, Provided], outcomes: dict[str, RowOutcome], jobs: int) -> None:
+    """Build the followers `jobs` at a time, each into its own buffered log, written out whole and
+    in row order as they finish. Without --keep-going a failure stops the rows not yet started."""
+    import copy
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from buildrows.build.summary import RowOutcome
+
+    jobs = min(jobs, len(rows))
+    state.ui.info(f"  building {len(rows)} more row{'s' if len(rows) != 1 else ''} {jobs} at a time (each takes "
+                  "the compiler cache and CMake's detection from its train's first row; --jobs 1 builds one at a time)")
+
+    lock = threading.Lock()
+
+    def task(row: Row) -> UI:
+        mine = copy.copy(state)
+        mine.ui, mine.staging = state.ui.buffered(), True
+        with lock:
+            stop_reason = _stop_reason(outcomes, state.args.keep_going)
+        if stop_reason:
+            outcome = RowOutcome(row.name, "skipped", reason=stop_reason)
+        else:
+            outcome = _build_one(mine, row, f"row {number[row.name]}/{total}", provided.get(row.name))
+        with lock:
+            outcomes[row.name] = outcome
+        return mine.ui
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for log in [pool.submit(task, row) for row in rows]:
+            state.ui.replay(log.result())
+
+
+def _outcome_of_bug(row: Row, e: Exception, ui: UI) -> RowOutcome:
+    """An unexpected exception in one row: reported as buildrows' bug (exit 1) for that row."""
+    import os
+
+    from buildrows.build.summary import RowOutcome
+    from buildrows.errors import EXIT_INTERNAL
+
+    ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
+             "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
+    if os.environ.get("BUILDROWS_DEBUG"):
+        import traceback
+
+        traceback.print_exception(e)
+    return RowOutcome(row.name, "failed", EXIT_INTERNAL, reason=f"internal error: {type(e).__name__}: {e}")
+
+
+def _outcome_of_error(row: Row, e: BuildrowsError) -> RowOutcome:
+    from buildrows.build.summary import RowOutcome
+    from buildrows.errors import EXIT_REFUSED
+
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    first = lines[0] if lines else e.title
+    first = first.removeprefix(f"row {row.name} ")
+    if first.endswith(":") and len(lines) > 1:  # "cannot be built (2 problems):" - say the first
+        first = f"{first} {lines[1]}"
+    return RowOutcome(row.name, "refused" if e.exit_code == EXIT_REFUSED else "failed", e.exit_code, reason=f"{e.title}: {first}")
+
+
+def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
+    """Why the remaining rows are not built ("" to go on): without --keep-going, the first failure stops."""
+    if keep_going:
+        return ""
+    bad = [o for o in outcomes.values() if o.exit_code != 0]
+    if not bad:
+        return ""
+    return f"stopped after {bad[0].row} {'was refused' if bad[0].status == 'refused' else 'failed'} (--keep-going builds the rest)"
+
+
+def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
+    """The summary table and the wheel paths (stdout), and on GitHub Actions the step summary."""
+    from buildrows.build.summary import render_markdown, render_table, size_text, totals
+
+    ui.print()
+    for line in render_table(outcomes):
+        ui.print(line)
+    ui.print(totals(outcomes))
+    for o in outcomes:
+        if o.status == "built" and o.wheel_path:
+            verdict = "not checked" if o.check is None else ("check PASS" if o.check else "check FAIL")
+            ui.print(f"{o.wheel_path}  ({size_text(o.size or 0)}) [{o.row}: {verdict}]")
+    summary = env.get("GITHUB_STEP_SUMMARY", "").strip()
+    if ui.github and summary:
+        from buildrows.render.envfile import append_file
+
+        append_file(summary, "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n")
+
+
+def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: BuildOptions,
+            ui: UI) -> Provided:
+    """The row's interpreter (a real one: run and checked) and, with --provision, its build
+    environment and toolkit. Without --provision nothing is installed: the interpreter found is
+    the one that builds, and doctor reports what it lacks."""
+    from buildrows.build.prepare import Provided, driver_of, project_of
+    from buildrows.errors import BadInput, Refused
+    from buildrows.provision.interpreters import find_interpreter, install_hint
+
+    search = find_interpreter(row.python, env)
+    interp = search.found
+    if interp is None:
+        turned = "".join(f"\n    {r.path} ({r.source}) {r.why}" for r in search.rejected[:6])
+        raise Refused(f"no Python {row.python} that runs to build {row.name} with (looked in {', '.join(search.looked)})"
+                      f"{turned}\n    fix: {install_hint(row.python, env)}")
+    ui.info(f"{row.name}: {interp.describe()}")
+    toolkit: str | None = None
+    if not args.provision:
+        return Provided(interp, None)
+    if row.cuda is not None:
+        from buildrows.plan.toolchain import check_cuda_compiler
+
+        try:
+            comp = check_cuda_compiler(row, env, host)
+            ui.info(f"{row.name}: this machine's nvcc is the row's train: {comp.describe()}")
+        except (Refused, BadInput) as e:
+            from buildrows.provision import toolkit as tk
+
+            ui.info(f"{row.name}: {str(e).splitlines()[0]}")
+            ui.step(f"provision CUDA {row.cuda.dotted} for {row.name}")
+            got = tk.install(row.cuda, row.platform, env, progress=ui.info)
+            ui.info(f"  toolkit: {got.describe()}")
+            toolkit = str(got.root)
+    if driver_of(pol, args) == "cmake-presets":
+        return Provided(interp, toolkit)
+    return Provided(build_environment(interp, project_of(pol, args), driver_of(pol, args), env, ui), toolkit)
+
+
+def build_environment(interp: Interpreter, project: Path, driver: Driver, env: Mapping[str, str], ui: UI) -> Interpreter:
+    """The row's cached build environment (a venv of `interp` with the frontend and the project's
+    build requirements), created or reused."""
+    from buildrows.build.doctor import FRONTEND, build_requirements
+    from buildrows.build.runner import run_step
+    from buildrows.errors import BadInput
+    from buildrows.provision import buildenv
+
+    reqs, problem = build_requirements(project, driver)
+    if problem is not None:
+        raise BadInput(f"{problem}\n    fix: give the project a pyproject.toml with [build-system] requires")
+    be = buildenv.plan_env(interp, [FRONTEND, *reqs], env)
+    if be.ready:
+        ui.info(f"  build environment: {be.root} (reused: same interpreter and requirements)")
+        return be.interpreter
+    ui.step(f"build environment for Python {interp.python}: {be.root}")
+    buildenv.start(be)
+    for cmd in be.commands():
+        run_step(ui, cmd, env)
+    buildenv.finish(be)
+    return be.interpreter
+
+
+def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOutcome:
+    """Render, build and check one row (doctor has passed); returns what it produced."""
+    from buildrows.build import drivers
+    from buildrows.build.prepare import doctor_command, driver_of, project_of
+    from buildrows.build.runner import run_step
+    from buildrows.build.summary import RowOutcome, size_text
+    from buildrows.errors import EXIT_CHECK_FAILED, ExternalFailure, Refused
+    from buildrows.plan.row import plan_row
+    from buildrows.render.presets import render_plans
+
+    pol, env, host, args, ui = state.pol, state.env, state.host, state.args, state.ui
+    driver = driver_of(pol, args)
+    project = project_of(pol, args)
+    final_dir = drivers.default_wheel_dir(project, args.wheel_dir)
+    # A row built beside others writes into a directory of its own, so no row can take (or
+    # overwrite) another's wheel; its wheel moves into the wheel directory once stamped.
+    staged = state.staging and driver == "scikit-build-core"
+    wheel_dir = final_dir / STAGING / row.name if staged else final_dir
+    interp = provided.interpreter if provided else None
+    toolkit = provided.toolkit if provided else None
+    python = None
+    if driver == "cmake-presets":
+        ui.step(f"render presets for {row.name} into {project}")
+        plan = plan_row(pol, row, env, host=host, step="build", interpreter=interp, toolkit=toolkit)
+        rendered = render_plans([plan], project)
+        for note in rendered.notes:
+            ui.warn(f"  {note}")
+        for path in rendered.paths:
+            ui.info(f"  wrote {path}")
+        from buildrows.render.presets import gitignore_advice
+
+        gitignore_advice(project, False, ui)
+        bp = drivers.cmake_presets_plan(row, project)
+    else:
+        ui.step(f"render {row.name}: generator, cache variables and environment")
+        plan = plan_row(pol, row, env, host=host, step="build", interpreter=interp, toolkit=toolkit)
+        python = interp.path if interp else drivers.row_python(row, env)
+        if python is None:
+            raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `{doctor_command(pol, row)}` says how to get one")
+        from buildrows.provision.cache import cache_root
+
+        importable = drivers.provider_path(cache_root(env), env)  # buildrows.metadata for the build
+        if driver == "scikit-build-core":
+            bp = drivers.scikit_build_core_plan(plan, python, project, wheel_dir, isolation=args.isolation,
+                                                provider_path=importable)
+        else:
+            bp = drivers.setup_py_plan(plan, python, project, wheel_dir, env, isolation=args.isolation,
+                                       provider_path=importable)
+    cache = state.compiler_cache(row, project, plan.compiler, dict(plan.cache))
+    base_env: Mapping[str, str] = env
+    if cache is not None:
+        from buildrows.build.compiler_cache import prepare, without_ccache_settings
+
+        prepare(cache)
+        base_env = without_ccache_settings(env)
+        nvcc = plan.compiler.path if plan.compiler is not None and driver == "setup.py" else None
+        bp = drivers.with_compiler_cache(bp, cache.environment(nvcc), cache.launchers())
+        ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
+    elif driver == "scikit-build-core":
+        bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
+    for path, text in bp.files:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    before = drivers.snapshot(wheel_dir)
+    seeded = False
+    try:
+        seeding = state.seeding(bp, base_env) if cache is not None else None
+        if seeding is None:
+            for cmd in bp.commands:
+                run_step(ui, cmd, base_env, doctor=doctor_command(pol, row))
+        else:
+            seeded = _build_seeded(state, row, bp, base_env, seeding, project, python, before)
+    finally:
+        stats = _read_stats(cache)
+        if stats is not None:
+            ui.info(f"  compiler cache: {stats.report()}")
+    cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
+    if seeded:
+        cache_text += ", detection reused"
+    if bp.wheel_dir is None:
+        if bp.install_dir is None:
+            ui.warn(f"the {driver} driver builds the tree, not a wheel: nothing to check for {row.name}")
+            return RowOutcome(row.name, "built", cache=cache_text)
+        ui.info(f"  install tree: {bp.install_dir}")
+        tree_ok = None if args.no_check else check_built_wheel(pol, row, bp.install_dir, ui)
+        if tree_ok is False:
+            ui.error("check failed", f"the check failed for {row.name}: {bp.install_dir} (its report is above)")
+        return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if tree_ok is False else 0,
+                          f"{bp.install_dir.name}/ (install tree)", _size(bp.install_dir), tree_ok,
+                          cache=cache_text, wheel_path=str(bp.install_dir),
+                          reason="" if tree_ok is not False else "the check failed (its report is above)")
+    made = drivers.new_wheels(bp.wheel_dir, before)
+    if not made:
+        raise ExternalFailure(f"step 'build' for {row.name} finished but wrote no wheel into {bp.wheel_dir}")
+    wheel = made[0]
+    ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
+    if python is not None:
+        wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
+    if staged:
+        wheel = _unstage(wheel, final_dir, ui)
+    ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
+    if ok is False:
+        ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
+    return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
+                      _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
+                      reason="" if ok is not False else "the wheel check failed (its report is above)")
+
+
+def _unstage(wheel: Path, final_dir: Path, ui: UI) -> Path:
+    """Move a wheel from its row's own directory into the wheel directory (replacing a wheel of
+    the same name, as a build writing there directly does), and remove the row's directory."""
+    import os
+
+    final_dir.mkdir(parents=True, exist_ok=True)
+    target = final_dir / wheel.name
+    os.replace(wheel, target)
+    for d in (wheel.parent, wheel.parent.parent):  # .../.buildrows-staging/ROW, then the staging dir if empty
+        try:
+            d.rmdir()
+        except OSError:
+            break
+    ui.info(f"  wheel: {target}")
+    return target
+
+
+def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mapping[str, str],
+                  seeding: tuple[str, Path], project: Path, python: str | None, before: Mapping[Path, int]) -> bool:
+    """Run the row's build commands with CMake's compiler detection planted from an earlier row of
+    the same key when its tree is fresh (buildrows.build.configure_seed), and keep this tree's detection
+    for later rows when it ran its own. Returns whether the build that stands was seeded."""
+    import shutil
+
+    from buildrows.build import configure_seed, drivers
+    from buildrows.build.prepare import doctor_command
+    from buildrows.build.runner import run_step
+
+    ui, doctor = state.ui, doctor_command(state.pol, row)
+    key, tree = seeding
+    fresh = not (tree / "CMakeCache.txt").exists()
+    seed = state.seeds.get(key) if fresh else None
+    if seed is not None:
+        configure_seed.plant(seed, tree, project)
+        ui.info(f"  CMake compiler detection: taken from {seed.donor}'s tree (same CMake, generator, compilers, "
+                "flags, architecture list and environment), not run again")
+    for cmd in bp.commands:
+        run_step(ui, cmd, base_env, doctor=doctor)
+    if seed is not None:
+        problem = configure_seed.verify(seed, tree)
+        if problem is None:
+            return True
+        ui.warn(f"  the planted detection does not fit {row.name}'s tree: {problem}; building it again in a fresh "
+                "tree without it")
+        shutil.rmtree(tree, ignore_errors=True)
+        if bp.wheel_dir is not None:
+            for wheel in drivers.new_wheels(bp.wheel_dir, before):
+                wheel.unlink(missing_ok=True)
+        for cmd in bp.commands:
+            run_step(ui, cmd, base_env, doctor=doctor)
+    if fresh and key not in state.seeds:
+        private = [python or "", str(Path(python).parent.parent) if python else ""]
+        got = configure_seed.harvest(tree, project, row.name, private)
+        if got is not None:
+            state.seeds[key] = got
+    return False
+
+
+def _read_stats(cache: CompilerCache | None) -> CacheStats | None:
+    """What the compiler cache did for the row, read from (and then removing) its stats log."""
+    if cache is None:
+        return None
+    from buildrows.build.compiler_cache import read_stats_log
+
+    try:
+        text = cache.stats_log.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    cache.stats_log.unlink(missing_ok=True)
+    stats = read_stats_log(text)
+    return stats
+
+
+def stamp_built_wheel(pol: Policy, plan: RowPlan, python: str, project: Path, driver: Driver, wheel: Path,
+                      env: Mapping[str, str], args: BuildOptions, ui: UI) -> Path:
+    """Add the build record to the wheel and, when the policy opts in, the row's local version and
+    runtime requirement its project's build left out (buildrows.build.stamp)."""
+    from buildrows.build.doctor import build_requirements
+    from buildrows.build.record import BuildRecord
+    from buildrows.build.stamp import stamp_wheel, torch_pin
+    from buildrows.plan.torchenv import ask_torch, uses_torch
+
+    row = plan.row
+    torch = torch_cuda = None
+    reqs, _ = build_requirements(project, driver)
+    if uses_torch(project, reqs) and not args.isolation:
+        from buildrows.render.envfile import environment_from_plan
+
+        info, error = ask_torch(python, {**env, **environment_from_plan(plan, env)})
+        if info is None:
+            ui.warn(f"  could not ask the build environment's torch for its version: {error}")
+        else:
+            torch, torch_cuda = info.version, info.cuda
+    compiler = plan.compiler
+    cuda = compiler.train.dotted if compiler is not None and compiler.train is not None else None
+    record = BuildRecord(row=row.name, cuda=cuda if row.is_cuda else None, torch=torch, torch_cuda=torch_cuda)
+    ui.step(f"stamp {wheel.name}" + ("" if pol.project.stamp else " (build record only; [project] stamp is off)"))
+    # A PyTorch extension (runtime mode torch) must require the torch it was compiled against.
+    pins = [torch_pin(torch)] if torch and row.runtime is not None and row.runtime.mode == "torch" else []
+    stamped = stamp_wheel(wheel, local_tag=row.local_tag, requirements=row.requires_dist, record=record,
+                          metadata=pol.project.stamp, pins=pins)
+    for change in stamped.changes:
+        ui.info(f"  {change}")
+    if stamped.wheel != wheel:
+        ui.info(f"  wheel: {stamped.wheel}")
+    return stamped.wheel
+
+
+def local_tag_problem(row: Row, wheel: Path) -> str | None:
+    """Why the wheel's version does not carry the row's local tag (+cu130; none for CPU), or None."""
+    from buildrows.binaries.wheelread import parse_wheel_filename
+
+    version = parse_wheel_filename(wheel.name).version
+    _, plus, local = version.partition("+")
+    want = row.local_tag.lstrip("+")
+    if want and local != want:
+        return (f"{wheel.name} is version {version}, not tagged +{want} for row {row.name}: the project must take "
+                "its local version from BUILDROWS_LOCAL_VERSION (buildrows.metadata, a scikit-build-core provider, does), or the policy must opt in to stamping ([project] stamp = true)")
+    if not want and plus and local.startswith("cu"):
+        return f"{wheel.name} is a CPU row's wheel ({row.name}) but carries the CUDA tag +{local}"
+    return None
+
+
+def _size(path: Path) -> int:
+    """A wheel's size, or an install tree's (the cmake-presets driver): its files together."""
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+    return path.stat().st_size
+
+
+def python_tag_problem(row: Row, wheel: Path) -> str | None:
+    """Why the wheel is not for the row's Python (a cp311 module under a py312 row's name), or None.
+    A CPython tag must be the row's (cp313t for a free-threaded row); abi3 passes when its minimum
+    is at most the row's version; a pure py3 wheel passes."""
+    from buildrows.binaries.wheelread import parse_wheel_filename
+
+    name = parse_wheel_filename(wheel.name)
+    free = row.python.endswith("t")
+    want = "cp" + row.python.rstrip("t").replace(".", "")
+    abi_want = want + ("t" if free else "")
+    minor = int(row.python.rstrip("t").split(".")[1])
+    for py in name.python_tags:
+        for abi in name.abi_tags:
+            if py == want and abi == abi_want:
+                return None
+            if abi == "abi3" and not free and py.startswith("cp3") and py[3:].isdigit() and int(py[3:]) <= minor:
+                return None
+            if py in ("py3", "py2.py3") and abi == "none":
+                return None
+    tags = f"{'.'.join(name.python_tags)}-{'.'.join(name.abi_tags)}"
+    return (f"{wheel.name} is tagged {tags}, not {want}-{abi_want} for row {row.name}: it was built by another "
+            f"Python than the row's {row.python} (pin the interpreter: `buildrows build {row.name}` finds it)")
+
+
+def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
+    """`buildrows check` on the new wheel (or install tree) against its row; prints the report, returns the verdict."""
+    import time
+
+    from buildrows.build.runner import duration
+    from buildrows.check.expect import CheckRequest, check_wheel
+    from buildrows.check.judges import CheckResult
+
+    start = time.perf_counter()
+
+    args = CheckRequest(wheel=str(wheel), row=row.name, config=pol.path)
+    ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
+    _, _, results = check_wheel(args, wheel, pol)
+    if not wheel.is_dir():  # an install tree (cmake-presets) has no version or Python tag
+        tag = local_tag_problem(row, wheel)
+        results.insert(0, CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]))
+        py = python_tag_problem(row, wheel)
+        results.insert(1, CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]))
+    for r in results:
+        ui.info(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}")
+        for d in r.details:
+            ui.info(f"         {d}")
+    ok = all(r.ok for r in results)
+    ui.info(f"  verdict: {'PASS' if ok else 'FAIL'}")
+    ui.info(f"  check took {duration(time.perf_counter() - start)}")
+    return ok

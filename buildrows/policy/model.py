@@ -1,0 +1,199 @@
+"""The loaded policy: frozen, normalised, trusted downstream."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from buildrows.errors import Problem, Refused
+from buildrows.policy.archs import ArchList, Train
+
+Os = Literal["linux", "windows"]
+Machine = Literal["x86_64", "aarch64", "amd64"]
+Driver = Literal["cmake-presets", "scikit-build-core", "setup.py"]
+RuntimeMode = Literal["dynamic", "static", "torch"]
+RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "torch")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What a wheel of one CUDA major declares and must reach.
+
+    `mode` is how the CUDA runtime reaches the libraries: `dynamic` (linked from the runtime
+    wheel, which is declared and reached through RPATH), `static` (linked in; nothing links it
+    dynamically) or `torch` (a PyTorch extension: torch brings the runtime, and the wheel pins the
+    torch it was built against). `library_dir` is empty unless the mode is dynamic.
+    """
+
+    requirements: tuple[str, ...]
+    library_dir: str
+    source: str
+    mode: RuntimeMode = "dynamic"
+
+
+@dataclass(frozen=True)
+class RpathException:
+    """An RPATH/RUNPATH entry the check accepts, and why: `entry` (a literal, or a glob) or
+    `reaches` (where an $ORIGIN entry lands, relative to site-packages: another package's
+    library directory). `libraries` (globs over wheel members) limits it; empty means every one."""
+
+    reason: str
+    source: str
+    entry: str | None = None
+    reaches: str | None = None
+    libraries: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FileRule:
+    """A promise about named files of the wheel, for the rows `rows` (globs; empty: every row).
+
+    `required`: every glob of `files` matches at least one member. `no-cuda`: the libraries it
+    matches (at least one) link no CUDA library, except the names in `allow` (`nvcuda.dll`)."""
+
+    kind: Literal["required", "no-cuda"]
+    files: tuple[str, ...]
+    reason: str
+    source: str
+    rows: tuple[str, ...] = ()
+    allow: tuple[str, ...] = ()
+
+    def applies_to(self, row: str) -> bool:
+        import fnmatch
+
+        return not self.rows or any(fnmatch.fnmatchcase(row, g) for g in self.rows)
+
+
+@dataclass(frozen=True)
+class CheckPolicy:
+    """What the project promises about its wheels beyond the defaults (SPEC §8, real projects)."""
+
+    rpath_exceptions: tuple[RpathException, ...] = ()
+    files: tuple[FileRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One wheel to build: platform x accelerator x Python."""
+
+    name: str
+    platform: str
+    os: Os
+    machine: Machine
+    cuda: Train | None
+    python: str
+    archs: ArchList | None
+    image: str | None = None
+    empty_reason: str | None = None
+    runtime: Runtime | None = None
+    cache: tuple[tuple[str, str], ...] = ()
+    provenance: tuple[tuple[str, str], ...] = ()
+    #: The CMake generator the policy fixes for this row's platform (None: the host's default rule),
+    #: and where it was written.
+    generator: str | None = None
+    generator_source: str = ""
+    #: The project's environment switches with this row's value ("1" on CUDA rows, "0" on CPU rows).
+    switches: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.cuda is not None
+
+    @property
+    def accel(self) -> str:
+        return self.cuda.cu if self.cuda else "cpu"
+
+    @property
+    def local_tag(self) -> str:
+        """The wheel's local version tag: `+cu130` for CUDA rows, none for CPU rows."""
+        return f"+{self.cuda.cu}" if self.cuda else ""
+
+    @property
+    def requires_dist(self) -> list[str]:
+        """The runtime requirements this row's wheel declares: the train's set on Linux, none on
+        Windows or for CPU rows. Entries keep their markers (pip evaluates them at install time);
+        `buildrows check` holds the wheel to the same rule (requirements.expected_requirements)."""
+        if self.cuda is None or self.runtime is None or self.os != "linux":
+            return []
+        return list(self.runtime.requirements)
+
+    @property
+    def python_tag(self) -> str:
+        return "cp" + self.python.replace(".", "")
+
+    def require_archs(self, step: str) -> ArchList:
+        """The guard every step runs: a CUDA row without a list never falls back to detection."""
+        if self.empty_reason is not None:
+            raise Refused(f"row {self.name} is declared empty: {self.empty_reason}")
+        if self.cuda is not None and (self.archs is None or not self.archs.archs):
+            raise Refused(
+                f"{step}: row {self.name} is a CUDA {self.cuda.dotted} row with no architecture list; "
+                "buildrows will not fall back to detecting the builder's GPU",
+                [Problem("no architecture list", row=self.name, field="archs", refusal=True,
+                         hint=f"add the train to an archs list under [[platforms.{self.platform}.cuda]]")],
+            )
+        assert self.archs is not None or self.cuda is None
+        return self.archs if self.archs is not None else ArchList((), ())
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    driver: Driver
+    source_dir: str
+    cuda_option: str | None
+    cache: tuple[tuple[str, str], ...] = ()
+    #: Environment variables the project reads to turn CUDA on or off (USE_CUDA, FORCE_CUDA, ...).
+    switches: tuple[str, ...] = ()
+    #: Stamp built wheels that lack the row's local version or runtime requirement (opt-in).
+    stamp: bool = False
+
+
+InstallKind = Literal["version", "vcs", "path"]
+Submodules = Literal["recursive", "true", "false"]
+
+
+@dataclass(frozen=True)
+class Ci:
+    """How CI builds the rows ([ci]): what `buildrows workflow` renders from."""
+
+    #: How CI installs buildrows, pinned: `buildrows==X`, a VCS URL at a full commit, or a path
+    #: (relative to the policy file). None when the policy does not say; `workflow` then refuses.
+    install: str | None = None
+    install_kind: InstallKind | None = None
+    #: Project sources that decide a row (globs relative to the policy file), for the path filters.
+    paths: tuple[str, ...] = ()
+    submodules: Submodules = "recursive"
+    #: Run test-infra's Linux smoke test (it also greps the wheel for a pinned torch).
+    smoke_test: bool = True
+    #: The Python package the smoke test imports.
+    import_name: str = ""
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Everything a policy file says, after validation."""
+
+    path: str
+    project: Project
+    pythons: tuple[str, ...]
+    excluded_pythons: tuple[tuple[str, str], ...]
+    trains: tuple[Train, ...]
+    runtimes: tuple[tuple[int, Runtime], ...]
+    platforms: tuple[str, ...]
+    rows: tuple[Row, ...] = field(default=())
+    ci: Ci = field(default_factory=Ci)
+    check: CheckPolicy = field(default_factory=CheckPolicy)
+    pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow, newest first
+    #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".
+    key_prefix: str = ""
+
+    def key(self, path: str) -> str:
+        """A key path as the policy file spells it (`tool.buildrows.python.excluded` in pyproject.toml)."""
+        return self.key_prefix + path
+
+    def row(self, name: str) -> Row | None:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        return None

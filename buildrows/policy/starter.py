@@ -1,0 +1,249 @@
+"""A starting policy for an existing project (`buildrows init`): detect, then write text.
+
+`detect_project` looks at the project's files (setup.py, pyproject.toml's build backend,
+CMakeLists.txt and its presets, a CUDA `option()`); `starter_text` turns what was found, and the
+architecture lists taken from a wheel, into a commented buildrows.toml. Both are pure functions of
+what they are given; the command validates the text as a policy before writing it, and never
+writes over an existing policy.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from buildrows.errors import BadInput
+from buildrows.policy.archs import ArchList, Train
+from buildrows.policy.model import Driver
+
+#: Python versions a starting policy builds (the seed's allowlist); the running one is added.
+START_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+_OPTION = re.compile(r"^\s*option\s*\(\s*([A-Za-z0-9_]*CUDA[A-Za-z0-9_]*)\b", re.MULTILINE | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class ProjectFacts:
+    """What init found in the project directory, and where."""
+
+    name: str
+    driver: Driver
+    why: str  # how the driver was detected
+    cuda_option: str | None
+    cuda_option_from: str | None
+
+
+def _toml(path: Path) -> dict[str, object]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        data: dict[str, object] = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise BadInput(f"{path}: cannot be read: {e}\n    fix: correct the file, then run buildrows init again") from e
+    return data
+
+
+def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
+    """The project's name, build driver and CUDA switch, from its files."""
+    pyproject = project / "pyproject.toml"
+    doc = _toml(pyproject) if pyproject.is_file() else {}
+    table = doc.get("project")
+    name = table.get("name") if isinstance(table, dict) else None
+    system = doc.get("build-system")
+    backend = system.get("build-backend", "") if isinstance(system, dict) else ""
+    cmakelists = project / "CMakeLists.txt"
+    if driver is not None:
+        why = "--driver"
+    elif isinstance(backend, str) and backend.startswith("scikit_build_core"):
+        driver, why = "scikit-build-core", f"pyproject.toml's build-backend {backend}"
+    elif (project / "setup.py").is_file():
+        driver, why = "setup.py", "setup.py"
+    elif pyproject.is_file() and backend:
+        driver, why = "setup.py", f"pyproject.toml's build-backend {backend} (built through PEP 517 with the row's environment)"
+    elif cmakelists.is_file():
+        presets = [p for p in ("CMakePresets.json", "CMakeUserPresets.json") if (project / p).is_file()]
+        driver = "cmake-presets"
+        why = "CMakeLists.txt" + (f" with {' and '.join(presets)}" if presets else "") + " and no Python packaging"
+    else:
+        raise BadInput(f"{project} has no setup.py, pyproject.toml or CMakeLists.txt: buildrows cannot tell how it "
+                       "is built\n    fix: run buildrows init in the project's root directory (or pass --driver)")
+    option, option_from = None, None
+    if cmakelists.is_file():
+        m = _OPTION.search(cmakelists.read_text(encoding="utf-8", errors="replace"))
+        if m:
+            option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
+    return ProjectFacts(str(name) if name else project.resolve().name, driver, why, option, option_from)
+
+
+@dataclass(frozen=True)
+class CudaStart:
+    """One train's starting list, and where it came from (a wheel, or buildrows' starting list)."""
+
+    train: Train
+    archs: ArchList
+    text: str  # as the policy writes it
+    ptx_none: bool
+    source: str
+
+
+def _q(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: CudaStart | None, cpu: bool) -> str:
+    """A commented buildrows.toml for the project: one platform, its CUDA train (if any), CPU rows if asked."""
+    lines = [
+        "# buildrows policy, started by `buildrows init`: the wheels this project publishes, as rows",
+        "# (platform x CUDA train x Python). `buildrows rows` lists them; the README explains every key.",
+        "",
+        "[project]",
+        f"name = {_q(facts.name)}",
+        f"driver = {_q(facts.driver)}  # detected from {facts.why}",
+        'source-dir = "."',
+    ]
+    if facts.cuda_option:
+        lines.append(f"cuda-option = {_q(facts.cuda_option)}  # from {facts.cuda_option_from}: ON for CUDA rows, OFF for CPU rows")
+    else:
+        lines.append("# cuda-option = \"MYPROJ_BUILD_CUDA\"  # the project's CMake switch for CUDA, if it has one")
+    lines += ["", "[python]", "versions = [" + ", ".join(_q(v) for v in pythons) + "]"]
+    if cuda is not None:
+        lines += ["", "[cuda]", f"trains = [{_q(cuda.train.dotted)}]"]
+    lines += ["", f"[platforms.{platform}]"]
+    lines.append(f"trains = [{_q(cuda.train.dotted)}]" if cuda is not None else
+                 "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")
+    if cpu or cuda is None:
+        lines.append("cpu = true  # CPU rows too (CUDA off)")
+    if cuda is not None:
+        lines += ["", f"# {cuda.source}", f"[[platforms.{platform}.cuda]]", f"trains = [{_q(cuda.train.dotted)}]",
+                  f"archs = {_q(cuda.text)}"]
+        if cuda.ptx_none:
+            lines.append('ptx = "none"  # the wheel ships no PTX common to its libraries')
+    return "\n".join(lines) + "\n"
+
+
+class InitRequest(Protocol):
+    """What `init` is asked (its command-line options)."""
+
+    from_wheel: str | None
+    cuda: str | None
+    cpu: bool
+    python: str | None
+    driver: Driver | None
+
+
+def refuse_existing(project: Path) -> None:
+    """A policy is the user's: init stops when buildrows.toml or [tool.buildrows] is already there."""
+    from buildrows.policy.load import find_config
+
+    try:
+        found = find_config(project)
+    except BadInput:
+        return
+    raise BadInput(f"{found} already holds this project's buildrows policy; buildrows init never overwrites a policy\n"
+                   "    fix: edit that policy (`buildrows rows` shows what it publishes), or remove it and run "
+                   "buildrows init again")
+
+
+def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
+    """The starting policy's text (validated as a policy) and what to tell the user about it."""
+    import os
+
+    from buildrows.plan.host import host_platform, host_python
+    from buildrows.policy.archs import Train, suggested_archs
+
+    facts = detect_project(project, args.driver)
+    platform = host_platform(os.environ)
+    summary = [f"project {facts.name}: driver {facts.driver} ({facts.why})"]
+    if facts.cuda_option:
+        summary.append(f"cuda-option {facts.cuda_option} ({facts.cuda_option_from})")
+    train: Train | None = None
+    if args.cuda:
+        try:
+            train = Train.parse(args.cuda)
+        except ValueError as e:
+            raise BadInput(f"--cuda: {e}") from e
+    cuda: CudaStart | None = None
+    if args.from_wheel:
+        cuda, platform = _from_wheel(Path(args.from_wheel), train, platform)
+        summary.append(f"CUDA {cuda.train.dotted}: archs {cuda.text} ({cuda.source})")
+    elif train is not None:
+        text = suggested_archs(train, platform)
+        from buildrows.policy.archs import parse_arch_list
+
+        cuda = CudaStart(train, parse_arch_list(text), text, False,
+                         f"buildrows' starting list for CUDA {train.dotted}; `buildrows archs --from-wheel TORCH_WHEEL "
+                         f"--write '{platform}-{train.cu}-*'` replaces it with what a wheel ships")
+        summary.append(f"CUDA {train.dotted}: archs {text} (buildrows' starting list; no --from-wheel)")
+    pythons = _pythons(args.python, host_python())
+    text = starter_text(facts, platform, pythons, cuda, cpu=args.cpu)
+    _validate(text, project)
+    summary.append(f"platform {platform}, Python {', '.join(pythons)}"
+                   + (f", CUDA {cuda.train.dotted}" if cuda else "") + (", CPU" if args.cpu or cuda is None else ""))
+    return text, summary
+
+
+def _pythons(given: str | None, running: str) -> list[str]:
+    import re
+
+
+    if given is None:
+        versions = list(START_PYTHONS)
+        if running not in versions:
+            versions.append(running)
+        return versions
+    versions = [v.strip() for v in given.split(",") if v.strip()]
+    bad = [v for v in versions if not re.fullmatch(r"3\.\d{1,2}t?", v)]
+    if bad or not versions:
+        raise BadInput(f"--python {given!r}: {', '.join(bad) or 'no version'} is not a Python version\n"
+                       "    fix: write them like --python 3.11,3.12")
+    return versions
+
+
+def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaStart, str]:
+    """The train's list as the wheel ships it (the cubins common to its libraries, PTX where all carry it)."""
+    from buildrows.check.device_code import read_device_code
+    from buildrows.check.judges import platform_of_wheel, train_of_wheel
+    from buildrows.errors import Refused
+    from buildrows.policy.edit import arch_text, archs_from_names
+
+    code = read_device_code(wheel)
+    tagged = train_of_wheel(code.info) if code.info is not None else None
+    if train is not None and tagged is not None and train != tagged:
+        raise BadInput(f"--cuda {train.dotted} contradicts {wheel.name}'s tag +{tagged.cu}\n"
+                       "    fix: drop --cuda (the wheel names its train), or name the wheel of that train")
+    train = train or tagged
+    if train is None:
+        raise BadInput(f"{wheel.name} carries no +cuXYZ tag, so its CUDA train is unknown\n"
+                       "    fix: pass --cuda TRAIN (the train the wheel was built with, e.g. --cuda 13.0)")
+    if not code.common_elf:
+        raise Refused(f"{wheel.name}: no GPU architecture is common to its libraries with device code "
+                      f"({len(code.with_code)} of {len(code.libraries)} carry any); nothing to start a list from\n"
+                      "    fix: name a CUDA wheel of the train (PyTorch's, say), or pass --cuda TRAIN without "
+                      "--from-wheel for buildrows' starting list")
+    archs = archs_from_names(code.common_elf, code.common_ptx)
+    text, ptx_none = arch_text(archs)
+    n = len(code.with_code)
+    source = (f"from {wheel.name}: the architectures common to its {n} librar{'y' if n == 1 else 'ies'} "
+              "with device code")
+    return CudaStart(train, archs, text, ptx_none, source), (platform_of_wheel(code.info) if code.info else None) or platform
+
+
+def _validate(text: str, project: Path) -> None:
+    """The starting policy must load: a list the train cannot compile is refused before anything is written."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    from buildrows.errors import BuildrowsError
+    from buildrows.policy.load import policy_from_dict
+
+    try:
+        policy_from_dict(tomllib.loads(text), str(project / "buildrows.toml"))
+    except BuildrowsError as e:
+        raise type(e)(f"the starting policy would not load, so nothing was written:\n{e}") from None
