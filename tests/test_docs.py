@@ -207,3 +207,48 @@ def test_a_broken_link_or_anchor_is_found(tmp_path: Path, monkeypatch: pytest.Mo
 def test_the_readme_stays_short() -> None:
     lines = (REPO / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines < 150, f"README.md has {lines} lines\n    fix: move detail into a page under docs/ and link it"
+
+
+# --- examples in the guide ------------------------------------------------------------------------
+
+_TOML_BLOCK = re.compile(r"^```toml\n(.*?)^```", re.S | re.M)
+
+
+def policy_snippet_problems(page: Path) -> list[str]:
+    """Each policy key of a ```toml block in `page` that the schema does not know, or of the wrong
+    type. Blocks are fragments, so missing required keys are fine; a block that opens with a
+    `# pyproject.toml` comment is another file's and is skipped."""
+    import tomllib
+
+    out: list[str] = []
+    for i, block in enumerate(_TOML_BLOCK.findall(page.read_text(encoding="utf-8"))):
+        if block.startswith("# pyproject.toml"):
+            continue
+        try:
+            docs = [tomllib.loads(block)]
+        except tomllib.TOMLDecodeError:
+            # A block may show one key several ways (archs = "..." then archs = [...]): a line each.
+            try:
+                docs = [tomllib.loads(line) for line in block.splitlines() if line.strip()]
+            except tomllib.TOMLDecodeError as e:
+                out.append(f"{page.name} block {i + 1}: not TOML: {e}")
+                continue
+        for raw in docs:
+            if "archs" in raw and not any(k in schema.POLICY.fields for k in raw):
+                raw = {"platforms": {"linux-x86_64": {"cuda": [raw]}}}  # a list shown on its own
+            problems = schema.validate(raw, page.name, lambda _path: None)
+            out += [f"{page.name} block {i + 1}: {p.field}: {p.message}" for p in problems
+                    if not p.message.startswith("missing required key")]
+    return out
+
+
+def test_the_guides_policy_examples_use_keys_the_schema_knows() -> None:
+    bad = [b for page in sorted(DOCS.glob("*.md")) for b in policy_snippet_problems(page)]
+    assert not bad, "\n".join(bad)
+
+
+def test_a_misspelt_key_in_a_guide_example_is_found(tmp_path: Path) -> None:
+    page = tmp_path / "guide.md"
+    page.write_text('```toml\n[project]\ndriver = "setup.py"\nenv-switch = ["FORCE_CUDA"]\n```\n'
+                    '```toml\n# pyproject.toml\n[project]\ndynamic = ["version"]\n```\n', encoding="utf-8")
+    assert policy_snippet_problems(page) == ["guide.md block 1: project.env-switch: unknown key 'env-switch'"]
