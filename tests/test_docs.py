@@ -218,7 +218,10 @@ def policy_snippet_problems(page: Path) -> list[str]:
     """Each policy key of a ```toml block in `page` that the schema does not know, or of the wrong
     type. Blocks are fragments, so missing required keys are fine; a block that opens with a
     `# pyproject.toml` comment is another file's and is skipped."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
 
     out: list[str] = []
     for i, block in enumerate(_TOML_BLOCK.findall(page.read_text(encoding="utf-8"))):
