@@ -198,6 +198,8 @@ def _options_table(parser: argparse.ArgumentParser) -> list[str]:
             name = ", ".join(f"`{o}`" if a.nargs == 0 else f"`{o} {_argument(a)}`" for o in a.option_strings)
         else:
             name = f"`{_argument(a)}`" + (" (one or more)" if a.nargs == "+" else " (any number)" if a.nargs == "*" else "")
+        if isinstance(a, argparse._AppendAction):
+            name += " (repeatable)"
         default = a.default
         shown = "-" if default in (None, False, argparse.SUPPRESS, []) else f"`{default}`"
         if a.required and a.option_strings:
