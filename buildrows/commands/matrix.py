@@ -17,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="source", required=True, metavar="FILE",
                    help="the generator's output ({\"include\": [rows]}); '-' reads standard input")
     p.add_argument("--pull-request", action="store_true",
-                   help="build one representative row: the newest CUDA train on offer")
+                   help="build one representative row: the first train of [cuda] pull-request on offer, else the newest")
     p.add_argument("--jetpack", action="store_true",
                    help="ask for the platform's JetPack rows (refused with their declared reason while empty)")
     p.add_argument("--github-output", action="store_true",

@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     inst.add_argument("--force", action="store_true", help="assemble it again even when it is in the cache")
     path = sub.add_parser("path", help="print the root of a train's toolkit in the cache (exit 3 when absent)",
                           parents=[_common(p)])
-    path.add_argument("train", metavar="TRAIN")
+    path.add_argument("train", metavar="TRAIN", help="the CUDA train: 13.2, cu132")
     sub.add_parser("list", help="list the toolkits in the cache", parents=[_common(p)])
 
 

@@ -12,6 +12,9 @@ from buildrows.errors import Problem
 @dataclass(frozen=True)
 class Node:
     doc: str
+    #: What applies when the key is absent, as the reference (docs/reference/policy.md) shows it;
+    #: "" when there is none. Keyword-only so that every node type keeps its positional arguments.
+    default: str = field(default="", kw_only=True)
 
     def json_schema(self) -> dict[str, Any]:
         raise NotImplementedError
@@ -147,7 +150,8 @@ GENERATORS = ("Ninja", "Ninja Multi-Config", "Unix Makefiles",
 GENERATOR = Str("CMake generator, when the project's packaging reads a particular build-tree layout (single-config "
                 "Ninja puts outputs in the tree, a Multi-Config one under Release/). Default: Ninja on Linux; on "
                 "Windows Ninja Multi-Config with clang-cl in a Visual Studio developer environment, else Visual Studio "
-                "with the ClangCL toolset.", GENERATORS)
+                "with the ClangCL toolset.", GENERATORS,
+                default="Linux: \"Ninja\"; Windows: Ninja Multi-Config or Visual Studio, by the environment")
 SUBMODULES = ("recursive", "true", "false")
 
 CACHE = MapOf("Extra CMake cache variables (NAME = value), added to every row this table covers.", Str(""))
@@ -157,8 +161,10 @@ CUDA_GROUP = Table(
     {
         "trains": StrList("CUDA trains this list applies to, e.g. [\"13.0\", \"13.2\"]."),
         "archs": StrOrList("GPU architectures, e.g. \"7.5 8.0 9.0 12.0\" (dots optional, a/f suffixes, +PTX)."),
-        "ptx": Str("Which architecture also ships as PTX: \"newest\" (default), \"none\" or one of the list."),
-        "image": Str("Builder image for these trains, overriding the platform's ({cuda} and {cu} are substituted)."),
+        "ptx": Str("Which architecture also ships as PTX: \"newest\" (default), \"none\" or one of the list.",
+                   default="\"newest\""),
+        "image": Str("Builder image for these trains, overriding the platform's ({cuda} and {cu} are substituted).",
+                     default="the platform's image"),
         "cache": CACHE,
     },
     required=("trains",),
@@ -168,8 +174,9 @@ PLATFORM = Table(
     "One operating system and machine the project publishes wheels for.",
     {
         "trains": StrList("CUDA trains this platform publishes; each needs an architecture list in [[platforms.NAME.cuda]]."),
-        "cpu": Bool("Publish CPU rows (CUDA off) for this platform."),
-        "image": Str("Builder image for this platform's rows ({cuda} and {cu} are substituted)."),
+        "cpu": Bool("Publish CPU rows (CUDA off) for this platform.", default="false"),
+        "image": Str("Builder image for this platform's rows ({cuda} and {cu} are substituted).",
+                     default="the matrix generator's image"),
         "generator": GENERATOR,
         "cache": CACHE,
         "cuda": ArrayOf("Architecture lists, one table per group of trains sharing a list.", CUDA_GROUP),
@@ -184,10 +191,13 @@ RUNTIME = Table(
         "mode": Str("How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, "
                     "the requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it "
                     "dynamically, no requirement) or \"torch\" (a PyTorch extension: requires the torch it was built "
-                    "against, recorded in the wheel, and no other minor version).", RUNTIME_MODES),
+                    "against, recorded in the wheel, and no other minor version).", RUNTIME_MODES,
+                    default="\"dynamic\""),
         "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\" "
-                                "(default: the seed set when dynamic, none otherwise)."),
-        "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach (dynamic mode)."),
+                                "(default: the seed set when dynamic, none otherwise).",
+                                default="the seed set (dynamic), [] (static, torch)"),
+        "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach (dynamic mode).",
+                            default="the seed value (\"nvidia/cu13/lib\" for 13)"),
     },
 )
 
@@ -197,7 +207,8 @@ RPATH_EXCEPTION = Table(
         "entry": Str("The entry as written in the library, e.g. \"/lib/intel64\" (a glob: * ? [..])."),
         "reaches": Str("Where an $ORIGIN entry may land, relative to site-packages, e.g. \"torch/lib\" "
                        "(another package's library directory, or one the project keeps on purpose)."),
-        "libraries": StrList("Wheel members this exception applies to (globs); default every library."),
+        "libraries": StrList("Wheel members this exception applies to (globs); default every library.",
+                               default="every library"),
         "reason": Str("Why the entry is intended; shown by `show` and by the check."),
     },
     required=("reason",),
@@ -207,7 +218,7 @@ REQUIRED_FILES = Table(
     "Files a wheel must ship: each glob matches at least one member.",
     {
         "files": StrList("Wheel member globs, e.g. \"executorch/lib/libexecutorch_backend_cuda.so\"."),
-        "rows": StrList("Rows this applies to (names or globs, e.g. \"linux-*-cu*\"); default every row."),
+        "rows": StrList("Rows this applies to (names or globs, e.g. \"linux-*-cu*\"); default every row.", default="every row"),
         "reason": Str("Why these files must ship; shown by `show` and by the check."),
     },
     required=("files", "reason"),
@@ -217,8 +228,9 @@ NO_CUDA = Table(
     "Libraries that must link no CUDA library (the runtime, the driver, the math libraries).",
     {
         "files": StrList("Wheel member globs; each must match at least one shipped library."),
-        "rows": StrList("Rows this applies to (names or globs); default every row."),
-        "allow": StrList("Libraries they may still link, e.g. [\"nvcuda.dll\"] (the driver) for DLLs that link cudart statically."),
+        "rows": StrList("Rows this applies to (names or globs); default every row.", default="every row"),
+        "allow": StrList("Libraries they may still link, e.g. [\"nvcuda.dll\"] (the driver) for DLLs that link cudart statically.",
+                           default="[]"),
         "reason": Str("Why these must not link CUDA; shown by `show` and by the check."),
     },
     required=("files", "reason"),
@@ -252,11 +264,13 @@ CI = Table(
                        "relative to this file (\"./tools/buildrows\" or a .whl); an unpinned spec is refused."),
         "paths": StrList("Project sources that decide a row (globs relative to this file, e.g. \"csrc/**\"); "
                          "the workflows' pull-request path filters add them to the policy, the scripts and the build files."),
-        "submodules": Str("How the build job checks out submodules (actions/checkout's submodules).", SUBMODULES),
+        "submodules": Str("How the build job checks out submodules (actions/checkout's submodules).", SUBMODULES,
+                          default="\"recursive\""),
         "smoke-test": Bool("Run test-infra's Linux smoke test (default true); it also requires the wheel to pin "
                            "torch (`Requires-Dist: torch (==...)`), so set false for a project that does not depend "
-                           "on torch. The post-build `buildrows check` runs either way."),
-        "import-name": Str("The Python package the smoke test imports (default: the project name, - as _)."),
+                           "on torch. The post-build `buildrows check` runs either way.", default="true"),
+        "import-name": Str("The Python package the smoke test imports (default: the project name, - as _).",
+                           default="the project name, - and . as _"),
     },
 )
 
@@ -266,15 +280,15 @@ POLICY = Table(
         "project": Table(
             "How the project is built.",
             {
-                "name": Str("The project's name."),
-                "driver": Str("The build driver.", DRIVERS),
-                "source-dir": Str("The project's source directory, relative to this file."),
+                "name": Str("The project's name.", default="the policy file's directory name"),
+                "driver": Str("The build driver.", DRIVERS, default="\"cmake-presets\""),
+                "source-dir": Str("The project's source directory, relative to this file.", default="\".\""),
                 "cuda-option": Str("CMake cache variable set ON for CUDA rows and OFF for CPU rows, e.g. EXECUTORCH_BUILD_CUDA."),
                 "env-switches": StrList("Environment variables the project's build reads to turn CUDA on, e.g. [\"FORCE_CUDA\"]: "
                                         "set to 1 for CUDA rows and 0 for CPU rows, whatever the builder's image sets."),
                 "generator": GENERATOR,
                 "stamp": Bool("Stamp each built wheel that lacks the row's local version (+cu130) or runtime requirement, "
-                              "for projects whose build does not read BUILDROWS_LOCAL_VERSION/BUILDROWS_REQUIRES_DIST."),
+                              "for projects whose build does not read BUILDROWS_LOCAL_VERSION/BUILDROWS_REQUIRES_DIST.", default="false"),
                 "cache": CACHE,
             },
         ),
@@ -289,9 +303,9 @@ POLICY = Table(
         "cuda": Table(
             "CUDA train allowlist and runtime packaging.",
             {
-                "trains": StrList("CUDA trains any platform may publish, e.g. [\"12.6\", \"13.0\"]."),
+                "trains": StrList("CUDA trains any platform may publish, e.g. [\"12.6\", \"13.0\"].", default="[] (CPU rows only)"),
                 "pull-request": StrList("Trains a pull request's one row prefers, in order, e.g. [\"13.0\"]; trains not "
-                                        "listed follow, newest first (the default)."),
+                                        "listed follow, newest first (the default).", default="[] (newest first)"),
                 "runtime": MapOf("Per CUDA major (\"12\", \"13\"): runtime requirement and library directory.", RUNTIME),
             },
         ),
