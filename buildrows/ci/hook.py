@@ -101,7 +101,6 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
         ui.print(format_env(values, "shell").rstrip("\n"))
 
 
-
 def compiler_cache_variables(pol: Policy, plan: RowPlan, env: Mapping[str, str], ui: UI) -> dict[str, str]:
     """The compiler cache for the build step, when a remote store is configured and usable: the
     same key `build` uses (toolkit and host compilers' content, NVCC_* variables, base_dir the
