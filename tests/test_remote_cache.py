@@ -313,6 +313,110 @@ def test_the_hook_without_ccache_or_on_a_hermetic_ref_writes_no_cache(
     assert "CCACHE_" not in env_file.read_text(encoding="utf-8")
 
 
+@needs_ccache
+@needs_gcc
+def test_the_key_rules_hold_for_remote_hits(redis_store: RedisServer, tmp_path: Path) -> None:
+    """What makes a local hit correct makes a remote one correct: on a fresh runner (an empty
+    local cache) the same toolkit and variables hit the store, and another toolkit's tools (another
+    train: extra_files_to_hash, by content) or an NVCC_* variable (the namespace) never do."""
+    executable = cc.find_ccache(dict(os.environ))
+    assert executable is not None
+    project = tmp_path / "project"
+    project.mkdir()
+    source = project / "k.c"
+    source.write_text("int k(int x) { return x - 7; }\n", encoding="utf-8")
+    nvcc = tmp_path / "toolkit" / "bin" / "nvcc"  # stands in for a toolkit's tool: hashed by content
+    nvcc.parent.mkdir(parents=True)
+
+    def compile_on_fresh_runner(name: str, toolkit: str, env: dict[str, str], mode: rc.Mode) -> str:
+        nvcc.write_text(toolkit, encoding="utf-8")
+        remote = rc.Remote(redis_store.url, mode, "test")
+        cache = cc.CompilerCache(executable, tmp_path / f"cache-{name}", project, tmp_path / f"{name}.log",
+                                 cc.namespace(env), (str(nvcc),), remote.storage)
+        cc.prepare(cache)
+        launcher = cache.launchers()["CMAKE_CUDA_COMPILER_LAUNCHER"].split(";")
+        env_vars = {**cc.without_ccache_settings(os.environ), **cache.environment()}
+        subprocess.run([*launcher, "gcc", "-c", str(source), "-o", str(tmp_path / f"{name}.o")], cwd=project,
+                       env=env_vars, check=True)
+        return cache.stats_log.read_text(encoding="utf-8")
+
+    assert "remote_storage_write" in compile_on_fresh_runner("first", "CUDA 13.0", {}, "read-write")
+    assert "remote_storage_hit" in compile_on_fresh_runner("same", "CUDA 13.0", {}, "read-only")
+    other_train = compile_on_fresh_runner("train", "CUDA 13.2", {}, "read-only")
+    assert "cache_miss" in other_train and "remote_storage_hit" not in other_train
+    flags = compile_on_fresh_runner("flags", "CUDA 13.0", {"NVCC_APPEND_FLAGS": "-G"}, "read-only")
+    assert "cache_miss" in flags and "remote_storage_hit" not in flags
+
+
+@pytest.fixture
+def http_store() -> Iterator[tuple[str, dict[str, bytes]]]:
+    """A minimal HTTP store (GET, HEAD, PUT, DELETE of one object per path), as ccache's HTTP
+    backend speaks to one (nginx with WebDAV, or a cloud bucket behind a proxy)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    objects: dict[str, bytes] = {}
+
+    class Handler(BaseHTTPRequestHandler):
+        def _reply(self, code: int, body: bytes = b"") -> None:
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:  # http.server's method names
+            body = objects.get(self.path)
+            if body is None:
+                self._reply(404)
+            else:
+                self._reply(200, body)
+
+        def do_HEAD(self) -> None:
+            self._reply(200 if self.path in objects else 404)
+
+        def do_PUT(self) -> None:
+            objects[self.path] = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self._reply(201)
+
+        def do_DELETE(self) -> None:
+            self._reply(200 if objects.pop(self.path, None) is not None else 404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/ccache", objects
+    server.shutdown()
+    server.server_close()
+
+
+@needs_ccache
+@needs_gcc
+def test_an_http_store_is_shared_the_same_way(http_store: tuple[str, dict[str, bytes]], tmp_path: Path) -> None:
+    url, objects = http_store
+    executable = cc.find_ccache(dict(os.environ))
+    assert executable is not None and rc.url_problem(url) is None
+    source = tmp_path / "h.c"
+    source.write_text("int h(int x) { return x ^ 9; }\n", encoding="utf-8")
+
+    def compile_on_fresh_runner(name: str, event: str) -> str:
+        remote = rc.decide(CompilerCacheSettings(url=url), {"GITHUB_EVENT_NAME": event, "GITHUB_REF": "refs/heads/main"})
+        cache = cc.CompilerCache(executable, tmp_path / f"cache-{name}", tmp_path, tmp_path / f"{name}.log",
+                                 cc.namespace({}), (), remote.storage)
+        cc.prepare(cache)
+        subprocess.run([executable, "gcc", "-c", str(source), "-o", str(tmp_path / f"{name}.o")], cwd=tmp_path,
+                       env={**cc.without_ccache_settings(os.environ), **cache.environment()}, check=True)
+        return cache.stats_log.read_text(encoding="utf-8")
+
+    assert "remote_storage_write" in compile_on_fresh_runner("push", "push")
+    stored = dict(objects)
+    assert stored
+    assert "remote_storage_hit" in compile_on_fresh_runner("pr", "pull_request")
+    assert objects == stored
+
+
 # --- `build` jobs of one train through a real store ---------------------------------------------
 
 def _needs_toolchain() -> None:
