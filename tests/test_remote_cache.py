@@ -348,6 +348,36 @@ def test_the_key_rules_hold_for_remote_hits(redis_store: RedisServer, tmp_path: 
     assert "cache_miss" in flags and "remote_storage_hit" not in flags
 
 
+@needs_ccache
+@needs_gcc
+def test_a_store_killed_between_compiles_leaves_correct_objects_and_counts_remote_errors(
+        redis_store: RedisServer, tmp_path: Path) -> None:
+    """The real server stopped between two compiles of one build step: the second compile runs
+    here (its object the same as a compile without ccache), and the log counts a remote error."""
+    executable = cc.find_ccache(dict(os.environ))
+    assert executable is not None
+    remote = rc.Remote(redis_store.url, "read-write", "test")
+    cache = cc.CompilerCache(executable, tmp_path / "cache", tmp_path, tmp_path / "stats.log", cc.namespace({}), (),
+                             remote.storage)
+    cc.prepare(cache)
+    env = {**cc.without_ccache_settings(os.environ), **cache.environment()}
+    sources = []
+    for name, body in (("one.c", "int one(int x) { return x + 11; }\n"), ("two.c", "int two(int x) { return x * 13; }\n")):
+        (tmp_path / name).write_text(body, encoding="utf-8")
+        sources.append(tmp_path / name)
+    subprocess.run([executable, "gcc", "-c", str(sources[0]), "-o", str(tmp_path / "one.o")], cwd=tmp_path, env=env,
+                   check=True)
+    assert redis_store.dbsize() == 2
+    redis_store.stop()
+    subprocess.run([executable, "gcc", "-c", str(sources[1]), "-o", str(tmp_path / "two.o")], cwd=tmp_path, env=env,
+                   check=True)
+    subprocess.run(["gcc", "-c", str(sources[1]), "-o", str(tmp_path / "plain.o")], cwd=tmp_path, check=True)
+    assert (tmp_path / "two.o").read_bytes() == (tmp_path / "plain.o").read_bytes()
+    stats = cc.read_stats_log(cache.stats_log.read_text(encoding="utf-8"))
+    assert (stats.misses, stats.remote_errors) == (2, 1)
+    assert stats.describe() == "0/2 hits, 1 remote error"
+
+
 @pytest.fixture
 def http_store() -> Iterator[tuple[str, dict[str, bytes]]]:
     """A minimal HTTP store (GET, HEAD, PUT, DELETE of one object per path), as ccache's HTTP
