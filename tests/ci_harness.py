@@ -304,8 +304,10 @@ class LinuxRun:
 
     def __init__(self, *, caller: Path, repository: Path, work: Path, python: str, accel: str,
                  generator: Path, event: str = "push", test_infra: Path = TEST_INFRA,
-                 echo: Callable[[str], None] = print, buildrows_bin: Path | None = None) -> None:
+                 echo: Callable[[str], None] = print, buildrows_bin: Path | None = None,
+                 runner_env: Mapping[str, str] | None = None) -> None:
         self.caller_path = caller
+        self.runner_env = dict(runner_env or {})  # more of the runner's environment, e.g. BUILDROWS_CACHE
         self.caller = load_yaml(caller)
         self.repository = repository
         self.work = work
@@ -439,6 +441,7 @@ class LinuxRun:
             GITHUB_REF=str(github["ref"]), GITHUB_REF_NAME=str(github["ref_name"]), GITHUB_BASE_REF="",
             GITHUB_SHA=str(github["sha"]), GITHUB_STEP_SUMMARY=str(temp / "step-summary.md"),
         )
+        base.update(self.runner_env)
         job = Job(workspace=ws, temp=temp, env=base,
                   contexts={"github": dict(github), "inputs": dict(inputs), "matrix": dict(row), "env": {},
                             "steps": {}, "secrets": {}, "vars": {}, "runner": {"os": "Linux", "temp": str(temp)},

@@ -8,6 +8,7 @@ small), and the rendered post-script holds the wheel to its row with `buildrows 
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -303,3 +304,67 @@ def test_actionlint_accepts_the_scikit_build_core_workflow(tmp_path: Path, build
         assert f"      - '{p}" in text or f"      - {p}" in text, p
     res = subprocess.run([*tool, "-no-color", str(wf)], cwd=repo, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+@pytest.mark.integration
+def test_two_build_jobs_of_a_train_share_the_kernel_through_the_remote_cache(tmp_path: Path,
+                                                                            buildrows_wheel: Path) -> None:
+    """Two of test-infra's build jobs of one train, as rendered, on fresh runners at one workspace
+    path (each with an empty local cache), sharing a real Redis store through the values the hook
+    writes into BUILD_ENV_FILE: a push of main builds this Python's row and fills the store; a pull
+    request builds the row its filtered matrix keeps (another Python of the train where this machine
+    has it), and its build
+    step takes the CUDA kernel from the store (a remote hit in ccache's log), with the first job's
+    device code, and writes nothing."""
+    from buildrows.build.compiler_cache import read_stats_log
+    from tests.redis_store import RedisServer
+    from tests.test_remote_cache import device_code
+
+    _needs_toolchain()
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server (apt-get install redis-server; .ci/run installs it as root)")
+    store = RedisServer(tmp_path / "redis").start()
+    try:
+        def edit(repo: Path) -> None:
+            policy = repo / "packaging" / "buildrows.toml"
+            policy.write_text(policy.read_text(encoding="utf-8") + f'\n[compiler-cache]\nremote = "{store.url}"\n',
+                              encoding="utf-8")
+
+        repo = make_repo(tmp_path, buildrows_wheel, edit=edit)
+        runner = tmp_path / "runner"
+
+        def linux(event: str, python: str) -> LinuxRun:
+            runner.mkdir(parents=True, exist_ok=True)
+            return LinuxRun(caller=repo / ".github" / "workflows" / LINUX, repository=repo, work=runner,
+                            python=python, accel="cu130", generator=GENERATOR / "linux-release-prfalse.json",
+                            event=event, echo=lambda _s: None,
+                            runner_env={"BUILDROWS_CACHE": str(runner / "buildrows-cache")})
+
+        # The one row a pull request's filtered matrix keeps (the conda stand-in uses this Python when
+        # it has no interpreter of that version; the hook then builds this Python's row).
+        pr_python = json.loads(linux("pull_request", PY).filtered_matrix()["matrix"])["include"][0]["python_version"]
+
+        def job(event: str, python: str, keep: str) -> tuple[str, str]:
+            """One job on a fresh runner: (its steps' output, ccache's log of its build step); its wheel kept."""
+            shutil.rmtree(runner, ignore_errors=True)
+            linux(event, python).run()
+            (wheel,) = runner.glob("ws/**/dist/*.whl")
+            shutil.copy2(wheel, tmp_path / keep)
+            logs = "\n".join(p.read_text(encoding="utf-8") for p in sorted((runner / "runner-temp").glob("log-*.txt")))
+            (stats,) = (runner / "buildrows-cache" / "ccache" / "stats").glob("hook-linux-x86_64-cu130-py*.log")
+            return logs, stats.read_text(encoding="utf-8")
+
+        logs, stats = job("push", PY, "push.whl")
+        assert f"compiler cache: remote store {store.url}: read-write" in logs
+        assert read_stats_log(stats).outcome("vadd_cuda.cu") == "miss"
+        filled = store.dbsize()
+        assert filled > 0
+
+        logs, stats = job("pull_request", pr_python, "pr.whl")
+        assert f"compiler cache: remote store {store.url}: read-only (from compiler-cache.remote" in logs
+        assert "a pull_request job never writes" in logs
+        assert read_stats_log(stats).outcome("vadd_cuda.cu") == "remote", stats
+        assert store.dbsize() == filled
+        assert device_code(tmp_path / "pr.whl") and device_code(tmp_path / "pr.whl") == device_code(tmp_path / "push.whl")
+    finally:
+        store.stop()

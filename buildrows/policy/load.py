@@ -24,8 +24,10 @@ from buildrows.policy.archs import (
     train_table,
 )
 from buildrows.policy.model import (
+    DEFAULT_WRITE_REFS,
     CheckPolicy,
     Ci,
+    CompilerCacheSettings,
     Driver,
     FileRule,
     Machine,
@@ -214,6 +216,7 @@ class _Resolver:
             rows += self._platform_rows(pname, pdoc, pythons, trains, runtimes, project)
         rows += self._empty_rows(d.get("empty", {}), trains)
         ci = self._ci(d.get("ci", {}), project)
+        compiler_cache = self._compiler_cache(d.get("compiler-cache", {}))
         seen: set[str] = set()
         for r in rows:
             if r.name in seen:
@@ -240,6 +243,7 @@ class _Resolver:
             rows=tuple(rows),
             ci=ci,
             check=check,
+            compiler_cache=compiler_cache,
             pull_request_trains=pr_trains,
             key_prefix="".join(f"{k}." for k in self.prefix),
         )
@@ -314,6 +318,32 @@ class _Resolver:
         return Ci(install=install, install_kind=kind, paths=tuple(paths),
                   submodules=cast(Submodules, c.get("submodules", "recursive")),
                   smoke_test=c.get("smoke-test", True), import_name=name)
+
+    def _compiler_cache(self, c: dict[str, Any]) -> CompilerCacheSettings:
+        from buildrows.build.remote_cache import url_problem
+
+        url = c.get("remote")
+        if url is not None:
+            problem = url_problem(url)
+            if problem is not None:
+                self.problem(("compiler-cache", "remote"), problem,
+                             hint='write e.g. remote = "redis://cache.example.com:6379", or '
+                                  '"redis://default:${REDIS_PASSWORD}@cache.example.com:6379" with the password in '
+                                  "the job's environment")
+                url = None
+        refs: dict[str, tuple[str, ...]] = {}
+        for key, default in (("write-refs", DEFAULT_WRITE_REFS), ("hermetic-refs", ())):
+            globs: list[str] = []
+            for i, g in enumerate(c.get(key, default)):
+                if not g.startswith("refs/"):
+                    self.problem(("compiler-cache", key, i), f"{g!r} is not a full ref (GITHUB_REF is compared with it)",
+                                 hint='write it as GITHUB_REF spells it, e.g. "refs/heads/main" or "refs/tags/v*"')
+                else:
+                    globs.append(g)
+            refs[key] = tuple(globs)
+        return CompilerCacheSettings(url=url.strip() if url else None, write_refs=refs["write-refs"],
+                                     hermetic_refs=refs["hermetic-refs"],
+                                     source=self.where(("compiler-cache", "remote")) if url else "")
 
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []

@@ -170,6 +170,24 @@ class Ci:
     import_name: str = ""
 
 
+#: Refs whose jobs write to the remote compiler cache when the policy does not say.
+DEFAULT_WRITE_REFS = ("refs/heads/main", "refs/tags/v*")
+
+
+@dataclass(frozen=True)
+class CompilerCacheSettings:
+    """The compiler cache shared past one machine ([compiler-cache]); see buildrows.build.remote_cache."""
+
+    #: The remote store (redis://, redis+unix:, http://), credentials as ${VAR}; None: local only.
+    url: str | None = None
+    #: Refs (globs) whose pushes, manual and scheduled runs write; every other job reads only.
+    write_refs: tuple[str, ...] = DEFAULT_WRITE_REFS
+    #: Refs (globs) that build without reading the store at all (e.g. release tags).
+    hermetic_refs: tuple[str, ...] = ()
+    #: Where the store was configured, for messages (`compiler-cache.remote (buildrows.toml:12)`).
+    source: str = ""
+
+
 @dataclass(frozen=True)
 class Policy:
     """Everything a policy file says, after validation."""
@@ -184,6 +202,7 @@ class Policy:
     rows: tuple[Row, ...] = field(default=())
     ci: Ci = field(default_factory=Ci)
     check: CheckPolicy = field(default_factory=CheckPolicy)
+    compiler_cache: CompilerCacheSettings = field(default_factory=CompilerCacheSettings)
     pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow, newest first
     #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".
     key_prefix: str = ""

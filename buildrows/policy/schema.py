@@ -274,6 +274,19 @@ CI = Table(
     },
 )
 
+COMPILER_CACHE = Table(
+    "The compiler cache shared past one machine: ccache's remote storage, and which jobs may write to it.",
+    {
+        "remote": Str("The remote store: \"redis://HOST:6379\", \"redis+unix:/PATH.sock\" or \"http://HOST/PATH\"; "
+                      "a password or token only as ${VAR}, read from the job's environment "
+                      "(BUILDROWS_CACHE_REMOTE overrides this; \"off\" turns it off)."),
+        "write-refs": StrList("Refs (globs) whose push, manual and scheduled jobs write to the store; every other job, "
+                              "and every pull request, only reads (default [\"refs/heads/main\", \"refs/tags/v*\"])."),
+        "hermetic-refs": StrList("Refs (globs) whose jobs build without reading the store at all, e.g. "
+                                 "[\"refs/tags/v*\"] for releases (default none)."),
+    },
+)
+
 POLICY = Table(
     "buildrows policy: the rows a project publishes.",
     {
@@ -313,6 +326,7 @@ POLICY = Table(
         "empty": MapOf("Rows declared but deliberately empty, by row name.", EMPTY_ROW),
         "ci": CI,
         "check": CHECK,
+        "compiler-cache": COMPILER_CACHE,
     },
     required=("python", "platforms"),
 )
