@@ -42,22 +42,23 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     if accel == "cpu":
         name = row_name(platform, None, python)
         if pol.row(name) is None:
-            raw = env[var].strip()
-            asks = f"{var}={raw} asks" if raw else f"{var} is set but empty, which asks"
-            raise Refused(f"{file}: {asks} for a CPU row, and platform {platform} has no CPU rows\n"
+            raise Refused(f"{file}: {var}={env[var].strip()} asks for a CPU row, and platform {platform} has no CPU rows\n"
                           f"    fix: set cpu = true under [platforms.{platform}] in {file}, "
                           f"or export {var}=cuXYZ for one of its CUDA rows")
         row = pol.row(name)
         assert row is not None
         return row
     train = Train.parse(accel)
+    policy_trains = ", ".join(f"{t.dotted} (cu{t.major}{t.minor})" for t in pol.trains) or "none"
+    if train not in train_table():
+        # cu999 and cu13 parse as "CUDA 99.9" and "CUDA 1.3": name the value as given, not as a version.
+        example = f"{var}=cu{pol.trains[0].major}{pol.trains[0].minor}" if pol.trains else f"{var}=cpu"
+        raise Refused(f"{file}: {var}={accel} is not a CUDA train buildrows knows; the policy's trains are "
+                      f"{policy_trains}\n    fix: export {var} as one of them, e.g. {example}")
     if train not in pol.trains:
-        known = "" if train in train_table() else (
-            f"; buildrows also does not know which architectures CUDA {train.dotted} compiles "
-            "(add it to buildrows/data/cuda_trains.toml)")
         raise Refused(
             f"{file}: {var}={accel} asks for CUDA {train.dotted}, which is not on the train allowlist "
-            f"({', '.join(t.dotted for t in pol.trains)}){known}\n"
+            f"({policy_trains})\n"
             f"    fix: add \"{train.dotted}\" to [cuda] trains and to [platforms.{platform}] trains in {file}, "
             f"with its architectures in a [[platforms.{platform}.cuda]] list")
     name = row_name(platform, train, python)
