@@ -180,8 +180,10 @@ def _install_arg(policy: Policy, root: Path, policy_dir: str) -> str:
     if ci.install is None:
         raise BadInput(f"{policy.path}: [ci] install is not set, so the workflows would not say which buildrows "
                        "CI runs (the hook and the wheel check run it on every job)\n"
-                       f"    fix: add [ci] install = \"buildrows=={__version__}\" (or a VCS URL at a full commit, "
-                       "or a path in the repository)")
+                       "    fix: add [ci] install = \"./tools/buildrows\" (a copy of buildrows the repository carries: "
+                       "its source directory or a .whl, relative to the policy) or a VCS URL at a full commit, "
+                       "\"git+https://github.com/ORG/buildrows@<40-hex commit>\"; buildrows is on no package index yet, "
+                       f"so \"buildrows=={__version__}\" works only once it is published")
     if ci.install_kind != "path":
         return ci.install
     rel = _from_policy_dir(policy_dir, ci.install, f"{policy.path}: [ci] install")

@@ -247,9 +247,10 @@ EMPTY_ROW = Table(
 CI = Table(
     "How CI builds the rows: what `buildrows workflow` renders the workflows and their scripts from.",
     {
-        "install": Str("How CI installs buildrows, pinned: \"buildrows==0.1.0\", "
-                       "\"git+https://github.com/ORG/buildrows@<40-hex commit>\", or a path in the repository "
-                       "relative to this file (\"./tools/buildrows\" or a .whl); an unpinned spec is refused."),
+        "install": Str("How CI installs buildrows, pinned: a path in the repository relative to this file "
+                       "(\"./tools/buildrows\" or a .whl), \"git+https://github.com/ORG/buildrows@<40-hex commit>\", "
+                       "or \"buildrows==0.1.0\" once buildrows is on a package index (it is on none yet); "
+                       "an unpinned spec is refused."),
         "paths": StrList("Project sources that decide a row (globs relative to this file, e.g. \"csrc/**\"); "
                          "the workflows' pull-request path filters add them to the policy, the scripts and the build files."),
         "submodules": Str("How the build job checks out submodules (actions/checkout's submodules).", SUBMODULES),
