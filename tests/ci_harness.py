@@ -133,6 +133,41 @@ def example_repository(root: Path, wheel: Path, archs: str = "7.5",
     return repo
 
 
+#: What the bundled example's `[ci] install = "../.."` installs: buildrows' own project, as this
+#: repository holds it (the files hatchling builds the wheel from).
+BUILDROWS_FILES = ("pyproject.toml", "README.md", "buildrows", "presets", "cmake")
+BUNDLED_CONFIG = "examples/cuda-extension/buildrows.toml"
+
+
+def bundled_example_repository(root: Path, buildrows_root: Path,
+                               edit: Callable[[Path], None] | None = None) -> Path:
+    """buildrows' repository as far as the bundled example needs it: the example under
+    examples/cuda-extension with its own policy, unchanged, and buildrows' project at the root
+    (what its `[ci] install = "../.."` installs); then what `buildrows workflow` renders from that
+    policy, committed. EDIT changes the repository before the commit (a test's broken variant)."""
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    for name in BUILDROWS_FILES:
+        src = buildrows_root / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, repo / name)
+    shutil.copytree(EXAMPLE, repo / "examples" / "cuda-extension", ignore=shutil.ignore_patterns(
+        "build", "dist", "*.egg-info", "__pycache__", "CMakeUserPresets.json", "buildrows-presets.json"))
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    res = subprocess.run([str(Path(sys.executable).parent / "buildrows"), "--config", BUNDLED_CONFIG, "workflow"],
+                         cwd=repo, env=env, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise HarnessError(f"buildrows workflow failed: {res.stderr.strip()}")
+    if edit is not None:
+        edit(repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "project")
+    return repo
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(doc, dict):

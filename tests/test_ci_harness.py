@@ -303,3 +303,47 @@ def test_actionlint_accepts_the_scikit_build_core_workflow(tmp_path: Path, build
         assert f"      - '{p}" in text or f"      - {p}" in text, p
     res = subprocess.run([*tool, "-no-color", str(wf)], cwd=repo, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# --- the bundled example, as this repository holds it and as `buildrows workflow` renders it ------
+
+
+@pytest.fixture(scope="module")
+def bundled_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LinuxRun, list[str]]]:
+    """examples/cuda-extension's own policy (its [ci] installs buildrows from this repository's
+    root), its workflow run unedited: pkg-helpers, the pre-script, the build of the example from its
+    subdirectory, the post-script (stamp, check, buildrows' smoke test), the upload gate."""
+    _needs_toolchain()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed (.ci/run installs it): the build job checks out a commit")
+    root = tmp_path_factory.mktemp("bundled")
+    repo = ci_harness.bundled_example_repository(root, REPO)
+    lines: list[str] = []
+    run = run_linux(repo, root / "work", lines)
+    run.run()
+    yield run, lines
+
+
+@pytest.mark.integration
+def test_bundled_example_workflow_passes_as_rendered(bundled_run: tuple[LinuxRun, list[str]]) -> None:
+    run, lines = bundled_run
+    out = "\n".join(lines)
+    tag = f"cp{PY.replace('.', '')}"
+    wf = run.caller_path.read_text(encoding="utf-8")
+    # test-infra's smoke test greps for a pinned torch, which this example does not declare: off,
+    # and the post-script runs buildrows' own instead.
+    assert "      run-smoke-test: false\n" in wf
+    assert "      build-command: 'python -m build --wheel --outdir dist examples/cuda-extension'\n" in wf
+    order = [
+        "Generate file from pytorch_pkg_helpers",
+        "buildrows hook: row linux-x86_64-cu130-py",
+        "== Run Post-Script / Run script",
+        "stamp --row linux-x86_64-cu130-py",
+        "verdict: PASS",
+        "+ python .github/scripts/buildrows_smoke_test.py",
+        "smoke test: imported cuda_extension",
+        f"-- Upload wheel to GitHub: every wheel was checked before upload: cuda_extension-0.1.0+cu130-{tag}-{tag}-",
+    ]
+    pos = [out.find(s) for s in order]
+    assert all(p >= 0 for p in pos), [s for s, p in zip(order, pos, strict=True) if p < 0]
+    assert pos == sorted(pos)

@@ -130,9 +130,13 @@ def test_build_job(rendered: dict[str, str]) -> None:
         else:
             assert "      pre-script: '.github/scripts/buildrows-pre-build.sh'\n" in text
             assert "      post-script: '.github/scripts/buildrows-check-wheels.sh'\n" in text
-            assert "      run-smoke-test: true\n" in text
+            # ExecuTorch's wheel declares no torch: test-infra's smoke test (a torch grep) is off
+            assert "      run-smoke-test: false\n" in text
         assert "      smoke-test-script: '.github/scripts/buildrows_smoke_test.py'\n" in text
-        assert "      build-platform: setup-py\n" in text  # the example's driver is setup.py
+        # The example's driver is setup.py, its project this test's examples/executorch: test-infra's
+        # setup-py route builds only the repository's root, so the project is built from its directory.
+        assert ("      build-platform: python-build-package\n"
+                "      build-command: 'python -m build --wheel --outdir dist examples/executorch'\n") in text
         assert "      submodules: recursive\n" in text
         assert "      build-matrix: ${{ needs.filter-matrix.outputs.matrix }}\n" in text
         assert "      package-name: executorch\n" in text
@@ -409,3 +413,43 @@ def test_cmake_presets_driver_has_no_wheel_workflow(cli: Callable[..., Result], 
     r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
     assert r.code == 2
     assert 'driver = "cmake-presets" makes an install tree, not a wheel' in r.err
+
+
+# --- which smoke test runs: test-infra's torch grep only where the wheel pins torch -----------------
+
+
+def _smoke(policy_copy: Callable[..., Path], *edits: str) -> tuple[dict[str, str], str]:
+    cfg = policy_copy(*edits)
+    pol = load_policy(cfg)
+    plans = plan(pol, root=cfg.parent, out_dir=cfg.parent / ".github" / "workflows")
+    runs = {p.platform: str(dict(p.build_inputs).get("run-smoke-test")) for p in plans}
+    post = next(f.text for f in render_scripts(scripts_plan(pol, root=cfg.parent))
+                if f.path.endswith("buildrows-check-wheels.sh"))
+    return runs, post
+
+
+def test_smoke_test_of_a_wheel_without_torch_is_buildrows_own(policy_copy: Callable[..., Path]) -> None:
+    runs, post = _smoke(policy_copy)
+    assert runs == {"linux-x86_64": "False", "linux-aarch64": "False", "windows-amd64": "None"}
+    assert "  Linux/x86_64 | Linux/aarch64)\n" in post
+    assert '"$PYTHON" -m pip install --quiet "$whl"' in post and "buildrows_smoke_test.py" in post
+
+
+def test_smoke_test_of_a_pytorch_extension_is_test_infras(policy_copy: Callable[..., Path]) -> None:
+    """Runtime mode torch: stamping pins `torch (==X.Y.*)`, which test-infra's grep finds."""
+    runs, post = _smoke(
+        policy_copy,
+        'mode = "dynamic"\nrequirements = ["nvidia-cuda-runtime-cu12>=12,<13; platform_system == \'Linux\'"]\n'
+        'library-dir = "nvidia/cuda_runtime/lib"\n', 'mode = "torch"\n',
+        'mode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+        'library-dir = "nvidia/cu13/lib"\n', 'mode = "torch"\n')
+    assert runs["linux-x86_64"] == "True" and runs["linux-aarch64"] == "True"
+    assert "Linux/x86_64" not in post and "pip install --quiet \"$whl\"" not in post
+
+
+def test_smoke_test_forced_on_a_wheel_without_torch_is_refused(policy_copy: Callable[..., Path]) -> None:
+    with pytest.raises(BadInput) as e:
+        _smoke(policy_copy, "[ci]\n", "[ci]\nsmoke-test = true\n")
+    msg = str(e.value)
+    assert "[ci] smoke-test = true, but test-infra's smoke test greps the wheel for `Requires-Dist: torch (==...)`" in msg
+    assert "does not pin torch" in msg and "fix: remove [ci] smoke-test" in msg

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from buildrows import __version__
 from buildrows.ci.matrix import FULL_MATRIX_LABEL
 from buildrows.errors import BadInput, Refused
-from buildrows.policy.model import Policy
+from buildrows.policy.model import Policy, Row
 from buildrows.resources import resource_dir
 
 if TYPE_CHECKING:
@@ -120,6 +120,9 @@ class ScriptsPlan:
     install: str
     import_name: str
     windows: bool  # the policy has Windows rows: render the developer-environment wrapper too
+    #: `uname -m` of the Linux platforms whose test-infra smoke test is off: the post-script
+    #: installs the checked wheel and runs buildrows' smoke test there instead.
+    own_smoke_test: tuple[str, ...] = ()
 
     def path(self, name: str) -> str:
         return f"{self.dir}/{name}"
@@ -194,7 +197,7 @@ def _install_arg(policy: Policy, root: Path, policy_dir: str) -> str:
         raise BadInput(f"{policy.path}: [ci] install {ci.install!r} is {target}, which is neither a buildrows "
                        "project directory (with pyproject.toml) nor a .whl\n"
                        "    fix: point it at the copy of buildrows the repository carries")
-    return "./" + rel
+    return "." if rel == "." else "./" + rel  # pip reads a bare name as a project on an index
 
 
 def _build_files(policy: Policy, policy_dir: str) -> list[str]:
@@ -205,6 +208,54 @@ def _build_files(policy: Policy, policy_dir: str) -> list[str]:
     if policy.project.driver == "setup.py":
         files.insert(1, f"{pre}setup.py")
     return files
+
+
+_UNAME = {"linux-x86_64": "x86_64", "linux-aarch64": "aarch64"}
+
+
+def _pins_torch(row: Row) -> bool:
+    """Whether the row's wheel requires `torch (==...)`: a PyTorch extension (runtime mode torch, whose
+    pin stamping writes in that form) or a row requirement that pins torch itself."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if row.runtime is not None and row.runtime.mode == "torch":
+        return True
+    for text in row.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() == "torch" and any(sp.operator == "==" for sp in req.specifier):
+            return True
+    return False
+
+
+def test_infra_smoke_test(policy: Policy, platform: str) -> bool:
+    """Whether test-infra's Linux smoke test runs for PLATFORM. It greps the unpacked wheel for
+    `Requires-Dist: torch (==.*)` under `set -e`, so it can pass only where every row's wheel pins
+    torch; elsewhere it is off and the post-script runs buildrows' own smoke test."""
+    rows = [r for r in policy.rows if r.platform == platform and r.empty_reason is None]
+    can = bool(rows) and all(_pins_torch(r) for r in rows)
+    if policy.ci.smoke_test is None:
+        return can
+    if policy.ci.smoke_test and not can:
+        torchless = next(r.name for r in rows if not _pins_torch(r))
+        raise BadInput(
+            f"{policy.path}: [ci] smoke-test = true, but test-infra's smoke test greps the wheel for "
+            f"`Requires-Dist: torch (==...)` under set -e and row {torchless}'s wheel does not pin torch, so it "
+            "would fail every such job\n"
+            "    fix: remove [ci] smoke-test (the post-script then runs buildrows' own smoke test), or make the "
+            "rows PyTorch extensions ([cuda.runtime.N] mode = \"torch\")")
+    return policy.ci.smoke_test
+
+
+def _named_sources(policy: Policy, root: Path, policy_dir: str) -> list[str]:
+    """The sources the project's build files name (buildrows.ci.paths), relative to the repository root."""
+    from buildrows.ci.paths import named_sources
+
+    src = _from_policy_dir(policy_dir, policy.project.source_dir, f"{policy.path}: [project] source-dir")
+    pre = "" if src == "." else src + "/"
+    return [pre + g for g in named_sources(root / src, policy.project.driver)]
 
 
 def scripts_plan(policy: Policy, *, root: Path, scripts_dir: str = DEFAULT_SCRIPTS_DIR) -> ScriptsPlan:
@@ -218,6 +269,9 @@ def scripts_plan(policy: Policy, *, root: Path, scripts_dir: str = DEFAULT_SCRIP
         dir=d, config=config, install=_install_arg(policy, root, posixpath.dirname(config)),
         import_name=policy.ci.import_name,
         windows=any(r.os == "windows" and r.empty_reason is None for r in policy.rows),
+        own_smoke_test=tuple(m for plat, m in _UNAME.items()
+                             if any(r.platform == plat and r.empty_reason is None for r in policy.rows)
+                             and not test_infra_smoke_test(policy, plat)),
     )
 
 
@@ -270,8 +324,8 @@ def plan(
         out_rel = ".github/workflows"
     sources = [_from_policy_dir(policy_dir, g, f"{policy.path}: [ci] paths") for g in policy.ci.paths]
     if policy.ci.install_kind == "path":
-        target = scripts.install[2:]
-        sources.append(target if target.endswith(".whl") else f"{target}/**")
+        target = scripts.install.removeprefix("./")
+        sources.append(target if target.endswith(".whl") else ("**" if target in ("", ".") else f"{target}/**"))
     chosen = [p for p in policy.platforms if not platforms or p in platforms]
     plans: list[WorkflowPlan] = []
     for platform in chosen:
@@ -310,10 +364,16 @@ def plan(
             ("package-name", policy.ci.import_name),
             ("submodules", policy.ci.submodules),
         ]
-        if policy.project.driver == "setup.py":
+        src = _from_policy_dir(policy_dir, policy.project.source_dir, f"{policy.path}: [project] source-dir")
+        if policy.project.driver == "setup.py" and src == ".":
             build.append(("build-platform", "setup-py"))
-        else:
+        elif src == ".":
             build += [("build-platform", "python-build-package"), ("build-command", BUILD_COMMAND)]
+        else:
+            # test-infra builds in the repository's root and uploads its dist/: a project in a
+            # subdirectory is built from there into the root's dist/ (setup-py's route cannot).
+            build += [("build-platform", "python-build-package"),
+                      ("build-command", f"{BUILD_COMMAND} --outdir dist {shlex.quote(src)}")]
         # The hook: installs buildrows as pinned, finds the row, appends its values after pkg-helpers'.
         build.append(("pre-script", where(scripts.path(PRE_SCRIPT))))
         if windows:
@@ -327,12 +387,13 @@ def plan(
             build.append(("post-script", scripts.path(CHECK_SCRIPT)))
         build.append(("smoke-test-script", scripts.path(SMOKE_TEST)))
         if not windows:
-            build.append(("run-smoke-test", policy.ci.smoke_test))
+            build.append(("run-smoke-test", test_infra_smoke_test(policy, platform)))
         if platform == "linux-aarch64":
             # Without it the shared build prepares an x86_64 job and skips the aarch64 conda install.
             build.append(("architecture", "aarch64"))
+        # [ci] paths add to the default: the build files and the sources they name.
         paths = [config, *scripts.files, f"{out_rel}/{file_name}", *_build_files(policy, policy_dir),
-                 *sources, *extra_paths]
+                 *_named_sources(policy, root, policy_dir), *sources, *extra_paths]
         plans.append(WorkflowPlan(
             platform=platform,
             file_name=file_name,
@@ -418,7 +479,8 @@ def render_scripts(sp: ScriptsPlan, template_dir: Path | None = None) -> list[Re
     Studio developer-environment wrapper: everything the workflows name, into the repository."""
     values: dict[str, object] = dict(
         config=sp.config, install=sp.install, import_name=sp.import_name, up=sp.up, windows=sp.windows,
-        ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir,
+        ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir, own_smoke_test=" ".join(sp.own_smoke_test),
+        smoke_test=sp.path(SMOKE_TEST),
     )
     out = [
         RenderedFile(sp.path(PRE_SCRIPT), _render(template_dir, PRE_SCRIPT + ".j2", **values), executable=True),

@@ -164,8 +164,9 @@ class Ci:
     #: Project sources that decide a row (globs relative to the policy file), for the path filters.
     paths: tuple[str, ...] = ()
     submodules: Submodules = "recursive"
-    #: Run test-infra's Linux smoke test (it also greps the wheel for a pinned torch).
-    smoke_test: bool = True
+    #: Run test-infra's Linux smoke test (it also greps the wheel for a pinned torch). None: where
+    #: every row's wheel pins torch (runtime mode torch), else buildrows' own in the post-script.
+    smoke_test: bool | None = None
     #: The Python package the smoke test imports.
     import_name: str = ""
 

@@ -254,9 +254,11 @@ CI = Table(
         "paths": StrList("Project sources that decide a row (globs relative to this file, e.g. \"csrc/**\"); "
                          "the workflows' pull-request path filters add them to the policy, the scripts and the build files."),
         "submodules": Str("How the build job checks out submodules (actions/checkout's submodules).", SUBMODULES),
-        "smoke-test": Bool("Run test-infra's Linux smoke test (default true); it also requires the wheel to pin "
-                           "torch (`Requires-Dist: torch (==...)`), so set false for a project that does not depend "
-                           "on torch. The post-build `buildrows check` runs either way."),
+        "smoke-test": Bool("Run test-infra's Linux smoke test, which also requires the wheel to pin torch "
+                           "(`grep \"Requires-Dist: torch (==.*)\"` under set -e). Default: on where every row the "
+                           "platform publishes is a PyTorch extension (runtime mode torch, pinned by stamping), "
+                           "else off, and the post-script installs the checked wheel and runs buildrows' own smoke "
+                           "test instead. true on a platform whose wheels do not pin torch is refused."),
         "import-name": Str("The Python package the smoke test imports (default: the project name, - as _)."),
     },
 )
