@@ -139,12 +139,14 @@ BUILDROWS_FILES = ("pyproject.toml", "README.md", "buildrows", "presets", "cmake
 BUNDLED_CONFIG = "examples/cuda-extension/buildrows.toml"
 
 
-def bundled_example_repository(root: Path, buildrows_root: Path,
+def bundled_example_repository(root: Path, buildrows_root: Path, archs: str | None = None,
                                edit: Callable[[Path], None] | None = None) -> Path:
     """buildrows' repository as far as the bundled example needs it: the example under
     examples/cuda-extension with its own policy, unchanged, and buildrows' project at the root
     (what its `[ci] install = "../.."` installs); then what `buildrows workflow` renders from that
-    policy, committed. EDIT changes the repository before the commit (a test's broken variant)."""
+    policy, committed. ARCHS replaces the policy's 13.0 list before rendering (a short build; the
+    workflow is still what `buildrows workflow` renders from the policy). EDIT changes the repository
+    before the commit (a test's broken variant)."""
     repo = root / "repo"
     repo.mkdir(parents=True)
     for name in BUILDROWS_FILES:
@@ -155,6 +157,13 @@ def bundled_example_repository(root: Path, buildrows_root: Path,
             shutil.copy2(src, repo / name)
     shutil.copytree(EXAMPLE, repo / "examples" / "cuda-extension", ignore=shutil.ignore_patterns(
         "build", "dist", "*.egg-info", "__pycache__", "CMakeUserPresets.json", "buildrows-presets.json"))
+    if archs is not None:
+        cfg = repo / BUNDLED_CONFIG
+        text = cfg.read_text(encoding="utf-8")
+        full = 'trains = ["13.0", "13.2"]\narchs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"\n'
+        if full not in text:
+            raise HarnessError(f"{BUNDLED_CONFIG}: no 13.0 architecture list to replace")
+        cfg.write_text(text.replace(full, f'trains = ["13.0", "13.2"]\narchs = "{archs}"\n'), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
     res = subprocess.run([str(Path(sys.executable).parent / "buildrows"), "--config", BUNDLED_CONFIG, "workflow"],
                          cwd=repo, env=env, capture_output=True, text=True, check=False)
@@ -806,7 +815,9 @@ class _GitBash:
             "uname": 'echo MINGW64_NT-10.0-20348\n',
             "cygpath": 'shift; echo "${1//\\//\\\\}"\n',
             "python": f'echo "python $* {where}" >> {j}\n'
-                      f'if [[ "$*" == *"install"*"ninja=="* ]]; then printf "#!/bin/sh\\n" > {sd}/ninja; chmod +x {sd}/ninja; fi\n',
+                      f'if [[ "$*" == *"install"*"ninja=="* ]]; then printf "#!/bin/sh\\n" > {sd}/ninja; chmod +x {sd}/ninja; fi\n'
+                      # `buildrows stamp` prints the wheel's path (unchanged: the name already has +cu130)
+                      'if [[ " $* " == *" stamp "* ]]; then echo "${@: -1}"; fi\n',
             "cmd": f'echo "cmd $* {where}" >> {j}\n',
         }
         for name, body in tools.items():

@@ -124,7 +124,7 @@ def test_a_missing_required_input_is_caught(executorch: Path, tmp_path: Path) ->
 
 def test_a_boolean_input_given_a_string_is_caught(executorch: Path) -> None:
     path = executorch / ".github" / "workflows" / LINUX
-    _replace(path, "      run-smoke-test: true", "      run-smoke-test: 'yes'")
+    _replace(path, "      run-smoke-test: false", "      run-smoke-test: 'yes'")
     assert check_calls(load_yaml(path), path.name) == [
         f"{LINUX}: job 'build' passes boolean input 'run-smoke-test' the string 'yes'"]
 
@@ -134,12 +134,13 @@ def test_windows_steps_up_to_their_shell(executorch: Path, tmp_path: Path) -> No
     text = "\n".join(report)
     assert "shell bash -l {0} (Git Bash), runs `${CONDA_RUN} bash .github\\\\scripts\\\\buildrows-pre-build.sh`" in text
     calls = [line for line in report if line.startswith("pre-script under Git Bash")]
-    assert "python -m pip install --quiet buildrows==0.1.0" in calls[0]
+    assert "python -m pip install --quiet git+https://github.com/buildrows/buildrows@" in calls[0]
     assert "python -m pip install --quiet ninja==" in calls[1]
     assert "(ninja on PATH: yes; in <repository>)" in calls[2] and "buildrows-vc-env.bat" in calls[2]
     assert "-m buildrows --config buildrows.toml hook" in calls[2]
     post = [line for line in report if line.startswith("post-script under Git Bash")]
-    assert "python -m buildrows --config buildrows.toml check --row windows-amd64-cu130-py312 dist/" in post[0]
+    assert "python -m buildrows --config buildrows.toml stamp --row windows-amd64-cu130-py312 dist/" in post[0]
+    assert "python -m buildrows --config buildrows.toml check --row windows-amd64-cu130-py312 dist/" in post[1]
     assert post[0].endswith("in <repository>)")
 
 
@@ -210,10 +211,15 @@ def test_pkg_helpers_value_winning_over_the_row_is_caught(tmp_path: Path, buildr
 
 
 @pytest.fixture(scope="module")
-def passing_run(tmp_path_factory: pytest.TempPathFactory, buildrows_wheel: Path) -> Iterator[tuple[LinuxRun, list[str]]]:
+def passing_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LinuxRun, list[str]]]:
+    """examples/cuda-extension's own policy (its [ci] installs buildrows from this repository's
+    root), its workflow run as rendered: pkg-helpers, the pre-script, the build of the example from
+    its subdirectory, the post-script (stamp, check, buildrows' smoke test), the upload gate."""
     _needs_toolchain()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed (.ci/run installs it): the build job checks out a commit")
     root = tmp_path_factory.mktemp("e2e")
-    repo = make_repo(root, buildrows_wheel)
+    repo = ci_harness.bundled_example_repository(root, REPO, archs="7.5")  # one architecture: a short build
     lines: list[str] = []
     run = run_linux(repo, root / "work", lines)
     run.run()
@@ -222,9 +228,14 @@ def passing_run(tmp_path_factory: pytest.TempPathFactory, buildrows_wheel: Path)
 
 @pytest.mark.integration
 def test_linux_flow_end_to_end(passing_run: tuple[LinuxRun, list[str]]) -> None:
-    _run, lines = passing_run
+    run, lines = passing_run
     out = "\n".join(lines)
     tag = f"cp{PY.replace('.', '')}"
+    wf = run.caller_path.read_text(encoding="utf-8")
+    # test-infra's smoke test greps for a pinned torch, which this example does not declare: off,
+    # and the post-script runs buildrows' own instead.
+    assert "      run-smoke-test: false\n" in wf
+    assert "      build-command: 'python -m build --wheel --outdir dist examples/cuda-extension'\n" in wf
     order = [
         "== build job of build_wheels_linux.yml: matrix row",
         "Generate file from pytorch_pkg_helpers",
@@ -233,7 +244,10 @@ def test_linux_flow_end_to_end(passing_run: tuple[LinuxRun, list[str]]) -> None:
         "-- Build the wheel (python-build-package): after `source BUILD_ENV_FILE` the build sees the row's values "
         "(TORCH_CUDA_ARCH_LIST='7.5+PTX'; pkg-helpers wrote '7.5;8.0;8.6;9.0;10.0;12.0+PTX')",
         "== Run Post-Script / Run script",
+        "stamp --row linux-x86_64-cu130-py",
         "verdict: PASS",
+        "+ python .github/scripts/buildrows_smoke_test.py",
+        "smoke test: imported cuda_extension",
         "-- Upload wheel to GitHub: every wheel was checked before upload: cuda_extension-0.1.0+cu130-"
         f"{tag}-{tag}-linux_x86_64.whl",
     ]
@@ -305,45 +319,14 @@ def test_actionlint_accepts_the_scikit_build_core_workflow(tmp_path: Path, build
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-# --- the bundled example, as this repository holds it and as `buildrows workflow` renders it ------
+def test_actionlint_accepts_the_bundled_examples_workflows(tmp_path: Path) -> None:
+    from tests.test_workflow import _require_actionlint
 
-
-@pytest.fixture(scope="module")
-def bundled_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LinuxRun, list[str]]]:
-    """examples/cuda-extension's own policy (its [ci] installs buildrows from this repository's
-    root), its workflow run unedited: pkg-helpers, the pre-script, the build of the example from its
-    subdirectory, the post-script (stamp, check, buildrows' smoke test), the upload gate."""
-    _needs_toolchain()
+    tool = _require_actionlint()
     if shutil.which("git") is None:
-        pytest.skip("git is not installed (.ci/run installs it): the build job checks out a commit")
-    root = tmp_path_factory.mktemp("bundled")
-    repo = ci_harness.bundled_example_repository(root, REPO)
-    lines: list[str] = []
-    run = run_linux(repo, root / "work", lines)
-    run.run()
-    yield run, lines
-
-
-@pytest.mark.integration
-def test_bundled_example_workflow_passes_as_rendered(bundled_run: tuple[LinuxRun, list[str]]) -> None:
-    run, lines = bundled_run
-    out = "\n".join(lines)
-    tag = f"cp{PY.replace('.', '')}"
-    wf = run.caller_path.read_text(encoding="utf-8")
-    # test-infra's smoke test greps for a pinned torch, which this example does not declare: off,
-    # and the post-script runs buildrows' own instead.
-    assert "      run-smoke-test: false\n" in wf
-    assert "      build-command: 'python -m build --wheel --outdir dist examples/cuda-extension'\n" in wf
-    order = [
-        "Generate file from pytorch_pkg_helpers",
-        "buildrows hook: row linux-x86_64-cu130-py",
-        "== Run Post-Script / Run script",
-        "stamp --row linux-x86_64-cu130-py",
-        "verdict: PASS",
-        "+ python .github/scripts/buildrows_smoke_test.py",
-        "smoke test: imported cuda_extension",
-        f"-- Upload wheel to GitHub: every wheel was checked before upload: cuda_extension-0.1.0+cu130-{tag}-{tag}-",
-    ]
-    pos = [out.find(s) for s in order]
-    assert all(p >= 0 for p in pos), [s for s, p in zip(order, pos, strict=True) if p < 0]
-    assert pos == sorted(pos)
+        pytest.skip("git is not installed")
+    repo = ci_harness.bundled_example_repository(tmp_path, REPO)
+    flows = sorted((repo / ".github" / "workflows").glob("*.yml"))
+    assert [f.name for f in flows] == ["build-wheels-cuda-linux-aarch64.yml", LINUX]
+    res = subprocess.run([*tool, "-no-color", *map(str, flows)], cwd=repo, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr

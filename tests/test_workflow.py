@@ -101,7 +101,7 @@ def test_generator_call(rendered: dict[str, str]) -> None:
         assert "      with-cpu: disable\n" in text  # the example has no CPU rows
         assert "      with-rocm: disable\n" in text
         assert "      with-xpu: disable\n" in text
-        assert """      python-versions: '["3.10", "3.11", "3.12", "3.13"]'\n""" in text
+        assert """      python-versions: '["3.10", "3.11", "3.12", "3.13", "3.14"]'\n""" in text
         assert "      package-type: wheel\n" in text
         os_ = {"linux-x86_64": "linux", "linux-aarch64": "linux-aarch64", "windows-amd64": "windows"}[platform]
         assert f"      os: {os_}\n" in text
@@ -113,7 +113,7 @@ def test_filter_step(rendered: dict[str, str]) -> None:
         assert '"${EVENT_NAME}" == "pull_request"' in text
         assert "args+=(--pull-request)" in text
         assert "GENERATED: ${{ needs.generate-matrix.outputs.matrix }}" in text
-        assert "BUILDROWS_SPEC: buildrows==0.1.0\n" in text  # [ci] install, pinned
+        assert "BUILDROWS_SPEC: 'git+https://github.com/buildrows/buildrows@0123456789abcdef0123456789abcdef01234567'\n" in text  # [ci] install, pinned
         assert "        with:\n          submodules: recursive\n" in text
 
 
@@ -173,7 +173,8 @@ def test_filter_step_runs_as_rendered(rendered: dict[str, str], tmp_path: Path) 
     text = rendered["linux-x86_64"]
     block = text.split("id: filter\n", 1)[1].split("        run: |\n", 1)[1]
     script = "\n".join(line[10:] for line in block.split("\n\n", 1)[0].splitlines())
-    for event, pr_file, rows in (("push", "linux-release-prfalse.json", 12), ("pull_request", "linux-release-prtrue.json", 1)):
+    # The example publishes 13.2 and 13.4: the nightly generator offers both (the release one has no 13.4).
+    for event, pr_file, rows in (("push", "linux-nightly-prfalse.json", 10), ("pull_request", "linux-release-prtrue.json", 1)):
         out = tmp_path / f"out-{event}"
         env = dict(os.environ, PATH=f"{exe.parent}{os.pathsep}{os.environ['PATH']}", EVENT_NAME=event,
                    FULL_MATRIX="false", GENERATED=(GENERATOR / pr_file).read_text(encoding="utf-8"),
@@ -187,7 +188,7 @@ def test_filter_step_runs_as_rendered(rendered: dict[str, str], tmp_path: Path) 
     env["EVENT_NAME"] = "push"
     res = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, check=False)
     assert res.returncode == 3
-    assert "linux-x86_64-cu132-py313" in res.stderr
+    assert "linux-x86_64-cu132-py313" in res.stderr and "linux-x86_64-cu134-py310" in res.stderr
 
 
 # --- enable/disable ------------------------------------------------------------------------------
@@ -310,7 +311,7 @@ def test_check_detects_drift(cli: Callable[..., Result], tmp_path: Path, monkeyp
 
 
 def test_extra_paths_and_scripts_dir(tmp_path: Path) -> None:
-    pol = load_policy(EXAMPLE_POLICY)
+    pol = load_policy(REPO / CONFIG)
     p = plan(pol, root=REPO, out_dir=REPO / ".github" / "workflows", scripts_dir="ci/buildrows",
              extra_paths=["docs/cuda.md"])[0]
     assert p.paths[:5] == (CONFIG, "ci/buildrows/buildrows-pre-build.sh", "ci/buildrows/buildrows-check-wheels.sh",
@@ -324,12 +325,12 @@ def test_extra_paths_and_scripts_dir(tmp_path: Path) -> None:
 
 
 def test_rendered_scripts_carry_the_policy_and_the_pin(tmp_path: Path) -> None:
-    pol = load_policy(EXAMPLE_POLICY)
+    pol = load_policy(REPO / CONFIG)
     files = {f.path: f for f in render_scripts(scripts_plan(pol, root=REPO))}
     pre = files[".github/scripts/buildrows-pre-build.sh"]
     assert pre.executable
     assert "CONFIG=examples/executorch/buildrows.toml\n" in pre.text
-    assert "BUILDROWS_SPEC=buildrows==0.1.0\n" in pre.text
+    assert "BUILDROWS_SPEC=git+https://github.com/buildrows/buildrows@0123456789abcdef0123456789abcdef01234567\n" in pre.text
     assert 'here="${BASH_SOURCE[0]//\\\\//}"\ncd "$(dirname "$here")/../.."\n' in pre.text
     check = files[".github/scripts/buildrows-check-wheels.sh"].text
     assert '"$PYTHON" -m buildrows --config "$CONFIG" check "${row_args[@]}" "$whl"' in check

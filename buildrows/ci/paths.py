@@ -50,6 +50,9 @@ def _cmake(project: Path, lists: Path, seen: set[Path], out: list[PurePosixPath]
     text = _CMAKE_COMMENT.sub("", lists.read_text(encoding="utf-8", errors="replace"))
     base = lists.parent
     for sub in _CMAKE_SUBDIR.findall(text):
+        rel = _inside(project, base, sub)
+        if rel is not None:
+            out.append(rel)
         _cmake(project, (base / sub / "CMakeLists.txt"), seen, out)
     for tok in _TOKEN.findall(text):
         if "/" in tok or "." in tok:
@@ -114,4 +117,7 @@ def named_sources(project: Path, driver: str) -> list[str]:
     _pyproject(project, found)
     if driver == "setup.py":
         _setup_py(project, found)
-    return list(dict.fromkeys(_filter(project, rel) for rel in found))
+    filters = list(dict.fromkeys(_filter(project, rel) for rel in found))
+    dirs = [f[: -len("**")] for f in filters if f.endswith("/**")]
+    # kernels/impl/** adds nothing beside kernels/**
+    return [f for f in filters if not any(f != d + "**" and f.startswith(d) for d in dirs)]

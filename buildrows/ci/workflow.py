@@ -234,7 +234,7 @@ def test_infra_smoke_test(policy: Policy, platform: str) -> bool:
     """Whether test-infra's Linux smoke test runs for PLATFORM. It greps the unpacked wheel for
     `Requires-Dist: torch (==.*)` under `set -e`, so it can pass only where every row's wheel pins
     torch; elsewhere it is off and the post-script runs buildrows' own smoke test."""
-    rows = [r for r in policy.rows if r.platform == platform and r.empty_reason is None]
+    rows = [r for r in policy.rows if r.platform == platform and policy.publishes(r)]
     can = bool(rows) and all(_pins_torch(r) for r in rows)
     if policy.ci.smoke_test is None:
         return can
@@ -329,7 +329,7 @@ def plan(
     chosen = [p for p in policy.platforms if not platforms or p in platforms]
     plans: list[WorkflowPlan] = []
     for platform in chosen:
-        rows = [r for r in policy.rows if r.platform == platform and r.empty_reason is None]
+        rows = [r for r in policy.rows if r.platform == platform and policy.publishes(r)]
         if not rows:
             continue
         has_cuda = any(r.cuda is not None for r in rows)

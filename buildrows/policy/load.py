@@ -207,6 +207,7 @@ class _Resolver:
         excluded = tuple((k, v) for k, v in d["python"].get("excluded", {}).items())
         trains = self._trains(d.get("cuda", {}).get("trains", []))
         pr_trains = self._pull_request_trains(d.get("cuda", {}).get("pull-request", []), trains)
+        build_only = self._build_only(d.get("cuda", {}).get("build-only", []), trains)
         runtimes = self._runtimes(d.get("cuda", {}).get("runtime", {}))
         check = self._check(d.get("check", {}))
         rows: list[Row] = []
@@ -241,6 +242,9 @@ class _Resolver:
             ci=ci,
             check=check,
             pull_request_trains=pr_trains,
+            build_only_trains=build_only,
+            pull_request_fallback=d.get("cuda", {}).get("pull-request-fallback", "newest"),
+            pull_request_python=d.get("cuda", {}).get("pull-request-python", "newest"),
             key_prefix="".join(f"{k}." for k in self.prefix),
         )
 
@@ -347,6 +351,27 @@ class _Resolver:
                 self.problem(("cuda", "trains", i), f"{v!r} is listed twice")
             else:
                 out.append(t)
+        return tuple(out)
+
+    def _build_only(self, items: list[str], trains: tuple[Train, ...]) -> tuple[Train, ...]:
+        out: list[Train] = []
+        for i, v in enumerate(items):
+            try:
+                t = Train.parse(v)
+            except ValueError as e:
+                self.problem(("cuda", "build-only", i), str(e))
+                continue
+            if t not in trains:
+                self.problem(("cuda", "build-only", i), f"CUDA {t.dotted} is build-only but not on the train allowlist",
+                             hint=f"add \"{t.dotted}\" to [cuda] trains too: build-only marks trains of that list "
+                                  "that build from source but are not published")
+            elif t in out:
+                self.problem(("cuda", "build-only", i), f"{v!r} is listed twice")
+            else:
+                out.append(t)
+        if trains and out and len(out) == len(trains):
+            self.problem(("cuda", "build-only"), "every train is build-only, so the policy publishes no CUDA wheel",
+                         hint="remove from build-only the trains the project publishes")
         return tuple(out)
 
     def _pull_request_trains(self, items: list[str], trains: tuple[Train, ...]) -> tuple[Train, ...]:

@@ -185,13 +185,25 @@ class Policy:
     rows: tuple[Row, ...] = field(default=())
     ci: Ci = field(default_factory=Ci)
     check: CheckPolicy = field(default_factory=CheckPolicy)
-    pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow, newest first
+    pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow (pull_request_fallback)
+    #: Trains built from source (build, doctor, hook) but not published: absent from the release
+    #: matrix and from pull requests ([cuda] build-only).
+    build_only_trains: tuple[Train, ...] = ()
+    #: When no preferred train is on offer: "newest" (the newest train on offer) or "closest" (the
+    #: nearest older train to the first preferred one, then the nearest newer: ExecuTorch's rule).
+    pull_request_fallback: str = "newest"
+    #: A pull request's Python: "newest" on offer, or "first" (the earliest of [python] versions on offer).
+    pull_request_python: str = "newest"
     #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".
     key_prefix: str = ""
 
     def key(self, path: str) -> str:
         """A key path as the policy file spells it (`tool.buildrows.python.excluded` in pyproject.toml)."""
         return self.key_prefix + path
+
+    def publishes(self, row: Row) -> bool:
+        """Whether the release matrix carries ROW: not declared empty, not of a build-only train."""
+        return row.empty_reason is None and (row.cuda is None or row.cuda not in self.build_only_trains)
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:

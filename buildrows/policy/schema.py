@@ -293,8 +293,18 @@ POLICY = Table(
             "CUDA train allowlist and runtime packaging.",
             {
                 "trains": StrList("CUDA trains any platform may publish, e.g. [\"12.6\", \"13.0\"]."),
-                "pull-request": StrList("Trains a pull request's one row prefers, in order, e.g. [\"13.0\"]; trains not "
-                                        "listed follow, newest first (the default)."),
+                "pull-request": StrList("Trains a pull request's one row prefers, in order, e.g. [\"13.0\"] (a build-only "
+                                        "train may be named: it is never on offer, and pull-request-fallback decides); "
+                                        "trains not listed follow as pull-request-fallback says."),
+                "pull-request-fallback": Str("When no preferred train is on offer: \"newest\" (default) or \"closest\": the "
+                                             "nearest older train to the first preferred one, then the nearest newer (a newer "
+                                             "train never outranks an older one; ExecuTorch's filter_cuda_matrix.py rule).",
+                                             ("newest", "closest")),
+                "pull-request-python": Str("A pull request's Python: \"newest\" on offer (default) or \"first\", the "
+                                           "earliest of [python] versions on offer.", ("newest", "first")),
+                "build-only": StrList("Trains of [cuda] trains built from source but not published, e.g. [\"12.6\"]: "
+                                      "`build`, `doctor` and the hook accept their rows; the release matrix and pull "
+                                      "requests leave them out."),
                 "runtime": MapOf("Per CUDA major (\"12\", \"13\"): runtime requirement and library directory.", RUNTIME),
             },
         ),
