@@ -140,7 +140,7 @@ BUNDLED_CONFIG = "examples/cuda-extension/buildrows.toml"
 
 
 def bundled_example_repository(root: Path, buildrows_root: Path, archs: str | None = None,
-                               edit: Callable[[Path], None] | None = None) -> Path:
+                               edit: Callable[[Path], None] | None = None, render_after_edit: bool = False) -> Path:
     """buildrows' repository as far as the bundled example needs it: the example under
     examples/cuda-extension with its own policy, unchanged, and buildrows' project at the root
     (what its `[ci] install = "../.."` installs); then what `buildrows workflow` renders from that
@@ -164,12 +164,14 @@ def bundled_example_repository(root: Path, buildrows_root: Path, archs: str | No
         if full not in text:
             raise HarnessError(f"{BUNDLED_CONFIG}: no 13.0 architecture list to replace")
         cfg.write_text(text.replace(full, f'trains = ["13.0", "13.2"]\narchs = "{archs}"\n'), encoding="utf-8")
+    if edit is not None and render_after_edit:  # a policy change: the workflow is rendered from it
+        edit(repo)
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
     res = subprocess.run([str(Path(sys.executable).parent / "buildrows"), "--config", BUNDLED_CONFIG, "workflow"],
                          cwd=repo, env=env, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise HarnessError(f"buildrows workflow failed: {res.stderr.strip()}")
-    if edit is not None:
+    if edit is not None and not render_after_edit:
         edit(repo)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "add", "-A")
@@ -348,7 +350,8 @@ class LinuxRun:
 
     def __init__(self, *, caller: Path, repository: Path, work: Path, python: str, accel: str,
                  generator: Path, event: str = "push", test_infra: Path = TEST_INFRA,
-                 echo: Callable[[str], None] = print, buildrows_bin: Path | None = None) -> None:
+                 echo: Callable[[str], None] = print, buildrows_bin: Path | None = None,
+                 runner_env: Mapping[str, str] | None = None) -> None:
         self.caller_path = caller
         self.caller = load_yaml(caller)
         self.repository = repository
@@ -360,6 +363,8 @@ class LinuxRun:
         self.test_infra = test_infra
         self.echo = echo
         self.buildrows_bin = buildrows_bin or Path(sys.executable).parent
+        # What the runner's environment adds (a repository variable such as BUILDROWS_CUDA_MIRROR).
+        self.runner_env = dict(runner_env or {})
         self.work.mkdir(parents=True, exist_ok=True)
 
     # --- the caller ----------------------------------------------------------------------------
@@ -483,6 +488,7 @@ class LinuxRun:
             GITHUB_REF=str(github["ref"]), GITHUB_REF_NAME=str(github["ref_name"]), GITHUB_BASE_REF="",
             GITHUB_SHA=str(github["sha"]), GITHUB_STEP_SUMMARY=str(temp / "step-summary.md"),
         )
+        base.update(self.runner_env)
         job = Job(workspace=ws, temp=temp, env=base,
                   contexts={"github": dict(github), "inputs": dict(inputs), "matrix": dict(row), "env": {},
                             "steps": {}, "secrets": {}, "vars": {}, "runner": {"os": "Linux", "temp": str(temp)},

@@ -8,6 +8,7 @@ small), and the rendered post-script holds the wheel to its row with `buildrows 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -330,3 +331,100 @@ def test_actionlint_accepts_the_bundled_examples_workflows(tmp_path: Path) -> No
     assert [f.name for f in flows] == ["build-wheels-cuda-linux-aarch64.yml", LINUX]
     res = subprocess.run([*tool, "-no-color", *map(str, flows)], cwd=repo, capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+# --- a train the builder image lacks: provisioned in the pre-script from a mirror ----------------
+
+#: nvcc 13.4 is not on this machine and NVIDIA's server is unreachable: the mirror's cuda_nvcc
+#: archive carries this machine's real nvcc behind a shim that answers `--version` as 13.4 (as
+#: tests/test_provision_integration.py does for 12.6). The index, the manifest, the checksums, the
+#: unpacking, the hook's nvcc check and the build are all real.
+_SHIM_134 = """#!/bin/sh
+for a in "$@"; do
+  case "$a" in --version|-V) echo "nvcc: NVIDIA (R) Cuda compiler driver"
+    echo "Cuda compilation tools, release 13.4, V13.4.51"; exit 0;; esac
+done
+exec "$(dirname "$0")/nvcc.real" "$@"
+"""
+RELEASE_134 = "13.4.1"
+
+
+@pytest.fixture(scope="module")
+def mirror_134(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    import hashlib
+    import json
+    import threading
+    from functools import partial
+    from http.server import ThreadingHTTPServer
+
+    from buildrows.plan.toolchain import find_cuda_compiler
+    from tests.test_provision_integration import _components, _Quiet, _write_archive
+
+    comp = find_cuda_compiler(dict(os.environ))
+    if comp is None:
+        pytest.skip("no nvcc on this machine to package as the mirror's 13.4")
+    root = tmp_path_factory.mktemp("mirror-134")
+    manifest: dict[str, object] = {"release_date": "2026-10-01", "release_label": RELEASE_134, "release_product": "cuda"}
+    for name, members in _components(Path(comp.toolkit_root)).items():
+        members = [(n, _SHIM_134.encode()) if n == "bin/nvcc" else (n, m) for n, m in members]
+        top = f"{name}-linux-x86_64-13.4.51-archive"
+        rel = f"{name}/linux-x86_64/{top}.tar.xz"
+        _write_archive(root / rel, top, members)
+        data = (root / rel).read_bytes()
+        manifest[name] = {"name": name, "license": "CUDA Toolkit", "version": "13.4.51",
+                          "linux-x86_64": {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
+                                           "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}}
+    (root / f"redistrib_{RELEASE_134}.json").write_text(json.dumps(manifest, indent=4), encoding="utf-8")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), partial(_Quiet, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _with_134(repo: Path) -> None:
+    """The bundled example's policy publishing 13.4 too, with [ci] provision-toolkit = "redist"."""
+    cfg = repo / ci_harness.BUNDLED_CONFIG
+    text = cfg.read_text(encoding="utf-8")
+    for old, new in (('[cuda]\ntrains = ["12.6", "13.0", "13.2"]', '[cuda]\ntrains = ["12.6", "13.0", "13.2", "13.4"]'),
+                     ('[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2"]',
+                      '[platforms.linux-x86_64]\ntrains = ["12.6", "13.0", "13.2", "13.4"]'),
+                     ('trains = ["13.0", "13.2"]\narchs = "7.5"', 'trains = ["13.0", "13.2", "13.4"]\narchs = "7.5"')):
+        assert old in text, old
+        text = text.replace(old, new)
+    cfg.write_text(text + 'provision-toolkit = "redist"\n', encoding="utf-8")
+
+
+@pytest.mark.integration
+def test_cu134_job_provisions_its_toolkit_in_the_pre_script(tmp_path: Path, mirror_134: str) -> None:
+    """A cu134 row on test-infra's builder, which has no CUDA 13.4: the pre-script's hook assembles
+    it from the mirror (checksums verified) before checking nvcc, BUILD_ENV_FILE carries it to the
+    build, and the wheel passes the post-script's check."""
+    _needs_toolchain()
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = ci_harness.bundled_example_repository(tmp_path, REPO, archs="7.5", edit=_with_134, render_after_edit=True)
+    pre = (repo / ".github" / "scripts" / "buildrows-pre-build.sh").read_text(encoding="utf-8")
+    assert '"$PYTHON" -m buildrows --config "$CONFIG" hook --provision redist\nbuildrows_cuda_path\n' in pre
+    lines: list[str] = []
+    cache = tmp_path / "buildrows-cache"
+    run = LinuxRun(caller=repo / ".github" / "workflows" / LINUX, repository=repo, work=tmp_path / "work", python=PY,
+                   accel="cu134", generator=GENERATOR / "linux-nightly-prfalse.json", echo=lines.append,
+                   runner_env={"BUILDROWS_CUDA_MIRROR": mirror_134, "BUILDROWS_CACHE": str(cache)})
+    run.run()
+    out = "\n".join(lines)
+    order = [
+        "buildrows hook: row linux-x86_64-cu134-py",
+        "provision-toolkit: the builder lacks CUDA 13.4",
+        "on the build's PATH (BUILD_ENV_FILE)",
+        "stamp --row linux-x86_64-cu134-py",
+        "verdict: PASS",
+        "-- Upload wheel to GitHub: every wheel was checked before upload: cuda_extension-0.1.0+cu134-",
+    ]
+    pos = [out.find(s) for s in order]
+    assert all(p >= 0 for p in pos), ([s for s, p in zip(order, pos, strict=True) if p < 0], out[-3000:])
+    assert pos == sorted(pos)
+    receipt = next(cache.rglob("buildrows-toolkit.json"))
+    assert '"release": "13.4.1"' in receipt.read_text(encoding="utf-8")

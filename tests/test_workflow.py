@@ -454,3 +454,61 @@ def test_smoke_test_forced_on_a_wheel_without_torch_is_refused(policy_copy: Call
     msg = str(e.value)
     assert "[ci] smoke-test = true, but test-infra's smoke test greps the wheel for `Requires-Dist: torch (==...)`" in msg
     assert "does not pin torch" in msg and "fix: remove [ci] smoke-test" in msg
+
+
+# --- [ci] provision-toolkit: the pre-script assembles a train the builder lacks -------------------
+
+
+def _pre_script(policy_copy: Callable[..., Path], value: str | None) -> str:
+    cfg = policy_copy("[ci]\n", "[ci]\n" + (f'provision-toolkit = "{value}"\n' if value else ""))
+    files = render_scripts(scripts_plan(load_policy(cfg), root=cfg.parent))
+    return next(f.text for f in files if f.path.endswith("buildrows-pre-build.sh"))
+
+
+def test_provision_toolkit_renders_the_hook_with_provision(policy_copy: Callable[..., Path]) -> None:
+    off = _pre_script(policy_copy, None)
+    assert "--provision" not in off and 'exec "$PYTHON" -m buildrows --config "$CONFIG" hook\n' in off
+    on = _pre_script(policy_copy, "redist")
+    assert '"$PYTHON" -m buildrows --config "$CONFIG" hook --provision redist\nbuildrows_cuda_path\n' in on
+    # Windows: the hook in the developer environment, then PATH, then the script ends
+    assert ('"$PYTHON" -m buildrows --config "$CONFIG" hook --provision redist\n    buildrows_cuda_path\n'
+            "    exit 0\n") in on
+
+
+@pytest.mark.parametrize(("uname", "want"), [
+    ("Linux", "export PATH=/cache/toolkits/cuda-13.4/bin:\"${PATH}\"\n"),
+    ("MINGW64_NT-10.0", "export PATH=/c/cache/cuda-13.4/bin/x64:/c/cache/cuda-13.4/bin:\"${PATH}\"\n"),
+])
+def test_provisioned_bin_reaches_the_builds_path(policy_copy: Callable[..., Path], tmp_path: Path, uname: str,
+                                                want: str) -> None:
+    """The function the pre-script runs after the hook: BUILD_ENV_FILE gets the toolkit's bin in the
+    shell's spelling (Git Bash: /c/..., with 13.x's bin/x64), after the hook's lines."""
+    text = _pre_script(policy_copy, "redist")
+    func = text[text.index("buildrows_cuda_path() {"):text.index("\n}\n") + 3]
+    native = "C:\\cache\\cuda-13.4\\bin" if uname.startswith("MINGW") else "/cache/toolkits/cuda-13.4/bin"
+    env_file = tmp_path / "build_env"
+    env_file.write_text(f"export CUDA_HOME=/usr/local/cuda-13.4\nexport BUILDROWS_CUDA_BIN='{native}'\n", encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if uname.startswith("MINGW"):
+        (bin_dir / "cygpath").write_text("#!/bin/sh\nprintf '%s\\n' \"$2\" | tr '\\\\' / | sed 's|^C:|/c|'\n",
+                                         encoding="utf-8")
+        (bin_dir / "cygpath").chmod(0o755)
+    script = f"set -euo pipefail\n{func}\nbuildrows_cuda_path\n"
+    res = subprocess.run(["bash", "-c", script], env={"PATH": f"{bin_dir}:/usr/bin:/bin", "BUILD_ENV_FILE": str(env_file),
+                                                     "GITHUB_PATH": str(tmp_path / "gh_path")},
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert env_file.read_text(encoding="utf-8").endswith(want)
+    assert (tmp_path / "gh_path").read_text(encoding="utf-8") == native + "\n"
+    # without a provisioned toolkit (the builder had the train) nothing is added
+    env_file.write_text("export CUDA_HOME=/usr/local/cuda-13.0\n", encoding="utf-8")
+    res = subprocess.run(["bash", "-c", script], env={"PATH": "/usr/bin:/bin", "BUILD_ENV_FILE": str(env_file)},
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0 and env_file.read_text(encoding="utf-8") == "export CUDA_HOME=/usr/local/cuda-13.0\n"
+
+
+def test_provision_toolkit_value_is_checked(policy_copy: Callable[..., Path]) -> None:
+    with pytest.raises(BadInput) as e:
+        _pre_script(policy_copy, "nvidia")
+    assert "provision-toolkit" in str(e.value) and "'redist'" in str(e.value)

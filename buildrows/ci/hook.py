@@ -71,19 +71,58 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     return row
 
 
-def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI) -> None:
+#: The variable the hook writes with a provisioned toolkit's bin directory (native path): the
+#: rendered pre-script puts it on the build's PATH in the shell's own spelling (Git Bash on Windows).
+CUDA_BIN_VAR = "BUILDROWS_CUDA_BIN"
+PROVISION_SOURCES = ("auto", "redist", "pypi")
+
+
+def provision_toolkit(row: Row, env: Mapping[str, str], platform: str, source: str, ui: UI) -> str | None:
+    """The root of the row's train assembled into buildrows' cache when the builder has no nvcc
+    of that train (`buildrows toolkit install`: checksummed archives or pinned wheels), else None
+    (the builder's nvcc is used, as without provisioning). Refuses a source that cannot apply."""
+    from buildrows.plan.toolchain import find_cuda_compiler
+    from buildrows.provision import toolkit
+
+    if row.cuda is None:
+        return None
+    try:
+        have = find_cuda_compiler(env)
+    except (Refused, BadInput):  # an nvcc that does not run is no nvcc of the train
+        have = None
+    if have is not None and have.train == row.cuda:
+        ui.info(f"provision-toolkit: the builder's nvcc is CUDA {row.cuda.dotted} ({have.path}); nothing to assemble")
+        return None
+    found = f"its nvcc is CUDA {have.version} ({have.path})" if have is not None else "it has no nvcc"
+    ui.info(f"provision-toolkit: the builder lacks CUDA {row.cuda.dotted} ({found}); assembling it "
+            f"({'the default source' if source == 'auto' else source})")
+    chosen = None if source == "auto" else source
+    tk = toolkit.install(row.cuda, platform, env, source=chosen, progress=ui.info)  # type: ignore[arg-type]
+    ui.info(f"provision-toolkit: {tk.describe()} at {tk.root}")
+    return str(tk.root)
+
+
+def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI, provision: str | None = None) -> None:
     """Find the job's row, plan it (refusing what cannot be built honestly), and append its
-    environment to $BUILD_ENV_FILE and $GITHUB_ENV (printing it when neither is set)."""
+    environment to $BUILD_ENV_FILE and $GITHUB_ENV (printing it when neither is set). With
+    `provision` (the policy's [ci] provision-toolkit), a train the builder lacks is assembled first,
+    so the nvcc check below sees it."""
+    import os
+
     from buildrows.render.envfile import Format, append_files, environment_from_plan, format_env
     from buildrows.render.presets import plan_row
 
     row = find_row(pol, env, python, platform)
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
-    plan = plan_row(pol, row, env, step="hook")  # refuses: no list, wrong OS, missing or wrong nvcc
+    root = provision_toolkit(row, env, platform, provision, ui) if provision else None
+    # refuses: no list, wrong OS, missing or wrong nvcc
+    plan = plan_row(pol, row, env, step="hook", toolkit=root)
     if plan.compiler is not None:
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
     values = environment_from_plan(plan, env)
+    if root is not None:
+        values[CUDA_BIN_VAR] = os.path.join(root, "bin")
     dests: tuple[tuple[str, Format], ...] = (("BUILD_ENV_FILE", "shell"), ("GITHUB_ENV", "github"))
     targets = [(env[var], format_env(values, fmt)) for var, fmt in dests if env.get(var)]
     append_files(targets)  # opens and locks every file before writing any

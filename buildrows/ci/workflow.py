@@ -123,6 +123,8 @@ class ScriptsPlan:
     #: `uname -m` of the Linux platforms whose test-infra smoke test is off: the post-script
     #: installs the checked wheel and runs buildrows' smoke test there instead.
     own_smoke_test: tuple[str, ...] = ()
+    #: [ci] provision-toolkit ("" when off): the pre-script passes it to the hook.
+    provision: str = ""
 
     def path(self, name: str) -> str:
         return f"{self.dir}/{name}"
@@ -272,6 +274,7 @@ def scripts_plan(policy: Policy, *, root: Path, scripts_dir: str = DEFAULT_SCRIP
         own_smoke_test=tuple(m for plat, m in _UNAME.items()
                              if any(r.platform == plat and r.empty_reason is None for r in policy.rows)
                              and not test_infra_smoke_test(policy, plat)),
+        provision=policy.ci.provision_toolkit or "",
     )
 
 
@@ -480,7 +483,7 @@ def render_scripts(sp: ScriptsPlan, template_dir: Path | None = None) -> list[Re
     values: dict[str, object] = dict(
         config=sp.config, install=sp.install, import_name=sp.import_name, up=sp.up, windows=sp.windows,
         ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir, own_smoke_test=" ".join(sp.own_smoke_test),
-        smoke_test=sp.path(SMOKE_TEST),
+        smoke_test=sp.path(SMOKE_TEST), provision=sp.provision,
     )
     out = [
         RenderedFile(sp.path(PRE_SCRIPT), _render(template_dir, PRE_SCRIPT + ".j2", **values), executable=True),

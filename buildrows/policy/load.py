@@ -317,7 +317,7 @@ class _Resolver:
                          hint="write the package the wheel installs, e.g. \"my_ext\"")
         return Ci(install=install, install_kind=kind, paths=tuple(paths),
                   submodules=cast(Submodules, c.get("submodules", "recursive")),
-                  smoke_test=c.get("smoke-test"), import_name=name)
+                  smoke_test=c.get("smoke-test"), import_name=name, provision_toolkit=c.get("provision-toolkit"))
 
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []

@@ -169,6 +169,9 @@ class Ci:
     smoke_test: bool | None = None
     #: The Python package the smoke test imports.
     import_name: str = ""
+    #: Assemble a train the builder image lacks in the pre-script ([ci] provision-toolkit): "auto"
+    #: (PyPI where the train is pinned, else the redistributable archives), "redist" or "pypi"; None: off.
+    provision_toolkit: str | None = None
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,12 @@ CI = Table(
                            "else off, and the post-script installs the checked wheel and runs buildrows' own smoke "
                            "test instead. true on a platform whose wheels do not pin torch is refused."),
         "import-name": Str("The Python package the smoke test imports (default: the project name, - as _)."),
+        "provision-toolkit": Str("Assemble the row's CUDA train in the rendered pre-script when the builder has no nvcc "
+                                 "of it (`buildrows toolkit install`, checksums verified), before the hook checks nvcc; "
+                                 "CUDA_HOME/CUDA_PATH/CUDACXX and PATH reach the build through BUILD_ENV_FILE. "
+                                 "\"redist\" (NVIDIA's redistributable archives; BUILDROWS_CUDA_MIRROR for a mirror), "
+                                 "\"pypi\" (NVIDIA's pinned wheels, 13.x) or \"auto\" (PyPI where pinned, else redist). "
+                                 "Default: off.", ("auto", "redist", "pypi")),
     },
 )
 
