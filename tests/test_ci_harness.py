@@ -428,3 +428,91 @@ def test_cu134_job_provisions_its_toolkit_in_the_pre_script(tmp_path: Path, mirr
     assert pos == sorted(pos)
     receipt = next(cache.rglob("buildrows-toolkit.json"))
     assert '"release": "13.4.1"' in receipt.read_text(encoding="utf-8")
+
+
+# --- the end-to-end GPU job ([ci.gpu-test]) ------------------------------------------------------
+
+
+@pytest.fixture
+def executorch_gpu(cli: Callable[..., Result], tmp_path: Path) -> Path:
+    """The ExecuTorch example with the seed's GPU job: its runners and a GPU test in the repository."""
+    repo = tmp_path / "executorch"
+    (repo / ".ci" / "scripts" / "wheel").mkdir(parents=True)
+    (repo / ".ci" / "scripts" / "wheel" / "test_cuda_gpu.py").write_text("print('gpu')\n", encoding="utf-8")
+    text = (REPO / "examples" / "executorch" / "buildrows.toml").read_text(encoding="utf-8")
+    (repo / "buildrows.toml").write_text(text + '\n[ci.gpu-test]\nlinux-runner = "linux.g5.4xlarge.nvidia.gpu"\n'
+                                         'windows-runner = "windows.g5.4xlarge.nvidia.gpu"\n'
+                                         'script = ".ci/scripts/wheel/test_cuda_gpu.py"\n', encoding="utf-8")
+    r = cli("--config", str(repo / "buildrows.toml"), "workflow", "--root", str(repo))
+    assert r.code == 0, r.err
+    return repo
+
+
+@pytest.mark.parametrize(("platform", "job_workflow"), [("linux-x86_64", "linux_job_v3.yml"),
+                                                        ("windows-amd64", "windows_job.yml")])
+def test_gpu_job_passes_only_declared_inputs(executorch_gpu: Path, platform: str, job_workflow: str) -> None:
+    path = executorch_gpu / ".github" / "workflows" / f"build-wheels-cuda-{platform}.yml"
+    caller = load_yaml(path)
+    assert check_calls(caller, path.name) == []
+    job = caller["jobs"]["gpu-test"]
+    assert job["uses"] == f"pytorch/test-infra/.github/workflows/{job_workflow}@main"
+    assert job["needs"] == ["gpu-trains", "build"] and job["strategy"]["fail-fast"] is False
+    # never for a pull request from a fork; not gated on the build matrix's one result
+    assert "github.event.pull_request.head.repo.full_name == github.repository" in job["if"]
+    assert "needs.build.result" not in job["if"]
+    assert job["with"]["download-artifact"] == "${{ matrix.artifact }}"
+    assert ("permissions" in job) == (platform == "linux-x86_64")  # linux_job_v3 asks for id-token: write
+    # no aarch64 GPU runner is named: that workflow has no GPU job
+    aarch64 = load_yaml(executorch_gpu / ".github" / "workflows" / "build-wheels-cuda-linux-aarch64.yml")
+    assert "gpu-test" not in aarch64["jobs"]
+
+
+def test_gpu_job_input_windows_job_lacks_is_caught(executorch_gpu: Path) -> None:
+    path = executorch_gpu / ".github" / "workflows" / WINDOWS
+    _replace(path, "      timeout: 60\n", "      timeout: 60\n      docker-image: pytorch/almalinux-builder\n")
+    assert check_calls(load_yaml(path), path.name) == [
+        f"{WINDOWS}: job 'gpu-test' passes input 'docker-image', which windows_job.yml does not declare "
+        "(GitHub rejects the call)"]
+
+
+@pytest.mark.integration
+def test_gpu_job_script_runs_on_the_build_jobs_artifact(passing_run: tuple[LinuxRun, list[str]], tmp_path: Path) -> None:
+    """The gpu-trains step on the build job's filtered matrix names the artifact test-infra's build
+    uploaded; the GPU job's script installs that wheel and runs the example's GPU test. This machine
+    has no GPU, so the test reaches the device and reports CUDA's own error (exit 1)."""
+    from tests import gha_expr
+
+    run, _ = passing_run
+    caller = load_yaml(run.caller_path)
+    matrix = run.filtered_matrix()["matrix"]
+    step = caller["jobs"]["gpu-trains"]["steps"][0]
+    out = tmp_path / "gpu-trains-output"
+    out.write_text("", encoding="utf-8")
+    res = subprocess.run(["bash", "-eo", "pipefail", "-c", step["run"]], capture_output=True, text=True, check=False,
+                         env={**os.environ, "MATRIX": matrix, "GITHUB_OUTPUT": str(out),
+                              "GITHUB_REPOSITORY": "buildrows-user/project"})
+    assert res.returncode == 0, res.stderr
+    import json
+
+    trains = json.loads(out.read_text(encoding="utf-8").split("=", 1)[1])
+    entry = next(t for t in trains if t["cu"] == "cu130")
+    # the name test-infra's build job uploads under (setup-binary-builds' ARTIFACT_NAME), per train
+    # its oldest Python
+    assert entry["artifact"] == "buildrows-user_project__3.10_cu130_x86_64" and entry["python"] == "3.10"
+    dist = run.work / "ws" / "buildrows-user" / "project" / "dist"
+    artifacts = tmp_path / "artifacts"
+    shutil.copytree(dist, artifacts)
+    script = gha_expr.interpolate(str(caller["jobs"]["gpu-test"]["with"]["script"]),
+                                  {"matrix": {**entry, "python": PY}})
+    repo = run.work / "ws" / "buildrows-user" / "project"
+    venv = tmp_path / "gpu-env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    res = subprocess.run(["bash", "-c", script], cwd=repo, capture_output=True, text=True, check=False,
+                         env={**os.environ, "PATH": f"{venv / 'bin'}:{os.environ['PATH']}",
+                              "RUNNER_ARTIFACT_DIR": str(artifacts), "RUNNER_TEMP": str(tmp_path)})
+    out_text = res.stdout + res.stderr
+    assert "cuda_extension from " in out_text and "built_with_cuda=True" in out_text, out_text
+    if res.returncode == 0:
+        assert "gpu test: add ran on the GPU" in out_text
+    else:
+        assert res.returncode == 1 and "gpu test: no usable GPU" in out_text, out_text

@@ -94,6 +94,22 @@ class RenderedFile:
 
 
 @dataclass(frozen=True)
+class GpuPlan:
+    """The end-to-end GPU job of one platform's workflow ([ci.gpu-test])."""
+
+    workflow: str  # test-infra's linux_job_v3.yml or windows_job.yml
+    runner: str
+    script: str  # relative to the repository root
+    artifact_arch: str  # the architecture suffix of test-infra's artifact name (x86_64, x64)
+    windows: bool
+
+
+#: test-infra's job workflows for the GPU test, by platform, and the `arch` part of the name its
+#: build workflows upload the wheel under (setup-binary-builds' ARTIFACT_NAME).
+_GPU_JOB = {"linux-x86_64": ("linux_job_v3.yml", "x86_64"), "windows-amd64": ("windows_job.yml", "x64")}
+
+
+@dataclass(frozen=True)
 class WorkflowPlan:
     """Every value one platform's workflow is rendered from."""
 
@@ -109,6 +125,7 @@ class WorkflowPlan:
     build_inputs: tuple[tuple[str, BuildValue], ...]
     install: str  # the pip argument, relative to the repository root for a path
     submodules: str
+    gpu: GpuPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -397,6 +414,16 @@ def plan(
         # [ci] paths add to the default: the build files and the sources they name.
         paths = [config, *scripts.files, f"{out_rel}/{file_name}", *_build_files(policy, policy_dir),
                  *_named_sources(policy, root, policy_dir), *sources, *extra_paths]
+        gpu = None
+        gt = policy.ci.gpu_test
+        runner = None if gt is None else (gt.windows_runner if windows else gt.linux_runner)
+        if gt is not None and runner and platform in _GPU_JOB and has_cuda:
+            job_file, arch = _GPU_JOB[platform]
+            gpu = GpuPlan(workflow=job_file, runner=runner, artifact_arch=arch, windows=windows,
+                          script=_from_policy_dir(policy_dir, gt.script, f"{policy.path}: [ci.gpu-test] script"))
+            if not (root / gpu.script).is_file():
+                raise BadInput(f"{policy.path}: [ci.gpu-test] script {gt.script!r} is {root / gpu.script}, which "
+                               "does not exist\n    fix: name the project's GPU test, relative to the policy file")
         plans.append(WorkflowPlan(
             platform=platform,
             file_name=file_name,
@@ -410,6 +437,7 @@ def plan(
             build_inputs=tuple(build),
             install=scripts.install,
             submodules=policy.ci.submodules,
+            gpu=gpu,
         ))
     if not plans:
         raise Refused(f"{policy.path} publishes no rows on {', '.join(chosen) or 'any platform'}: no workflow to render")
@@ -471,7 +499,7 @@ def render(p: WorkflowPlan, template_dir: Path | None = None, template: str = TE
         template_dir, template,
         platform=p.platform, title=p.title, config=p.config, paths=p.paths, branches=p.branches, tags=p.tags,
         generator_inputs=p.generator_inputs, build_workflow=p.build_workflow, build_inputs=p.build_inputs,
-        install=p.install, submodules=p.submodules, full_matrix_label=FULL_MATRIX_LABEL,
+        install=p.install, submodules=p.submodules, full_matrix_label=FULL_MATRIX_LABEL, gpu=p.gpu,
     )
     check_rendered_switches(text, f"{template} (rendered for {p.platform})")
     return text

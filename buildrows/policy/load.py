@@ -28,6 +28,7 @@ from buildrows.policy.model import (
     Ci,
     Driver,
     FileRule,
+    GpuTest,
     Machine,
     Os,
     Policy,
@@ -317,7 +318,20 @@ class _Resolver:
                          hint="write the package the wheel installs, e.g. \"my_ext\"")
         return Ci(install=install, install_kind=kind, paths=tuple(paths),
                   submodules=cast(Submodules, c.get("submodules", "recursive")),
-                  smoke_test=c.get("smoke-test"), import_name=name, provision_toolkit=c.get("provision-toolkit"))
+                  smoke_test=c.get("smoke-test"), import_name=name, provision_toolkit=c.get("provision-toolkit"),
+                  gpu_test=self._gpu_test(c.get("gpu-test")))
+
+    def _gpu_test(self, g: dict[str, Any] | None) -> GpuTest | None:
+        if g is None:
+            return None
+        script = g["script"]
+        if not script.strip() or script.startswith("/") or "\n" in script or any(ch in script for ch in "'\"$`"):
+            self.problem(("ci", "gpu-test", "script"), f"{script!r} is not a path in the repository",
+                         hint="a file relative to this file, e.g. \"tests/gpu_test.py\"")
+        if not g.get("linux-runner") and not g.get("windows-runner"):
+            self.problem(("ci", "gpu-test"), "names no runner, so no GPU job would run",
+                         hint="set linux-runner (e.g. \"linux.g5.4xlarge.nvidia.gpu\") and/or windows-runner")
+        return GpuTest(script=script, linux_runner=g.get("linux-runner"), windows_runner=g.get("windows-runner"))
 
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []

@@ -154,6 +154,15 @@ Submodules = Literal["recursive", "true", "false"]
 
 
 @dataclass(frozen=True)
+class GpuTest:
+    """[ci.gpu-test]: the end-to-end GPU job rendered per train the build job built."""
+
+    script: str  # relative to the policy file
+    linux_runner: str | None = None
+    windows_runner: str | None = None
+
+
+@dataclass(frozen=True)
 class Ci:
     """How CI builds the rows ([ci]): what `buildrows workflow` renders from."""
 
@@ -172,6 +181,7 @@ class Ci:
     #: Assemble a train the builder image lacks in the pre-script ([ci] provision-toolkit): "auto"
     #: (PyPI where the train is pinned, else the redistributable archives), "redist" or "pypi"; None: off.
     provision_toolkit: str | None = None
+    gpu_test: GpuTest | None = None
 
 
 @dataclass(frozen=True)

@@ -244,9 +244,24 @@ EMPTY_ROW = Table(
     required=("platform", "reason"),
 )
 
+GPU_TEST = Table(
+    "The end-to-end GPU job: per train the build job built, on a GPU runner, install that train's wheel "
+    "(the build job's artifact) and run the project's GPU test; never for pull requests from forks.",
+    {
+        "linux-runner": Str("The GPU runner of the linux-x86_64 job (test-infra's linux_job_v3.yml), "
+                            "e.g. \"linux.g5.4xlarge.nvidia.gpu\"; no Linux GPU job without it."),
+        "windows-runner": Str("The GPU runner of the windows-amd64 job (test-infra's windows_job.yml), "
+                              "e.g. \"windows.g5.4xlarge.nvidia.gpu\"; no Windows GPU job without it."),
+        "script": Str("The project's GPU test, a path in the repository relative to this file (.py runs with "
+                      "python, anything else with bash); it runs after the wheel is installed."),
+    },
+    required=("script",),
+)
+
 CI = Table(
     "How CI builds the rows: what `buildrows workflow` renders the workflows and their scripts from.",
     {
+        "gpu-test": GPU_TEST,
         "install": Str("How CI installs buildrows, pinned: a path in the repository relative to this file "
                        "(\"./tools/buildrows\" or a .whl), \"git+https://github.com/ORG/buildrows@<40-hex commit>\", "
                        "or \"buildrows==0.1.0\" once buildrows is on a package index (it is on none yet); "
