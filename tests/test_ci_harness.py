@@ -394,7 +394,8 @@ def _with_134(repo: Path) -> None:
                      ('trains = ["13.0", "13.2"]\narchs = "7.5"', 'trains = ["13.0", "13.2", "13.4"]\narchs = "7.5"')):
         assert old in text, old
         text = text.replace(old, new)
-    cfg.write_text(text + 'provision-toolkit = "redist"\n', encoding="utf-8")
+    assert "\n[ci]\n" in text
+    cfg.write_text(text.replace("\n[ci]\n", '\n[ci]\nprovision-toolkit = "redist"\n'), encoding="utf-8")
 
 
 @pytest.mark.integration

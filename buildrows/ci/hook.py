@@ -91,14 +91,14 @@ def provision_toolkit(row: Row, env: Mapping[str, str], platform: str, source: s
     except (Refused, BadInput):  # an nvcc that does not run is no nvcc of the train
         have = None
     if have is not None and have.train == row.cuda:
-        ui.info(f"provision-toolkit: the builder's nvcc is CUDA {row.cuda.dotted} ({have.path}); nothing to assemble")
+        ui.info(f"buildrows hook: provision-toolkit: the builder's nvcc is CUDA {row.cuda.dotted} ({have.path}); nothing to assemble")
         return None
     found = f"its nvcc is CUDA {have.version} ({have.path})" if have is not None else "it has no nvcc"
-    ui.info(f"provision-toolkit: the builder lacks CUDA {row.cuda.dotted} ({found}); assembling it "
+    ui.info(f"buildrows hook: provision-toolkit: the builder lacks CUDA {row.cuda.dotted} ({found}); assembling it "
             f"({'the default source' if source == 'auto' else source})")
     chosen = None if source == "auto" else source
     tk = toolkit.install(row.cuda, platform, env, source=chosen, progress=ui.info)  # type: ignore[arg-type]
-    ui.info(f"provision-toolkit: {tk.describe()} at {tk.root}")
+    ui.info(f"buildrows hook: provision-toolkit: {tk.describe()} at {tk.root}")
     return str(tk.root)
 
 
