@@ -468,6 +468,16 @@ def test_gpu_job_passes_only_declared_inputs(executorch_gpu: Path, platform: str
     assert "gpu-test" not in aarch64["jobs"]
 
 
+def test_actionlint_accepts_the_workflows_with_gpu_jobs(executorch_gpu: Path) -> None:
+    from tests.test_workflow import _require_actionlint
+
+    tool = _require_actionlint()
+    flows = sorted(str(p) for p in (executorch_gpu / ".github" / "workflows").glob("*.yml"))
+    assert len(flows) == 3
+    res = subprocess.run([*tool, "-no-color", *flows], cwd=executorch_gpu, capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
 def test_gpu_job_input_windows_job_lacks_is_caught(executorch_gpu: Path) -> None:
     path = executorch_gpu / ".github" / "workflows" / WINDOWS
     _replace(path, "      timeout: 60\n", "      timeout: 60\n      docker-image: pytorch/almalinux-builder\n")

@@ -197,3 +197,38 @@ def test_an_unwritable_second_file_leaves_the_first_untouched(cli: Callable[...,
     assert r.code == 2, r.err
     assert f"{tmp_path}: cannot open the environment file" in r.err
     assert be.read_bytes() == before
+
+
+def test_provision_uses_the_builders_nvcc_of_the_train(cli: Callable[..., Result], files: tuple[Path, Path],
+                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """[ci] provision-toolkit on a builder that has the train: nothing is assembled or downloaded."""
+    be, _ = files
+    fake_nvcc(tmp_path / "bin")
+    monkeypatch.setenv("CU_VERSION", "cu130")
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("--config", str(EXAMPLE_POLICY), "hook", *HERE, "--provision", "redist")
+    assert r.code == 0, r.err
+    assert "provision-toolkit: the builder's nvcc is CUDA 13.0" in r.err and "nothing to assemble" in r.err
+    assert "BUILDROWS_CUDA_BIN" not in be.read_text() and not (tmp_path / "cache").exists()
+
+
+def test_provision_of_a_missing_train_from_an_unreachable_mirror_fails_before_writing(
+        cli: Callable[..., Result], files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder has 13.0, the row is 13.2: the hook tries to assemble 13.2 and, with no mirror to
+    reach, fails (exit 4) leaving both files as they were."""
+    import socket
+
+    be, gh = files
+    before = (be.read_bytes(), gh.read_bytes())
+    fake_nvcc(tmp_path / "bin")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("CU_VERSION", "cu132")
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BUILDROWS_CUDA_MIRROR", f"http://127.0.0.1:{port}/")
+    r = cli("--config", str(EXAMPLE_POLICY), "hook", *HERE, "--provision", "redist")
+    assert r.code == 4, r.err
+    assert "provision-toolkit: the builder lacks CUDA 13.2 (its nvcc is CUDA 13.0" in r.err
+    assert f"cannot reach the CUDA mirror for the release index at http://127.0.0.1:{port}/" in r.err
+    assert (be.read_bytes(), gh.read_bytes()) == before
