@@ -60,6 +60,6 @@ def test_a_kernel_only_change_reaches_the_filter_and_ci_paths_add(tmp_path: Path
     (p, *_) = plan(load_policy(cfg), root=repo, out_dir=repo / ".github" / "workflows")
     assert {"csrc/**", "src/cuda_extension/**", "build_support/**", "CMakeLists.txt", "pyproject.toml",
             "tools/buildrows/**"} <= set(p.paths)
-    cfg.write_text(text + 'paths = ["docs/kernels.md"]\n', encoding="utf-8")
+    cfg.write_text(text.replace("\n[ci]\n", '\n[ci]\npaths = ["docs/kernels.md"]\n'), encoding="utf-8")
     (q, *_) = plan(load_policy(cfg), root=repo, out_dir=repo / ".github" / "workflows")
     assert set(q.paths) == set(p.paths) | {"docs/kernels.md"}
