@@ -19,5 +19,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.build.orchestrate import stamp_foreign_wheel
 
-    ui.print(str(stamp_foreign_wheel(policy(args), args.row, args.wheel, ui)))
+    # With forward slashes: the post-script strips `dist/` from it under Git Bash too.
+    ui.print(stamp_foreign_wheel(policy(args), args.row, args.wheel, ui).as_posix())
     return 0
