@@ -8,6 +8,7 @@ collected values and line numbers are in notes/issue22-facts.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from buildrows.ci.workflow import plan
 from buildrows.policy.archs import Train
 from buildrows.policy.load import load_policy
 from buildrows.policy.model import Policy
-from tests.conftest import REPO
+from tests.conftest import REPO, Result
 
 EXAMPLE = REPO / "examples" / "executorch" / "buildrows.toml"
 GENERATOR = REPO / "tests" / "data" / "generator"
@@ -176,3 +177,15 @@ def test_build_only_and_pull_request_keys_are_checked(tmp_path: Path, edit: str,
         'pull-request-fallback = "nearest"': "pull-request-fallback",
     }[message]
     assert want in text, text
+
+
+def test_rows_marks_build_only_rows(cli: Callable[..., Result]) -> None:
+    import json
+
+    r = cli("--config", str(EXAMPLE), "rows", "linux-x86_64-cu1[23][04]-py310")
+    assert r.code == 0, r.err
+    assert r.out.splitlines() == [
+        "linux-x86_64-cu130-py310         8.0;8.6;8.9;9.0;10.0;12.0+PTX  (build-only: not published)",
+        "linux-x86_64-cu134-py310         8.0;8.6;8.9;9.0;10.0;12.0+PTX"]
+    r = cli("--config", str(EXAMPLE), "rows", "linux-x86_64-cu1[23][04]-py310", "--json")
+    assert [row["published"] for row in json.loads(r.out)] == [False, True]
