@@ -133,6 +133,52 @@ def example_repository(root: Path, wheel: Path, archs: str = "7.5",
     return repo
 
 
+#: What the bundled example's `[ci] install = "../.."` installs: buildrows' own project, as this
+#: repository holds it (the files hatchling builds the wheel from).
+BUILDROWS_FILES = ("pyproject.toml", "README.md", "buildrows", "presets", "cmake")
+BUNDLED_CONFIG = "examples/cuda-extension/buildrows.toml"
+
+
+def bundled_example_repository(root: Path, buildrows_root: Path, archs: str | None = None,
+                               edit: Callable[[Path], None] | None = None, render_after_edit: bool = False) -> Path:
+    """buildrows' repository as far as the bundled example needs it: the example under
+    examples/cuda-extension with its own policy, unchanged, and buildrows' project at the root
+    (what its `[ci] install = "../.."` installs); then what `buildrows workflow` renders from that
+    policy, committed. ARCHS replaces the policy's 13.0 list before rendering (a short build; the
+    workflow is still what `buildrows workflow` renders from the policy). EDIT changes the repository
+    before the commit (a test's broken variant)."""
+    repo = root / "repo"
+    repo.mkdir(parents=True)
+    for name in BUILDROWS_FILES:
+        src = buildrows_root / name
+        if src.is_dir():
+            shutil.copytree(src, repo / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(src, repo / name)
+    shutil.copytree(EXAMPLE, repo / "examples" / "cuda-extension", ignore=shutil.ignore_patterns(
+        "build", "dist", "*.egg-info", "__pycache__", "CMakeUserPresets.json", "buildrows-presets.json"))
+    if archs is not None:
+        cfg = repo / BUNDLED_CONFIG
+        text = cfg.read_text(encoding="utf-8")
+        full = 'trains = ["13.0", "13.2"]\narchs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"\n'
+        if full not in text:
+            raise HarnessError(f"{BUNDLED_CONFIG}: no 13.0 architecture list to replace")
+        cfg.write_text(text.replace(full, f'trains = ["13.0", "13.2"]\narchs = "{archs}"\n'), encoding="utf-8")
+    if edit is not None and render_after_edit:  # a policy change: the workflow is rendered from it
+        edit(repo)
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
+    res = subprocess.run([str(Path(sys.executable).parent / "buildrows"), "--config", BUNDLED_CONFIG, "workflow"],
+                         cwd=repo, env=env, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise HarnessError(f"buildrows workflow failed: {res.stderr.strip()}")
+    if edit is not None and not render_after_edit:
+        edit(repo)
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", "project")
+    return repo
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(doc, dict):
@@ -318,6 +364,8 @@ class LinuxRun:
         self.test_infra = test_infra
         self.echo = echo
         self.buildrows_bin = buildrows_bin or Path(sys.executable).parent
+        # What the runner's environment adds (a repository variable such as BUILDROWS_CUDA_MIRROR).
+        self.runner_env = dict(runner_env or {})
         self.work.mkdir(parents=True, exist_ok=True)
 
     # --- the caller ----------------------------------------------------------------------------
@@ -774,7 +822,9 @@ class _GitBash:
             "uname": 'echo MINGW64_NT-10.0-20348\n',
             "cygpath": 'shift; echo "${1//\\//\\\\}"\n',
             "python": f'echo "python $* {where}" >> {j}\n'
-                      f'if [[ "$*" == *"install"*"ninja=="* ]]; then printf "#!/bin/sh\\n" > {sd}/ninja; chmod +x {sd}/ninja; fi\n',
+                      f'if [[ "$*" == *"install"*"ninja=="* ]]; then printf "#!/bin/sh\\n" > {sd}/ninja; chmod +x {sd}/ninja; fi\n'
+                      # `buildrows stamp` prints the wheel's path (unchanged: the name already has +cu130)
+                      'if [[ " $* " == *" stamp "* ]]; then echo "${@: -1}"; fi\n',
             "cmd": f'echo "cmd $* {where}" >> {j}\n',
         }
         for name, body in tools.items():

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 # ~/.cache/buildrows must not turn a "missing nvcc" test into a pass (tests that provision set
 # BUILDROWS_CACHE themselves; tests/test_provision_integration.py honours BUILDROWS_TEST_CACHE).
 os.environ["BUILDROWS_CACHE"] = tempfile.mkdtemp(prefix="buildrows-test-cache-")
-EXAMPLE_POLICY = REPO / "examples" / "executorch" / "buildrows.toml"
+EXAMPLE_POLICY = REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-EXAMPLE_POLICY = REPO / "examples" / "executorch" / "buildrows.toml"
+EXAMPLE_POLICY = REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"
 GENERATOR_DIR = REPO / "tests" / "data" / "generator"
 
 # Values that have broken parsers before: wrong types, odd digits, near-misses of valid tokens.

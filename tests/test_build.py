@@ -91,7 +91,7 @@ def test_cmake_presets_driver_runs_the_workflow_and_installs_the_tree_it_checks(
 
 
 def test_windows_rows_declare_no_nvidia_package() -> None:
-    pol = load_policy(REPO / "examples" / "executorch" / "buildrows.toml")
+    pol = load_policy(REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml")
     win = pol.row("windows-amd64-cu130-py311")
     lin = pol.row("linux-x86_64-cu130-py311")
     assert win is not None and lin is not None
@@ -187,7 +187,7 @@ def test_guard_cpu_wheel_with_a_cuda_tag(tmp_path: Path) -> None:
 
 
 def test_build_refuses_an_empty_row(cli: Callable[..., object]) -> None:
-    r = cli("--config", str(REPO / "examples" / "executorch" / "buildrows.toml"), "build", "linux-aarch64-jetpack*")
+    r = cli("--config", str(REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"), "build", "linux-aarch64-jetpack*")
     assert r.code == 3  # type: ignore[attr-defined]
     assert "declared empty" in r.err and "no device code for that GPU" in r.err  # type: ignore[attr-defined]
 

@@ -13,7 +13,7 @@ from buildrows.errors import CheckFailed, ExternalFailure, Refused
 from buildrows.policy.load import load_policy
 
 REPO = Path(__file__).resolve().parent.parent
-EXECUTORCH = REPO / "examples" / "executorch" / "buildrows.toml"
+EXECUTORCH = REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"
 
 BUILT = RowOutcome("linux-x86_64-cu130-py311", "built", 0, "x-0.1+cu130-cp311-cp311-linux_x86_64.whl",
                    3_000_000, True, 12.34, "1/2 hits")
@@ -154,8 +154,10 @@ def test_a_bug_in_one_row_is_that_rows_exit_1_and_the_summary_still_prints(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
+    from buildrows.build import (
+        orchestrate as build,  # provide() lives in the build stage since the layout change
+    )
     from buildrows.cli import main
-    from buildrows.build import orchestrate as build
     from buildrows.ui import UI
 
     def provide(pol, row, env, host, args, ui):  # type: ignore[no-untyped-def]

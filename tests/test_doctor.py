@@ -27,7 +27,7 @@ from buildrows.policy.load import load_policy
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda-extension"
 EXAMPLE_POLICY = EXAMPLE / "buildrows.toml"
-EXECUTORCH = REPO / "examples" / "executorch" / "buildrows.toml"
+EXECUTORCH = REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"
 
 
 def _fake_nvcc(tmp_path: Path, release: str) -> dict[str, str]:

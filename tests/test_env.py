@@ -13,7 +13,7 @@ import pytest
 
 from buildrows.render import envfile
 from buildrows.render.envfile import append_file, format_env
-from tests.conftest import EXAMPLE_POLICY, Result
+from tests.conftest import EXAMPLE_POLICY, REPO, Result
 
 ROW = "linux-x86_64-cu130-py311"
 
@@ -259,7 +259,7 @@ def test_env_of_a_cpu_row_has_no_cuda(cli: Callable[..., Result], tmp_path: Path
     assert "-DEXECUTORCH_BUILD_CUDA=OFF" in r.out and "-DBUILDROWS_CUDA=OFF" in r.out
 
 
-CUDA_EXAMPLE = EXAMPLE_POLICY.parent.parent / "cuda-extension" / "buildrows.toml"
+CUDA_EXAMPLE = REPO / "examples" / "cuda-extension" / "buildrows.toml"
 
 
 def test_env_carries_the_wheels_metadata_like_build_does(cli: Callable[..., Result], tmp_path: Path) -> None:

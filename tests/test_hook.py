@@ -46,8 +46,12 @@ def test_cu130_writes_both_files_and_keeps_their_lines(cli: Callable[..., Result
 
 
 @pytest.mark.parametrize(("env", "argv", "code", "messages"), [
-    ({"CU_VERSION": "cu999"}, HERE, 3, ["CU_VERSION=cu999 asks for CUDA 99.9", "add \"99.9\" to [cuda] trains",
-                                        "buildrows/data/cuda_trains.toml"]),
+    # Not read as "CUDA 99.9" / "CUDA 1.3", and no advice to edit buildrows' own data file.
+    ({"CU_VERSION": "cu999"}, HERE, 3, ["CU_VERSION=cu999 is not a CUDA train buildrows knows; the policy's trains "
+                                        "are 12.6 (cu126), 13.0 (cu130),",
+                                        "fix: export CU_VERSION as one of them, e.g. CU_VERSION=cu126"]),
+    ({"DESIRED_CUDA": "cu13"}, HERE, 3, ["DESIRED_CUDA=cu13 is not a CUDA train buildrows knows"]),
+    ({"CU_VERSION": "cu128"}, HERE, 3, ["asks for CUDA 12.8, which is not on the train allowlist"]),
     ({"DESIRED_CUDA": "cu126"}, HERE, 3, ["row linux-x86_64-cu126-py311 is CUDA 12.6",
                                           "the toolkit found is CUDA 13.0.88"]),
     ({"CU_VERSION": "", "DESIRED_CUDA": "cu126"}, HERE, 3, ["CUDA 12.6", "CUDA 13.0.88"]),
@@ -55,7 +59,10 @@ def test_cu130_writes_both_files_and_keeps_their_lines(cli: Callable[..., Result
                                         "[platforms.linux-x86_64] trains"]),
     ({"DESIRED_CUDA": "cpu"}, HERE, 3, ["DESIRED_CUDA=cpu asks for a CPU row, and platform linux-x86_64 has no CPU rows",
                                         "set cpu = true under [platforms.linux-x86_64]"]),
-    ({"CU_VERSION": ""}, HERE, 3, ["CU_VERSION is set but empty, which asks for a CPU row"]),
+    # What GitHub gives for a matrix key the job lacks: refused, not read as CPU.
+    ({"CU_VERSION": ""}, HERE, 2, ["CU_VERSION is set but empty, so the hook cannot tell which row",
+                                   "or DESIRED_CUDA=cpu for a CPU row"]),
+    ({"CU_VERSION": "", "DESIRED_CUDA": ""}, HERE, 2, ["CU_VERSION and DESIRED_CUDA are set but empty"]),
     # Neither variable passed: a CUDA job would silently build CPU, so the hook refuses to guess.
     ({}, HERE, 2, ["neither CU_VERSION nor DESIRED_CUDA is set", "fix: export CU_VERSION=cpu or cuXYZ"]),
     ({"CU_VERSION": "cu13.0"}, HERE, 2, ["CU_VERSION='cu13.0' is neither 'cpu' nor a CUDA train"]),
@@ -107,9 +114,9 @@ def test_cudacxx_options_are_kept_and_not_overwritten(cli: Callable[..., Result]
     assert "CUDACXX" not in be.read_text()
 
 
-@pytest.mark.parametrize("asked", [{"CU_VERSION": "cpu"}, {"CU_VERSION": "", "DESIRED_CUDA": ""},
+@pytest.mark.parametrize("asked", [{"CU_VERSION": "cpu"}, {"CU_VERSION": "", "DESIRED_CUDA": "cpu"},
                                    {"DESIRED_CUDA": "CPU"}])
-def test_cpu_row_from_cpu_or_empty_variables(cli: Callable[..., Result], files: tuple[Path, Path], tmp_path: Path,
+def test_cpu_row_from_cpu_variables(cli: Callable[..., Result], files: tuple[Path, Path], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch, policy_copy: Callable[..., Path],
                                              asked: dict[str, str]) -> None:
     be, _ = files
@@ -158,7 +165,7 @@ def test_done_when_with_the_real_nvcc(tmp_path: Path) -> None:
     assert parse_github_env(gh.read_text())["TORCH_CUDA_ARCH_LIST"] == FULL
     before = (be.read_bytes(), gh.read_bytes())
     p = _cold({**base, "CU_VERSION": "cu999"})
-    assert p.returncode == 3 and "CUDA 99.9" in p.stderr
+    assert p.returncode == 3 and "CU_VERSION=cu999 is not a CUDA train buildrows knows" in p.stderr
     p = _cold({**base, "DESIRED_CUDA": "cu126"})
     assert p.returncode == 3 and "CUDA 12.6" in p.stderr and "CUDA 13.0" in p.stderr
     assert (be.read_bytes(), gh.read_bytes()) == before
@@ -170,7 +177,7 @@ def test_bash_wrapper_passes_arguments_and_exit_code(tmp_path: Path) -> None:
     p = subprocess.run(["bash", str(REPO / "scripts" / "pre_build_hook.sh"), "--config", str(EXAMPLE_POLICY), *HERE],
                        env=env, capture_output=True, text=True, cwd=REPO, check=False)
     assert p.returncode == 3, p.stderr
-    assert "CUDA 99.9" in p.stderr
+    assert "cu999 is not a CUDA train buildrows knows" in p.stderr
 
 
 def test_powershell_wrapper_propagates_the_exit_code() -> None:
@@ -190,3 +197,38 @@ def test_an_unwritable_second_file_leaves_the_first_untouched(cli: Callable[...,
     assert r.code == 2, r.err
     assert f"{tmp_path}: cannot open the environment file" in r.err
     assert be.read_bytes() == before
+
+
+def test_provision_uses_the_builders_nvcc_of_the_train(cli: Callable[..., Result], files: tuple[Path, Path],
+                                                       tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """[ci] provision-toolkit on a builder that has the train: nothing is assembled or downloaded."""
+    be, _ = files
+    fake_nvcc(tmp_path / "bin")
+    monkeypatch.setenv("CU_VERSION", "cu130")
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("--config", str(EXAMPLE_POLICY), "hook", *HERE, "--provision", "redist")
+    assert r.code == 0, r.err
+    assert "provision-toolkit: the builder's nvcc is CUDA 13.0" in r.err and "nothing to assemble" in r.err
+    assert "BUILDROWS_CUDA_BIN" not in be.read_text() and not (tmp_path / "cache").exists()
+
+
+def test_provision_of_a_missing_train_from_an_unreachable_mirror_fails_before_writing(
+        cli: Callable[..., Result], files: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder has 13.0, the row is 13.2: the hook tries to assemble 13.2 and, with no mirror to
+    reach, fails (exit 4) leaving both files as they were."""
+    import socket
+
+    be, gh = files
+    before = (be.read_bytes(), gh.read_bytes())
+    fake_nvcc(tmp_path / "bin")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setenv("CU_VERSION", "cu132")
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BUILDROWS_CUDA_MIRROR", f"http://127.0.0.1:{port}/")
+    r = cli("--config", str(EXAMPLE_POLICY), "hook", *HERE, "--provision", "redist")
+    assert r.code == 4, r.err
+    assert "provision-toolkit: the builder lacks CUDA 13.2 (its nvcc is CUDA 13.0" in r.err
+    assert f"cannot reach the CUDA mirror for the release index at http://127.0.0.1:{port}/" in r.err
+    assert (be.read_bytes(), gh.read_bytes()) == before

@@ -51,7 +51,7 @@ def test_host_python_marks_a_free_threaded_interpreter(monkeypatch: pytest.Monke
     ({"CU_VERSION": "", "DESIRED_CUDA": "cu126"}, ("DESIRED_CUDA", "cu126")),
     ({"CU_VERSION": "cu126", "DESIRED_CUDA": "cu126"}, ("CU_VERSION", "cu126")),
     ({"CU_VERSION": "CPU"}, ("CU_VERSION", "cpu")),
-    ({"CU_VERSION": ""}, ("CU_VERSION", "cpu")),
+    ({"CU_VERSION": "", "DESIRED_CUDA": "cpu"}, ("DESIRED_CUDA", "cpu")),
     ({"DESIRED_CUDA": " cpu "}, ("DESIRED_CUDA", "cpu")),
 ])
 def test_requested_accel(env: dict[str, str], want: tuple[str, str] | None) -> None:
@@ -63,6 +63,8 @@ def test_requested_accel(env: dict[str, str], want: tuple[str, str] | None) -> N
     ({"CU_VERSION": "cu13.0"}, "fix: export CU_VERSION=cpu or CU_VERSION=cuXYZ (cu130 for CUDA 13.0)"),
     ({"DESIRED_CUDA": "CU126"}, "DESIRED_CUDA='CU126' is neither 'cpu' nor a CUDA train"),
     ({"DESIRED_CUDA": "rocm6.2"}, "DESIRED_CUDA='rocm6.2' is neither"),
+    ({"CU_VERSION": ""}, "CU_VERSION is set but empty"),
+    ({"CU_VERSION": " ", "DESIRED_CUDA": ""}, "CU_VERSION and DESIRED_CUDA are set but empty"),
 ])
 def test_requested_accel_refuses_malformed_values(env: dict[str, str], message: str) -> None:
     with pytest.raises(BadInput, match=message.replace("(", r"\(").replace(")", r"\)")):

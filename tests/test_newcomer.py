@@ -147,7 +147,7 @@ def test_top_level_help_describes_buildrows_for_users(cli: Callable[..., Result]
 
 
 def test_show_prints_values_not_python_reprs(cli: Callable[..., Result]) -> None:
-    r = cli("--config", str(REPO / "examples" / "executorch" / "buildrows.toml"), "show", "linux-x86_64-cu126-py312")
+    r = cli("--config", str(REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"), "show", "linux-x86_64-cu126-py312")
     assert r.code == 0
     for repr_ in ("None", "['", "{'", "': '"):
         assert repr_ not in r.out, (repr_, r.out)
@@ -194,7 +194,7 @@ def test_schema_write_refuses_in_an_installed_copy(tmp_path: Path) -> None:
                                      ["doctor", "linux-x86_64-cu130-py314"]])
 def test_an_excluded_python_is_refused_with_the_policys_reason(cli: Callable[..., Result], command: list[str]) -> None:
     """`show linux-x86_64-cu126-py314` answered "did you mean ...py313"."""
-    r = cli("--config", str(REPO / "examples" / "executorch" / "buildrows.toml"), *command)
+    r = cli("--config", str(REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"), *command)
     assert r.code == 3, r
     assert "did you mean" not in r.err
     assert "Python 3.14 is excluded by" in r.err and "(python.excluded): the CPU rows already fail on 3.14" in r.err
@@ -202,7 +202,7 @@ def test_an_excluded_python_is_refused_with_the_policys_reason(cli: Callable[...
 
 
 def test_show_lists_the_policys_exclusions(cli: Callable[..., Result]) -> None:
-    r = cli("--config", str(REPO / "examples" / "executorch" / "buildrows.toml"), "show", "linux-x86_64-cu130-py312")
+    r = cli("--config", str(REPO / "tests" / "data" / "policies" / "executorch" / "buildrows.toml"), "show", "linux-x86_64-cu130-py312")
     assert re.search(r"^  excluded python 3\.14 +the CPU rows already fail on 3\.14", r.out, re.MULTILINE)
 
 

@@ -567,3 +567,50 @@ def test_pinned_wheels_from_a_wheelhouse_are_still_held_to_their_hashes(tmp_path
     with pytest.raises(Refused, match="does not match its pinned checksum"):
         toolkit.install(Train(13, 2), "linux-x86_64", env)
     assert toolkit.installed(Train(13, 2), "linux-x86_64", env) is None
+
+
+def _publish_windows(root: Path, release: str, components: dict[str, list[tuple[str, bytes]]]) -> None:
+    """A release in NVIDIA's format for windows-x86_64: zip archives, one top directory each."""
+    import zipfile
+
+    manifest: dict[str, object] = {"release_date": "2026-10-01", "release_label": release, "release_product": "cuda"}
+    for comp, members in components.items():
+        top = f"{comp}-windows-x86_64-{release}-archive"
+        rel = f"{comp}/windows-x86_64/{top}.zip"
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(path, "w") as zf:
+            for name, data in members:
+                info = zipfile.ZipInfo(f"{top}/{name}")
+                info.external_attr = (0o100755 if name.endswith(".exe") else 0o100644) << 16
+                zf.writestr(info, data)
+        data = path.read_bytes()
+        manifest[comp] = {"name": comp, "license": "CUDA Toolkit", "version": release,
+                          "windows-x86_64": {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
+                                             "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}}
+    (root / f"redistrib_{release}.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+def test_windows_archives_assemble_the_windows_layout(tmp_path: Path, mirror: tuple[str, Path]) -> None:
+    """[ci] provision-toolkit on the Windows builder: NVIDIA's Windows archives are zips laid out as
+    the installer is (bin/nvcc.exe, include/, lib/x64/), with no targets/ directory. The layout is
+    kept; nvcc.exe (a script standing in here) is run and must report the train."""
+    url, root = mirror
+    _publish_windows(root, "13.4.1", {
+        "cuda_nvcc": [("bin/nvcc.exe", _nvcc_script("13.4.51")), ("nvvm/bin/cicc.exe", b"x")],
+        "cuda_cudart": [("include/cuda_runtime.h", b"//"), ("lib/x64/cudart.lib", b"lib"),
+                        ("bin/x64/cudart64_13.dll", b"dll")],
+        "cuda_cccl": [("include/cuda/std/version", b"//")],
+    })
+    env = {"BUILDROWS_CACHE": str(tmp_path / "cache"), "PATH": os.environ.get("PATH", "")}
+    tk = toolkit.install(Train(13, 4), "windows-amd64", env, mirror=url)
+    assert tk.nvcc == tk.root / "bin" / "nvcc.exe" and tk.nvcc_version == "13.4.51"
+    assert (tk.root / "lib" / "x64" / "cudart.lib").is_file() and (tk.root / "include" / "cuda_runtime.h").is_file()
+    assert not (tk.root / "targets").exists() and not (tk.root / "lib64").exists()
+    assert toolkit.installed(Train(13, 4), "windows-amd64", env) == tk
+    # a release without the runtime's import library is refused, not installed
+    _publish_windows(root, "13.4.2", {"cuda_nvcc": [("bin/nvcc.exe", _nvcc_script("13.4.60"))],
+                                      "cuda_cudart": [("include/cuda_runtime.h", b"//")],
+                                      "cuda_cccl": [("include/cuda/std/version", b"//")]})
+    with pytest.raises(Refused, match="has no lib/x64"):
+        toolkit.install(Train(13, 4), "windows-amd64", env, mirror=url, release="13.4.2", force=True)

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from buildrows.binaries.wheelread import read_wheel
 from buildrows.build.record import BuildRecord, parse_record
 from buildrows.build.stamp import edit_metadata, plan_metadata, stamp_wheel
 from buildrows.errors import BadInput
+from tests.conftest import Result
 
 RUNTIME = "nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'"
 RECORD = BuildRecord(row="linux-x86_64-cu130-py311", cuda="13.0", torch="2.14.1", torch_cuda="13.0")
@@ -98,13 +100,17 @@ def test_a_torch_pin_joins_the_projects_own_torch_requirement() -> None:
     from buildrows.check.torchpin import pin_problem
 
     pin = torch_pin("2.14.1+cu130")
-    assert pin == "torch==2.14.*"
+    # the parenthesised PEP 508 form: test-infra's smoke test greps for `Requires-Dist: torch (==.*)`
+    assert pin == "torch (==2.14.*)"
     mp = plan_metadata("0.1.10", ["torch>=1.7.1"], "+cu130", [], [pin])
     ((old, new),) = mp.tighten
     assert old == "torch>=1.7.1" and pin_problem(Requirement(new).specifier, "2.14.1") is None
     assert Requirement(new).specifier.contains("2.14.1") and not Requirement(new).specifier.contains("2.15.0")
     assert plan_metadata("1.0", [], "+cu130", [], [pin]).add == (pin,)  # none declared: added
-    assert plan_metadata("1.0", ["torch==2.14.*"], "+cu130", [], [pin]).tighten == ()  # already pinned
+    assert plan_metadata("1.0", ["torch (==2.14.*)"], "+cu130", [], [pin]).tighten == ()  # already pinned
+    # pinned but written without parentheses: rewritten (same specifier) so test-infra's grep finds it
+    assert plan_metadata("1.0", ["torch==2.14.*"], "+cu130", [], [pin]).tighten == (("torch==2.14.*", "torch (==2.14.*)"),)
+    assert new.startswith("torch (==2.14.*,")
     meta = "Name: x\nVersion: 1.0\nRequires-Dist: torch>=1.7.1\n\nbody"
     assert edit_metadata(meta, "1.0+cu130", [], [("torch>=1.7.1", new)]) == (
         f"Name: x\nVersion: 1.0+cu130\nRequires-Dist: {new}\n\nbody")
@@ -131,3 +137,55 @@ def test_a_damaged_wheel_is_refused_untouched(tmp_path: Path) -> None:
         stamp_wheel(damaged, local_tag="+cu130", requirements=[RUNTIME], record=RECORD, metadata=True)
     assert damaged.read_bytes() == before
     assert sorted(p.name for p in damaged.parent.iterdir()) == [wheel.name]  # no scratch left behind
+
+
+def _test_infra_torch_grep() -> str:
+    """The line test-infra's Linux smoke test runs on the unpacked wheel, from its own file."""
+    text = (Path(__file__).parent / "data" / "test-infra" / ".github" / "workflows" / "build_wheels_linux.yml").read_text()
+    (line,) = [ln.strip() for ln in text.splitlines() if ln.strip().startswith('grep "Requires-Dist: torch')]
+    return line
+
+
+@pytest.mark.parametrize(("pins", "passes"), [(["torch (==2.14.*)"], True), ([], False)])
+def test_test_infras_smoke_grep_on_a_stamped_pytorch_extension(tmp_path: Path, pins: list[str], passes: bool) -> None:
+    """run-smoke-test is rendered on for PyTorch extensions: their stamped pin is what test-infra's
+    grep (under set -e) reads. Without the pin the same grep fails the job."""
+    from buildrows.build.stamp import torch_pin
+
+    wheel = build_tiny(tmp_path)
+    if pins:
+        assert pins == [torch_pin("2.14.1+cu130")]
+    stamped = stamp_wheel(wheel, local_tag="+cu130", requirements=[], record=RECORD, metadata=True, pins=pins)
+    unpacked = tmp_path / "unpacked"
+    with zipfile.ZipFile(stamped.wheel) as z:
+        z.extractall(unpacked)
+    res = subprocess.run(["bash", "-euo", "pipefail", "-c", _test_infra_torch_grep()], cwd=unpacked,
+                         capture_output=True, text=True, check=False)
+    assert (res.returncode == 0) == passes, res.stdout + res.stderr
+    if passes:
+        assert "METADATA:Requires-Dist: torch (==2.14.*)" in res.stdout
+
+
+def test_stamp_command_gives_a_ci_built_wheel_what_build_gives(tmp_path: Path, cli: Callable[..., Result],
+                                                             policy_copy: Callable[..., Path]) -> None:
+    """The CI post-script's first step after test-infra's build: the record always, the row's local
+    version and runtime requirement with [project] stamp; stdout is the wheel's new path."""
+    cfg = policy_copy('[project]\n', '[project]\nstamp = true\n')
+    wheel = build_tiny(tmp_path)
+    r = cli("--config", str(cfg), "stamp", "--row", "linux-x86_64-cu130-py311", str(wheel))
+    assert r.code == 0, r.err
+    out = Path(r.out.strip())
+    assert out.name == "tiny_ext-1.2.3+cu130-py3-none-any.whl" and out.is_file() and not wheel.exists()
+    info = read_wheel(out)
+    assert RUNTIME in info.requires_dist
+    assert info.build_record is not None and parse_record(info.build_record, "r").row == "linux-x86_64-cu130-py311"
+    assert "version 1.2.3 -> 1.2.3+cu130 (the row's local tag)" in r.err
+
+
+def test_stamp_command_refuses_a_row_the_policy_lacks(tmp_path: Path, cli: Callable[..., Result],
+                                                     policy_copy: Callable[..., Path]) -> None:
+    cfg = policy_copy('[project]\n', '[project]\nstamp = true\n')
+    wheel = build_tiny(tmp_path)
+    r = cli("--config", str(cfg), "stamp", "--row", "linux-x86_64-cu999-py311", str(wheel))
+    assert r.code == 2 and "no row of" in r.err and "matches 'linux-x86_64-cu999-py311'" in r.err
+    assert wheel.is_file()

@@ -101,7 +101,7 @@ def test_generator_call(rendered: dict[str, str]) -> None:
         assert "      with-cpu: disable\n" in text  # the example has no CPU rows
         assert "      with-rocm: disable\n" in text
         assert "      with-xpu: disable\n" in text
-        assert """      python-versions: '["3.10", "3.11", "3.12", "3.13"]'\n""" in text
+        assert """      python-versions: '["3.10", "3.11", "3.12", "3.13", "3.14"]'\n""" in text
         assert "      package-type: wheel\n" in text
         os_ = {"linux-x86_64": "linux", "linux-aarch64": "linux-aarch64", "windows-amd64": "windows"}[platform]
         assert f"      os: {os_}\n" in text
@@ -113,7 +113,7 @@ def test_filter_step(rendered: dict[str, str]) -> None:
         assert '"${EVENT_NAME}" == "pull_request"' in text
         assert "args+=(--pull-request)" in text
         assert "GENERATED: ${{ needs.generate-matrix.outputs.matrix }}" in text
-        assert "BUILDROWS_SPEC: buildrows==0.1.0\n" in text  # [ci] install, pinned
+        assert "BUILDROWS_SPEC: 'git+https://github.com/buildrows/buildrows@0123456789abcdef0123456789abcdef01234567'\n" in text  # [ci] install, pinned
         assert "        with:\n          submodules: recursive\n" in text
 
 
@@ -130,9 +130,13 @@ def test_build_job(rendered: dict[str, str]) -> None:
         else:
             assert "      pre-script: '.github/scripts/buildrows-pre-build.sh'\n" in text
             assert "      post-script: '.github/scripts/buildrows-check-wheels.sh'\n" in text
-            assert "      run-smoke-test: true\n" in text
+            # ExecuTorch's wheel declares no torch: test-infra's smoke test (a torch grep) is off
+            assert "      run-smoke-test: false\n" in text
         assert "      smoke-test-script: '.github/scripts/buildrows_smoke_test.py'\n" in text
-        assert "      build-platform: setup-py\n" in text  # the example's driver is setup.py
+        # The example's driver is setup.py, its project this test's examples/executorch: test-infra's
+        # setup-py route builds only the repository's root, so the project is built from its directory.
+        assert ("      build-platform: python-build-package\n"
+                "      build-command: 'python -m build --wheel --outdir dist examples/executorch'\n") in text
         assert "      submodules: recursive\n" in text
         assert "      build-matrix: ${{ needs.filter-matrix.outputs.matrix }}\n" in text
         assert "      package-name: executorch\n" in text
@@ -169,7 +173,8 @@ def test_filter_step_runs_as_rendered(rendered: dict[str, str], tmp_path: Path) 
     text = rendered["linux-x86_64"]
     block = text.split("id: filter\n", 1)[1].split("        run: |\n", 1)[1]
     script = "\n".join(line[10:] for line in block.split("\n\n", 1)[0].splitlines())
-    for event, pr_file, rows in (("push", "linux-release-prfalse.json", 12), ("pull_request", "linux-release-prtrue.json", 1)):
+    # The example publishes 13.2 and 13.4: the nightly generator offers both (the release one has no 13.4).
+    for event, pr_file, rows in (("push", "linux-nightly-prfalse.json", 10), ("pull_request", "linux-release-prtrue.json", 1)):
         out = tmp_path / f"out-{event}"
         env = dict(os.environ, PATH=f"{exe.parent}{os.pathsep}{os.environ['PATH']}", EVENT_NAME=event,
                    FULL_MATRIX="false", GENERATED=(GENERATOR / pr_file).read_text(encoding="utf-8"),
@@ -183,7 +188,7 @@ def test_filter_step_runs_as_rendered(rendered: dict[str, str], tmp_path: Path) 
     env["EVENT_NAME"] = "push"
     res = subprocess.run(["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, check=False)
     assert res.returncode == 3
-    assert "linux-x86_64-cu132-py313" in res.stderr
+    assert "linux-x86_64-cu132-py313" in res.stderr and "linux-x86_64-cu134-py310" in res.stderr
 
 
 # --- enable/disable ------------------------------------------------------------------------------
@@ -306,7 +311,7 @@ def test_check_detects_drift(cli: Callable[..., Result], tmp_path: Path, monkeyp
 
 
 def test_extra_paths_and_scripts_dir(tmp_path: Path) -> None:
-    pol = load_policy(EXAMPLE_POLICY)
+    pol = load_policy(REPO / CONFIG)
     p = plan(pol, root=REPO, out_dir=REPO / ".github" / "workflows", scripts_dir="ci/buildrows",
              extra_paths=["docs/cuda.md"])[0]
     assert p.paths[:5] == (CONFIG, "ci/buildrows/buildrows-pre-build.sh", "ci/buildrows/buildrows-check-wheels.sh",
@@ -320,12 +325,12 @@ def test_extra_paths_and_scripts_dir(tmp_path: Path) -> None:
 
 
 def test_rendered_scripts_carry_the_policy_and_the_pin(tmp_path: Path) -> None:
-    pol = load_policy(EXAMPLE_POLICY)
+    pol = load_policy(REPO / CONFIG)
     files = {f.path: f for f in render_scripts(scripts_plan(pol, root=REPO))}
     pre = files[".github/scripts/buildrows-pre-build.sh"]
     assert pre.executable
     assert "CONFIG=examples/executorch/buildrows.toml\n" in pre.text
-    assert "BUILDROWS_SPEC=buildrows==0.1.0\n" in pre.text
+    assert "BUILDROWS_SPEC=git+https://github.com/buildrows/buildrows@0123456789abcdef0123456789abcdef01234567\n" in pre.text
     assert 'here="${BASH_SOURCE[0]//\\\\//}"\ncd "$(dirname "$here")/../.."\n' in pre.text
     check = files[".github/scripts/buildrows-check-wheels.sh"].text
     assert '"$PYTHON" -m buildrows --config "$CONFIG" check "${row_args[@]}" "$whl"' in check
@@ -376,7 +381,9 @@ def test_workflow_needs_an_install_pin(cli: Callable[..., Result], policy_copy: 
     r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
     assert r.code == 2
     assert "[ci] install is not set, so the workflows would not say which buildrows CI runs" in r.err
-    assert 'fix: add [ci] install = "buildrows==' in r.err
+    # What works today leads the fix line: buildrows is on no index yet.
+    assert 'fix: add [ci] install = "./tools/buildrows" (a copy of buildrows the repository carries' in r.err
+    assert "buildrows is on no package index yet" in r.err
     assert not (cfg.parent / ".github").exists()
 
 
@@ -407,3 +414,101 @@ def test_cmake_presets_driver_has_no_wheel_workflow(cli: Callable[..., Result], 
     r = cli("--config", str(cfg), "workflow", "--root", str(cfg.parent))
     assert r.code == 2
     assert 'driver = "cmake-presets" makes an install tree, not a wheel' in r.err
+
+
+# --- which smoke test runs: test-infra's torch grep only where the wheel pins torch -----------------
+
+
+def _smoke(policy_copy: Callable[..., Path], *edits: str) -> tuple[dict[str, str], str]:
+    cfg = policy_copy(*edits)
+    pol = load_policy(cfg)
+    plans = plan(pol, root=cfg.parent, out_dir=cfg.parent / ".github" / "workflows")
+    runs = {p.platform: str(dict(p.build_inputs).get("run-smoke-test")) for p in plans}
+    post = next(f.text for f in render_scripts(scripts_plan(pol, root=cfg.parent))
+                if f.path.endswith("buildrows-check-wheels.sh"))
+    return runs, post
+
+
+def test_smoke_test_of_a_wheel_without_torch_is_buildrows_own(policy_copy: Callable[..., Path]) -> None:
+    runs, post = _smoke(policy_copy)
+    assert runs == {"linux-x86_64": "False", "linux-aarch64": "False", "windows-amd64": "None"}
+    assert "  Linux/x86_64 | Linux/aarch64)\n" in post
+    assert '"$PYTHON" -m pip install --quiet "$whl"' in post and "buildrows_smoke_test.py" in post
+
+
+def test_smoke_test_of_a_pytorch_extension_is_test_infras(policy_copy: Callable[..., Path]) -> None:
+    """Runtime mode torch: stamping pins `torch (==X.Y.*)`, which test-infra's grep finds."""
+    runs, post = _smoke(
+        policy_copy,
+        'mode = "dynamic"\nrequirements = ["nvidia-cuda-runtime-cu12>=12,<13; platform_system == \'Linux\'"]\n'
+        'library-dir = "nvidia/cuda_runtime/lib"\n', 'mode = "torch"\n',
+        'mode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+        'library-dir = "nvidia/cu13/lib"\n', 'mode = "torch"\n')
+    assert runs["linux-x86_64"] == "True" and runs["linux-aarch64"] == "True"
+    assert "Linux/x86_64" not in post and "pip install --quiet \"$whl\"" not in post
+
+
+def test_smoke_test_forced_on_a_wheel_without_torch_is_refused(policy_copy: Callable[..., Path]) -> None:
+    with pytest.raises(BadInput) as e:
+        _smoke(policy_copy, "[ci]\n", "[ci]\nsmoke-test = true\n")
+    msg = str(e.value)
+    assert "[ci] smoke-test = true, but test-infra's smoke test greps the wheel for `Requires-Dist: torch (==...)`" in msg
+    assert "does not pin torch" in msg and "fix: remove [ci] smoke-test" in msg
+
+
+# --- [ci] provision-toolkit: the pre-script assembles a train the builder lacks -------------------
+
+
+def _pre_script(policy_copy: Callable[..., Path], value: str | None) -> str:
+    cfg = policy_copy("[ci]\n", "[ci]\n" + (f'provision-toolkit = "{value}"\n' if value else ""))
+    files = render_scripts(scripts_plan(load_policy(cfg), root=cfg.parent))
+    return next(f.text for f in files if f.path.endswith("buildrows-pre-build.sh"))
+
+
+def test_provision_toolkit_renders_the_hook_with_provision(policy_copy: Callable[..., Path]) -> None:
+    off = _pre_script(policy_copy, None)
+    assert "--provision" not in off and 'exec "$PYTHON" -m buildrows --config "$CONFIG" hook\n' in off
+    on = _pre_script(policy_copy, "redist")
+    assert '"$PYTHON" -m buildrows --config "$CONFIG" hook --provision redist\nbuildrows_cuda_path\n' in on
+    # Windows: the hook in the developer environment, then PATH, then the script ends
+    assert ('"$PYTHON" -m buildrows --config "$CONFIG" hook --provision redist\n    buildrows_cuda_path\n'
+            "    exit 0\n") in on
+
+
+@pytest.mark.parametrize(("uname", "want"), [
+    ("Linux", "export PATH=/cache/toolkits/cuda-13.4/bin:\"${PATH}\"\n"),
+    ("MINGW64_NT-10.0", "export PATH=/c/cache/cuda-13.4/bin/x64:/c/cache/cuda-13.4/bin:\"${PATH}\"\n"),
+])
+def test_provisioned_bin_reaches_the_builds_path(policy_copy: Callable[..., Path], tmp_path: Path, uname: str,
+                                                want: str) -> None:
+    """The function the pre-script runs after the hook: BUILD_ENV_FILE gets the toolkit's bin in the
+    shell's spelling (Git Bash: /c/..., with 13.x's bin/x64), after the hook's lines."""
+    text = _pre_script(policy_copy, "redist")
+    func = text[text.index("buildrows_cuda_path() {"):text.index("\n}\n") + 3]
+    native = "C:\\cache\\cuda-13.4\\bin" if uname.startswith("MINGW") else "/cache/toolkits/cuda-13.4/bin"
+    env_file = tmp_path / "build_env"
+    env_file.write_text(f"export CUDA_HOME=/usr/local/cuda-13.4\nexport BUILDROWS_CUDA_BIN='{native}'\n", encoding="utf-8")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if uname.startswith("MINGW"):
+        (bin_dir / "cygpath").write_text("#!/bin/sh\nprintf '%s\\n' \"$2\" | tr '\\\\' / | sed 's|^C:|/c|'\n",
+                                         encoding="utf-8")
+        (bin_dir / "cygpath").chmod(0o755)
+    script = f"set -euo pipefail\n{func}\nbuildrows_cuda_path\n"
+    res = subprocess.run(["bash", "-c", script], env={"PATH": f"{bin_dir}:/usr/bin:/bin", "BUILD_ENV_FILE": str(env_file),
+                                                     "GITHUB_PATH": str(tmp_path / "gh_path")},
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert env_file.read_text(encoding="utf-8").endswith(want)
+    assert (tmp_path / "gh_path").read_text(encoding="utf-8") == native + "\n"
+    # without a provisioned toolkit (the builder had the train) nothing is added
+    env_file.write_text("export CUDA_HOME=/usr/local/cuda-13.0\n", encoding="utf-8")
+    res = subprocess.run(["bash", "-c", script], env={"PATH": "/usr/bin:/bin", "BUILD_ENV_FILE": str(env_file)},
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0 and env_file.read_text(encoding="utf-8") == "export CUDA_HOME=/usr/local/cuda-13.0\n"
+
+
+def test_provision_toolkit_value_is_checked(policy_copy: Callable[..., Path]) -> None:
+    with pytest.raises(BadInput) as e:
+        _pre_script(policy_copy, "nvidia")
+    assert "provision-toolkit" in str(e.value) and "'redist'" in str(e.value)

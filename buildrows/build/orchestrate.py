@@ -532,25 +532,36 @@ def stamp_built_wheel(pol: Policy, plan: RowPlan, python: str, project: Path, dr
                       env: Mapping[str, str], args: BuildOptions, ui: UI) -> Path:
     """Add the build record to the wheel and, when the policy opts in, the row's local version and
     runtime requirement its project's build left out (buildrows.build.stamp)."""
+    from buildrows.render.envfile import environment_from_plan
+
+    compiler = plan.compiler
+    cuda = compiler.train.dotted if compiler is not None and compiler.train is not None else None
+    return finish_wheel(pol, plan.row, wheel, python=python, project=project, driver=driver,
+                        torch_env=None if args.isolation else {**env, **environment_from_plan(plan, env)},
+                        compiler_cuda=cuda, ui=ui)
+
+
+def finish_wheel(pol: Policy, row: Row, wheel: Path, *, python: str, project: Path, driver: Driver,
+                 torch_env: Mapping[str, str] | None, compiler_cuda: str | None, ui: UI) -> Path:
+    """What `build` gives every wheel it makes, for `build` and for a wheel another build made
+    (`buildrows stamp`, the CI post-script after test-infra's build step): the build record and,
+    with [project] stamp, the row's local version and runtime requirement; a PyTorch extension's
+    pin to the torch it compiled against. `torch_env` is the environment torch is asked in (None:
+    the build was isolated, so this Python's torch is not the one it compiled against)."""
     from buildrows.build.doctor import build_requirements
     from buildrows.build.record import BuildRecord
     from buildrows.build.stamp import stamp_wheel, torch_pin
     from buildrows.plan.torchenv import ask_torch, uses_torch
 
-    row = plan.row
     torch = torch_cuda = None
     reqs, _ = build_requirements(project, driver)
-    if uses_torch(project, reqs) and not args.isolation:
-        from buildrows.render.envfile import environment_from_plan
-
-        info, error = ask_torch(python, {**env, **environment_from_plan(plan, env)})
+    if torch_env is not None and uses_torch(project, reqs):
+        info, error = ask_torch(python, torch_env)
         if info is None:
             ui.warn(f"  could not ask the build environment's torch for its version: {error}")
         else:
             torch, torch_cuda = info.version, info.cuda
-    compiler = plan.compiler
-    cuda = compiler.train.dotted if compiler is not None and compiler.train is not None else None
-    record = BuildRecord(row=row.name, cuda=cuda if row.is_cuda else None, torch=torch, torch_cuda=torch_cuda)
+    record = BuildRecord(row=row.name, cuda=compiler_cuda if row.is_cuda else None, torch=torch, torch_cuda=torch_cuda)
     ui.step(f"stamp {wheel.name}" + ("" if pol.project.stamp else " (build record only; [project] stamp is off)"))
     # A PyTorch extension (runtime mode torch) must require the torch it was compiled against.
     pins = [torch_pin(torch)] if torch and row.runtime is not None and row.runtime.mode == "torch" else []
@@ -561,6 +572,26 @@ def stamp_built_wheel(pol: Policy, plan: RowPlan, python: str, project: Path, dr
     if stamped.wheel != wheel:
         ui.info(f"  wheel: {stamped.wheel}")
     return stamped.wheel
+
+
+def stamp_foreign_wheel(pol: Policy, row_name: str, wheel: str, ui: UI) -> Path:
+    """finish_wheel for a wheel another build made in this environment (the CI post-script after
+    test-infra's build step): the row by name, the project from the policy, torch asked in this
+    Python. The record's CUDA is the row's train: the hook refused any other nvcc before the build."""
+    import os
+    import sys
+
+    from buildrows.build.drivers import project_dir
+    from buildrows.errors import BadInput
+    from buildrows.policy.rows import select_one
+
+    row = select_one(pol, row_name)
+    path = Path(wheel)
+    if not path.is_file() or path.suffix != ".whl":
+        raise BadInput(f"{wheel}: not a .whl file\n    fix: pass the wheel the build made (dist/*.whl)")
+    project = project_dir(pol.path, pol.project.source_dir, None)
+    return finish_wheel(pol, row, path, python=sys.executable, project=project, driver=pol.project.driver,
+                        torch_env=os.environ, compiler_cuda=row.cuda.dotted if row.cuda is not None else None, ui=ui)
 
 
 def local_tag_problem(row: Row, wheel: Path) -> str | None:

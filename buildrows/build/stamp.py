@@ -24,9 +24,13 @@ import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildrows.build.record import RECORD_NAME, BuildRecord, record_bytes
 from buildrows.errors import BadInput
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,17 @@ def torch_pin(version: str) -> str:
     from packaging.version import Version
 
     major, minor = (*Version(version).release, 0)[:2]
-    return f"torch=={major}.{minor}.*"
+    return f"torch (=={major}.{minor}.*)"
+
+
+def pin_text(req: Requirement) -> str:
+    """A pinned requirement as METADATA writes it here: PEP 508's parenthesised form with the `==`
+    first (``torch (==2.14.*,>=1.7.1)``). test-infra's Linux smoke test greps the unpacked wheel for
+    `Requires-Dist: torch (==.*)` under `set -e`; pip, packaging and the check read both forms alike."""
+    specs = sorted(req.specifier, key=lambda sp: (sp.operator != "==", str(sp)))
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    marker = f"; {req.marker}" if req.marker is not None else ""
+    return f"{req.name}{extras} ({','.join(str(sp) for sp in specs)}){marker}"
 
 
 def plan_metadata(version: str, requires: Sequence[str], local_tag: str, wanted: Sequence[str],
@@ -105,12 +119,16 @@ def plan_metadata(version: str, requires: Sequence[str], local_tag: str, wanted:
             changes.append(f"Requires-Dist: {text} (the torch the extension was built against)")
             continue
         for old_text, req in declared[name]:
-            if (pin.specifier & req.specifier) == req.specifier:
-                continue  # already pinned at least that tightly
             joined = Requirement(old_text)
             joined.specifier &= pin.specifier
-            tighten.append((old_text, str(joined)))
-            changes.append(f"Requires-Dist: {old_text} -> {joined} (pinned to the torch the extension was built against)")
+            if (pin.specifier & req.specifier) == req.specifier:
+                if old_text == pin_text(req):
+                    continue  # already pinned at least that tightly, in the form test-infra's smoke test reads
+                tighten.append((old_text, pin_text(req)))
+                changes.append(f"Requires-Dist: {old_text} -> {pin_text(req)} (written as test-infra's smoke test reads a pin)")
+                continue
+            tighten.append((old_text, pin_text(joined)))
+            changes.append(f"Requires-Dist: {old_text} -> {pin_text(joined)} (pinned to the torch the extension was built against)")
     return MetadataPlan(new_version, tuple(add), tuple(tighten), tuple(changes))
 
 

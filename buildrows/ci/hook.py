@@ -49,22 +49,23 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     if accel == "cpu":
         name = row_name(platform, None, python)
         if pol.row(name) is None:
-            raw = env[var].strip()
-            asks = f"{var}={raw} asks" if raw else f"{var} is set but empty, which asks"
-            raise Refused(f"{file}: {asks} for a CPU row, and platform {platform} has no CPU rows\n"
+            raise Refused(f"{file}: {var}={env[var].strip()} asks for a CPU row, and platform {platform} has no CPU rows\n"
                           f"    fix: set cpu = true under [platforms.{platform}] in {file}, "
                           f"or export {var}=cuXYZ for one of its CUDA rows")
         row = pol.row(name)
         assert row is not None
         return row
     train = Train.parse(accel)
+    policy_trains = ", ".join(f"{t.dotted} (cu{t.major}{t.minor})" for t in pol.trains) or "none"
+    if train not in train_table():
+        # cu999 and cu13 parse as "CUDA 99.9" and "CUDA 1.3": name the value as given, not as a version.
+        example = f"{var}=cu{pol.trains[0].major}{pol.trains[0].minor}" if pol.trains else f"{var}=cpu"
+        raise Refused(f"{file}: {var}={accel} is not a CUDA train buildrows knows; the policy's trains are "
+                      f"{policy_trains}\n    fix: export {var} as one of them, e.g. {example}")
     if train not in pol.trains:
-        known = "" if train in train_table() else (
-            f"; buildrows also does not know which architectures CUDA {train.dotted} compiles "
-            "(add it to buildrows/data/cuda_trains.toml)")
         raise Refused(
             f"{file}: {var}={accel} asks for CUDA {train.dotted}, which is not on the train allowlist "
-            f"({', '.join(t.dotted for t in pol.trains)}){known}\n"
+            f"({policy_trains})\n"
             f"    fix: add \"{train.dotted}\" to [cuda] trains and to [platforms.{platform}] trains in {file}, "
             f"with its architectures in a [[platforms.{platform}.cuda]] list")
     name = row_name(platform, train, python)
@@ -77,20 +78,59 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
     return row
 
 
-def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI) -> None:
+#: The variable the hook writes with a provisioned toolkit's bin directory (native path): the
+#: rendered pre-script puts it on the build's PATH in the shell's own spelling (Git Bash on Windows).
+CUDA_BIN_VAR = "BUILDROWS_CUDA_BIN"
+PROVISION_SOURCES = ("auto", "redist", "pypi")
+
+
+def provision_toolkit(row: Row, env: Mapping[str, str], platform: str, source: str, ui: UI) -> str | None:
+    """The root of the row's train assembled into buildrows' cache when the builder has no nvcc
+    of that train (`buildrows toolkit install`: checksummed archives or pinned wheels), else None
+    (the builder's nvcc is used, as without provisioning). Refuses a source that cannot apply."""
+    from buildrows.plan.toolchain import find_cuda_compiler
+    from buildrows.provision import toolkit
+
+    if row.cuda is None:
+        return None
+    try:
+        have = find_cuda_compiler(env)
+    except (Refused, BadInput):  # an nvcc that does not run is no nvcc of the train
+        have = None
+    if have is not None and have.train == row.cuda:
+        ui.info(f"buildrows hook: provision-toolkit: the builder's nvcc is CUDA {row.cuda.dotted} ({have.path}); nothing to assemble")
+        return None
+    found = f"its nvcc is CUDA {have.version} ({have.path})" if have is not None else "it has no nvcc"
+    ui.info(f"buildrows hook: provision-toolkit: the builder lacks CUDA {row.cuda.dotted} ({found}); assembling it "
+            f"({'the default source' if source == 'auto' else source})")
+    chosen = None if source == "auto" else source
+    tk = toolkit.install(row.cuda, platform, env, source=chosen, progress=ui.info)  # type: ignore[arg-type]
+    ui.info(f"buildrows hook: provision-toolkit: {tk.describe()} at {tk.root}")
+    return str(tk.root)
+
+
+def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI, provision: str | None = None) -> None:
     """Find the job's row, plan it (refusing what cannot be built honestly), and append its
-    environment to $BUILD_ENV_FILE and $GITHUB_ENV (printing it when neither is set)."""
+    environment to $BUILD_ENV_FILE and $GITHUB_ENV (printing it when neither is set). With
+    `provision` (the policy's [ci] provision-toolkit), a train the builder lacks is assembled first,
+    so the nvcc check below sees it."""
+    import os
+
     from buildrows.render.envfile import Format, append_files, environment_from_plan, format_env
     from buildrows.render.presets import plan_row
 
     row = find_row(pol, env, python, platform)
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
-    plan = plan_row(pol, row, env, step="hook")  # refuses: no list, wrong OS, missing or wrong nvcc
+    root = provision_toolkit(row, env, platform, provision, ui) if provision else None
+    # refuses: no list, wrong OS, missing or wrong nvcc
+    plan = plan_row(pol, row, env, step="hook", toolkit=root)
     if plan.compiler is not None:
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
     values = environment_from_plan(plan, env)
     values.update(compiler_cache_variables(pol, plan, env, ui))
+    if root is not None:
+        values[CUDA_BIN_VAR] = os.path.join(root, "bin")
     dests: tuple[tuple[str, Format], ...] = (("BUILD_ENV_FILE", "shell"), ("GITHUB_ENV", "github"))
     targets = [(env[var], format_env(values, fmt)) for var, fmt in dests if env.get(var)]
     append_files(targets)  # opens and locks every file before writing any

@@ -221,8 +221,9 @@ def _check_made_for(offered: Sequence[Offered], platform: str, source: str) -> N
 
 
 def policy_rows(policy: Policy, platform: str) -> dict[tuple[str, Train | None], Row]:
-    """The rows the policy publishes on PLATFORM, keyed by (python, train); declared-empty rows excluded."""
-    return {(r.python, r.cuda): r for r in policy.rows if r.platform == platform and r.empty_reason is None}
+    """The rows the policy publishes on PLATFORM, keyed by (python, train); declared-empty rows and
+    rows of build-only trains excluded."""
+    return {(r.python, r.cuda): r for r in policy.rows if r.platform == platform and policy.publishes(r)}
 
 
 def check_platform(policy: Policy, platform: str) -> None:
@@ -278,6 +279,9 @@ def narrow(
         if o.train not in trains:
             if o.train is None:
                 dropped.append(Dropped(o.label, f"the policy has no CPU rows for {platform}"))
+            elif o.train in policy.build_only_trains:
+                dropped.append(Dropped(o.label, f"CUDA {o.train.dotted} is build-only in the policy (built from "
+                                                "source, not published)"))
             else:
                 dropped.append(Dropped(o.label, f"the policy does not publish CUDA {o.train.dotted} for {platform}"))
             continue
@@ -310,9 +314,9 @@ def narrow(
 
     if pull_request:
         # One representative row: the most preferred train on offer (the policy's pull-request order,
-        # then the newest), never an exact combination that may silently be absent.
+        # then its fallback rule), never an exact combination that may silently be absent.
         best = max(kept, key=lambda kr: (_preference(policy.pull_request_trains, kr[0].train),
-                                         _train_key(kr[0].train), _py_key(kr[0].python)))
+                                         _fallback(policy, kr[0].train), _python_rank(policy, kr[0].python)))
         kept_now = [best]
         for o, _ in kept:
             if o is not best[0]:
@@ -345,6 +349,28 @@ def narrow(
 def _preference(order: tuple[Train, ...], t: Train | None) -> int:
     """Higher for trains listed earlier in the policy's preference; 0 for trains not listed."""
     return len(order) - order.index(t) if t in order else 0
+
+
+def _fallback(policy: Policy, t: Train | None) -> tuple[int, int, int]:
+    """Rank of a train no preference names. "newest": the newest. "closest" (ExecuTorch's
+    filter_cuda_matrix.py): at or below the first preferred train the nearest ranks highest, above
+    it the nearest newer, and every older train outranks every newer one ("a newer one never
+    outranks an older one a machine here can actually run")."""
+    key = _train_key(t)
+    if policy.pull_request_fallback != "closest" or not policy.pull_request_trains or t is None:
+        return (0, *key) if t is not None else (-1, *key)
+    want = _train_key(policy.pull_request_trains[0])
+    if key <= want:
+        return (1, *key)
+    return (0, -key[0], -key[1])
+
+
+def _python_rank(policy: Policy, py: str) -> tuple[int, int]:
+    """"newest" (default): the newest Python on offer. "first": the earliest of [python] versions
+    (ExecuTorch's PR_PYTHON_VERSION = SUPPORTED_PYTHON_VERSIONS[0])."""
+    if policy.pull_request_python == "first" and py in policy.pythons:
+        return (-policy.pythons.index(py), 0)
+    return _py_key(py)
 
 
 def _train_key(t: Train | None) -> tuple[int, int]:

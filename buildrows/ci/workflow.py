@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from buildrows import __version__
 from buildrows.ci.matrix import FULL_MATRIX_LABEL
 from buildrows.errors import BadInput, Refused
-from buildrows.policy.model import Policy
+from buildrows.policy.model import Policy, Row
 from buildrows.resources import resource_dir
 
 if TYPE_CHECKING:
@@ -97,6 +97,22 @@ class RenderedFile:
 
 
 @dataclass(frozen=True)
+class GpuPlan:
+    """The end-to-end GPU job of one platform's workflow ([ci.gpu-test])."""
+
+    workflow: str  # test-infra's linux_job_v3.yml or windows_job.yml
+    runner: str
+    script: str  # relative to the repository root
+    artifact_arch: str  # the architecture suffix of test-infra's artifact name (x86_64, x64)
+    windows: bool
+
+
+#: test-infra's job workflows for the GPU test, by platform, and the `arch` part of the name its
+#: build workflows upload the wheel under (setup-binary-builds' ARTIFACT_NAME).
+_GPU_JOB = {"linux-x86_64": ("linux_job_v3.yml", "x86_64"), "windows-amd64": ("windows_job.yml", "x64")}
+
+
+@dataclass(frozen=True)
 class WorkflowPlan:
     """Every value one platform's workflow is rendered from."""
 
@@ -112,6 +128,7 @@ class WorkflowPlan:
     build_inputs: tuple[tuple[str, BuildValue], ...]
     install: str  # the pip argument, relative to the repository root for a path
     submodules: str
+    gpu: GpuPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +140,11 @@ class ScriptsPlan:
     install: str
     import_name: str
     windows: bool  # the policy has Windows rows: render the developer-environment wrapper too
+    #: `uname -m` of the Linux platforms whose test-infra smoke test is off: the post-script
+    #: installs the checked wheel and runs buildrows' smoke test there instead.
+    own_smoke_test: tuple[str, ...] = ()
+    #: [ci] provision-toolkit ("" when off): the pre-script passes it to the hook.
+    provision: str = ""
 
     def path(self, name: str) -> str:
         return f"{self.dir}/{name}"
@@ -183,8 +205,10 @@ def _install_arg(policy: Policy, root: Path, policy_dir: str) -> str:
     if ci.install is None:
         raise BadInput(f"{policy.path}: [ci] install is not set, so the workflows would not say which buildrows "
                        "CI runs (the hook and the wheel check run it on every job)\n"
-                       f"    fix: add [ci] install = \"buildrows=={__version__}\" (or a VCS URL at a full commit, "
-                       "or a path in the repository)")
+                       "    fix: add [ci] install = \"./tools/buildrows\" (a copy of buildrows the repository carries: "
+                       "its source directory or a .whl, relative to the policy) or a VCS URL at a full commit, "
+                       "\"git+https://github.com/ORG/buildrows@<40-hex commit>\"; buildrows is on no package index yet, "
+                       f"so \"buildrows=={__version__}\" works only once it is published")
     if ci.install_kind != "path":
         return ci.install
     rel = _from_policy_dir(policy_dir, ci.install, f"{policy.path}: [ci] install")
@@ -195,7 +219,7 @@ def _install_arg(policy: Policy, root: Path, policy_dir: str) -> str:
         raise BadInput(f"{policy.path}: [ci] install {ci.install!r} is {target}, which is neither a buildrows "
                        "project directory (with pyproject.toml) nor a .whl\n"
                        "    fix: point it at the copy of buildrows the repository carries")
-    return "./" + rel
+    return "." if rel == "." else "./" + rel  # pip reads a bare name as a project on an index
 
 
 def _build_files(policy: Policy, policy_dir: str) -> list[str]:
@@ -206,6 +230,54 @@ def _build_files(policy: Policy, policy_dir: str) -> list[str]:
     if policy.project.driver == "setup.py":
         files.insert(1, f"{pre}setup.py")
     return files
+
+
+_UNAME = {"linux-x86_64": "x86_64", "linux-aarch64": "aarch64"}
+
+
+def _pins_torch(row: Row) -> bool:
+    """Whether the row's wheel requires `torch (==...)`: a PyTorch extension (runtime mode torch, whose
+    pin stamping writes in that form) or a row requirement that pins torch itself."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if row.runtime is not None and row.runtime.mode == "torch":
+        return True
+    for text in row.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() == "torch" and any(sp.operator == "==" for sp in req.specifier):
+            return True
+    return False
+
+
+def test_infra_smoke_test(policy: Policy, platform: str) -> bool:
+    """Whether test-infra's Linux smoke test runs for PLATFORM. It greps the unpacked wheel for
+    `Requires-Dist: torch (==.*)` under `set -e`, so it can pass only where every row's wheel pins
+    torch; elsewhere it is off and the post-script runs buildrows' own smoke test."""
+    rows = [r for r in policy.rows if r.platform == platform and policy.publishes(r)]
+    can = bool(rows) and all(_pins_torch(r) for r in rows)
+    if policy.ci.smoke_test is None:
+        return can
+    if policy.ci.smoke_test and not can:
+        torchless = next(r.name for r in rows if not _pins_torch(r))
+        raise BadInput(
+            f"{policy.path}: [ci] smoke-test = true, but test-infra's smoke test greps the wheel for "
+            f"`Requires-Dist: torch (==...)` under set -e and row {torchless}'s wheel does not pin torch, so it "
+            "would fail every such job\n"
+            "    fix: remove [ci] smoke-test (the post-script then runs buildrows' own smoke test), or make the "
+            "rows PyTorch extensions ([cuda.runtime.N] mode = \"torch\")")
+    return policy.ci.smoke_test
+
+
+def _named_sources(policy: Policy, root: Path, policy_dir: str) -> list[str]:
+    """The sources the project's build files name (buildrows.ci.paths), relative to the repository root."""
+    from buildrows.ci.paths import named_sources
+
+    src = _from_policy_dir(policy_dir, policy.project.source_dir, f"{policy.path}: [project] source-dir")
+    pre = "" if src == "." else src + "/"
+    return [pre + g for g in named_sources(root / src, policy.project.driver)]
 
 
 def scripts_plan(policy: Policy, *, root: Path, scripts_dir: str = DEFAULT_SCRIPTS_DIR) -> ScriptsPlan:
@@ -219,6 +291,10 @@ def scripts_plan(policy: Policy, *, root: Path, scripts_dir: str = DEFAULT_SCRIP
         dir=d, config=config, install=_install_arg(policy, root, posixpath.dirname(config)),
         import_name=policy.ci.import_name,
         windows=any(r.os == "windows" and r.empty_reason is None for r in policy.rows),
+        own_smoke_test=tuple(m for plat, m in _UNAME.items()
+                             if any(r.platform == plat and r.empty_reason is None for r in policy.rows)
+                             and not test_infra_smoke_test(policy, plat)),
+        provision=policy.ci.provision_toolkit or "",
     )
 
 
@@ -271,12 +347,12 @@ def plan(
         out_rel = ".github/workflows"
     sources = [_from_policy_dir(policy_dir, g, f"{policy.path}: [ci] paths") for g in policy.ci.paths]
     if policy.ci.install_kind == "path":
-        target = scripts.install[2:]
-        sources.append(target if target.endswith(".whl") else f"{target}/**")
+        target = scripts.install.removeprefix("./")
+        sources.append(target if target.endswith(".whl") else ("**" if target in ("", ".") else f"{target}/**"))
     chosen = [p for p in policy.platforms if not platforms or p in platforms]
     plans: list[WorkflowPlan] = []
     for platform in chosen:
-        rows = [r for r in policy.rows if r.platform == platform and r.empty_reason is None]
+        rows = [r for r in policy.rows if r.platform == platform and policy.publishes(r)]
         if not rows:
             continue
         has_cuda = any(r.cuda is not None for r in rows)
@@ -311,10 +387,16 @@ def plan(
             ("package-name", policy.ci.import_name),
             ("submodules", policy.ci.submodules),
         ]
-        if policy.project.driver == "setup.py":
+        src = _from_policy_dir(policy_dir, policy.project.source_dir, f"{policy.path}: [project] source-dir")
+        if policy.project.driver == "setup.py" and src == ".":
             build.append(("build-platform", "setup-py"))
-        else:
+        elif src == ".":
             build += [("build-platform", "python-build-package"), ("build-command", BUILD_COMMAND)]
+        else:
+            # test-infra builds in the repository's root and uploads its dist/: a project in a
+            # subdirectory is built from there into the root's dist/ (setup-py's route cannot).
+            build += [("build-platform", "python-build-package"),
+                      ("build-command", f"{BUILD_COMMAND} --outdir dist {shlex.quote(src)}")]
         # The hook: installs buildrows as pinned, finds the row, appends its values after pkg-helpers'.
         build.append(("pre-script", where(scripts.path(PRE_SCRIPT))))
         if windows:
@@ -328,12 +410,23 @@ def plan(
             build.append(("post-script", scripts.path(CHECK_SCRIPT)))
         build.append(("smoke-test-script", scripts.path(SMOKE_TEST)))
         if not windows:
-            build.append(("run-smoke-test", policy.ci.smoke_test))
+            build.append(("run-smoke-test", test_infra_smoke_test(policy, platform)))
         if platform == "linux-aarch64":
             # Without it the shared build prepares an x86_64 job and skips the aarch64 conda install.
             build.append(("architecture", "aarch64"))
+        # [ci] paths add to the default: the build files and the sources they name.
         paths = [config, *scripts.files, f"{out_rel}/{file_name}", *_build_files(policy, policy_dir),
-                 *sources, *extra_paths]
+                 *_named_sources(policy, root, policy_dir), *sources, *extra_paths]
+        gpu = None
+        gt = policy.ci.gpu_test
+        runner = None if gt is None else (gt.windows_runner if windows else gt.linux_runner)
+        if gt is not None and runner and platform in _GPU_JOB and has_cuda:
+            job_file, arch = _GPU_JOB[platform]
+            gpu = GpuPlan(workflow=job_file, runner=runner, artifact_arch=arch, windows=windows,
+                          script=_from_policy_dir(policy_dir, gt.script, f"{policy.path}: [ci.gpu-test] script"))
+            if not (root / gpu.script).is_file():
+                raise BadInput(f"{policy.path}: [ci.gpu-test] script {gt.script!r} is {root / gpu.script}, which "
+                               "does not exist\n    fix: name the project's GPU test, relative to the policy file")
         plans.append(WorkflowPlan(
             platform=platform,
             file_name=file_name,
@@ -347,6 +440,7 @@ def plan(
             build_inputs=tuple(build),
             install=scripts.install,
             submodules=policy.ci.submodules,
+            gpu=gpu,
         ))
     if not plans:
         raise Refused(f"{policy.path} publishes no rows on {', '.join(chosen) or 'any platform'}: no workflow to render")
@@ -408,7 +502,7 @@ def render(p: WorkflowPlan, template_dir: Path | None = None, template: str = TE
         template_dir, template,
         platform=p.platform, title=p.title, config=p.config, paths=p.paths, branches=p.branches, tags=p.tags,
         generator_inputs=p.generator_inputs, build_workflow=p.build_workflow, build_inputs=p.build_inputs,
-        install=p.install, submodules=p.submodules, full_matrix_label=FULL_MATRIX_LABEL,
+        install=p.install, submodules=p.submodules, full_matrix_label=FULL_MATRIX_LABEL, gpu=p.gpu,
     )
     check_rendered_switches(text, f"{template} (rendered for {p.platform})")
     return text
@@ -419,7 +513,8 @@ def render_scripts(sp: ScriptsPlan, template_dir: Path | None = None) -> list[Re
     Studio developer-environment wrapper: everything the workflows name, into the repository."""
     values: dict[str, object] = dict(
         config=sp.config, install=sp.install, import_name=sp.import_name, up=sp.up, windows=sp.windows,
-        ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir, ccache=CCACHE_SPEC,
+        ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir, ccache=CCACHE_SPEC, own_smoke_test=" ".join(sp.own_smoke_test),
+        smoke_test=sp.path(SMOKE_TEST), provision=sp.provision,
     )
     out = [
         RenderedFile(sp.path(PRE_SCRIPT), _render(template_dir, PRE_SCRIPT + ".j2", **values), executable=True),

@@ -19,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", metavar="X.Y", help="the row's Python (default: the running interpreter's)")
     p.add_argument("--platform", metavar="NAME",
                    help="the row's platform, e.g. linux-x86_64 (default: this machine's)")
+    p.add_argument("--provision", choices=("auto", "redist", "pypi"),
+                   help="assemble the row's train into buildrows' cache first when the builder has no nvcc of it "
+                        "(the rendered pre-script passes [ci] provision-toolkit)")
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
@@ -26,5 +29,6 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.plan.host import host_platform, host_python
 
     env = os.environ
-    hook(policy(args), env, args.python or host_python(), args.platform or host_platform(env), ui)
+    hook(policy(args), env, args.python or host_python(), args.platform or host_platform(env), ui,
+         provision=args.provision)
     return 0

@@ -18,13 +18,15 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     pol = policy(args)
     rows = select(pol, args.selectors)
     if args.json:
-        ui.print(json.dumps([row_json(r) for r in rows], indent=2))
+        ui.print(json.dumps([{**row_json(r), "published": pol.publishes(r)} for r in rows], indent=2))
         return 0
     for r in rows:
         if r.empty_reason is not None:
             ui.print(f"{r.name:32} (empty: {r.empty_reason})")
         elif r.archs is not None:
-            ui.print(f"{r.name:32} {r.archs.torch_cuda_arch_list}")
+            # a build-only train's row builds here but is not in the release matrix
+            note = "" if pol.publishes(r) else "  (build-only: not published)"
+            ui.print(f"{r.name:32} {r.archs.torch_cuda_arch_list}{note}")
         else:
             ui.print(f"{r.name:32} cpu")
     return 0

@@ -90,17 +90,26 @@ def _parse_accel(var: str, raw: str) -> str:
 
 def requested_accel(env: Mapping[str, str]) -> tuple[str, str] | None:
     """(variable, accel) for the row CI asks for: CU_VERSION, falling back to DESIRED_CUDA (reading
-    only one of them once made every row fall back to detection). accel is `cpu` or `cuXYZ`; a set
-    but empty variable means CPU. None when neither variable is set at all."""
+    only one of them once made every row fall back to detection). accel is `cpu` or `cuXYZ`. None
+    when neither variable is set at all. A variable set but empty is refused unless the other one
+    says what to build: GitHub gives an empty string for a matrix key a job lacks, so reading empty
+    as CPU once turned a CUDA job whose key was misspelt into a CPU build."""
     present = [v for v in ("CU_VERSION", "DESIRED_CUDA") if v in env]
     if not present:
         return None
     parsed = {v: _parse_accel(v, env[v]) for v in present}
     given = [v for v in present if env[v].strip()]
+    if not given:
+        names = " and ".join(present)
+        raise BadInput(f"{names} {'is' if len(present) == 1 else 'are'} set but empty, so the hook cannot tell "
+                       "which row this CI job builds (GitHub gives an empty string for a matrix key the job "
+                       "lacks; buildrows does not read that as CPU)\n"
+                       "    fix: pass the matrix's desired_cuda to the job (CU_VERSION=cuXYZ, e.g. cu130), "
+                       "or DESIRED_CUDA=cpu for a CPU row")
     if len(given) == 2 and parsed["CU_VERSION"] != parsed["DESIRED_CUDA"]:
         raise Refused(f"CU_VERSION={env['CU_VERSION']!r} and DESIRED_CUDA={env['DESIRED_CUDA']!r} name different rows\n"
                       "    fix: set both to the same value (or only one of them)")
-    var = given[0] if given else present[0]
+    var = given[0]
     return var, parsed[var]
 
 

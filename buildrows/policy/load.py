@@ -30,6 +30,7 @@ from buildrows.policy.model import (
     CompilerCacheSettings,
     Driver,
     FileRule,
+    GpuTest,
     Machine,
     Os,
     Policy,
@@ -209,6 +210,7 @@ class _Resolver:
         excluded = tuple((k, v) for k, v in d["python"].get("excluded", {}).items())
         trains = self._trains(d.get("cuda", {}).get("trains", []))
         pr_trains = self._pull_request_trains(d.get("cuda", {}).get("pull-request", []), trains)
+        build_only = self._build_only(d.get("cuda", {}).get("build-only", []), trains)
         runtimes = self._runtimes(d.get("cuda", {}).get("runtime", {}))
         check = self._check(d.get("check", {}))
         rows: list[Row] = []
@@ -245,6 +247,9 @@ class _Resolver:
             check=check,
             compiler_cache=compiler_cache,
             pull_request_trains=pr_trains,
+            build_only_trains=build_only,
+            pull_request_fallback=d.get("cuda", {}).get("pull-request-fallback", "newest"),
+            pull_request_python=d.get("cuda", {}).get("pull-request-python", "newest"),
             key_prefix="".join(f"{k}." for k in self.prefix),
         )
 
@@ -317,7 +322,20 @@ class _Resolver:
                          hint="write the package the wheel installs, e.g. \"my_ext\"")
         return Ci(install=install, install_kind=kind, paths=tuple(paths),
                   submodules=cast(Submodules, c.get("submodules", "recursive")),
-                  smoke_test=c.get("smoke-test", True), import_name=name)
+                  smoke_test=c.get("smoke-test"), import_name=name, provision_toolkit=c.get("provision-toolkit"),
+                  gpu_test=self._gpu_test(c.get("gpu-test")))
+
+    def _gpu_test(self, g: dict[str, Any] | None) -> GpuTest | None:
+        if g is None:
+            return None
+        script = g["script"]
+        if not script.strip() or script.startswith("/") or "\n" in script or any(ch in script for ch in "'\"$`"):
+            self.problem(("ci", "gpu-test", "script"), f"{script!r} is not a path in the repository",
+                         hint="a file relative to this file, e.g. \"tests/gpu_test.py\"")
+        if not g.get("linux-runner") and not g.get("windows-runner"):
+            self.problem(("ci", "gpu-test"), "names no runner, so no GPU job would run",
+                         hint="set linux-runner (e.g. \"linux.g5.4xlarge.nvidia.gpu\") and/or windows-runner")
+        return GpuTest(script=script, linux_runner=g.get("linux-runner"), windows_runner=g.get("windows-runner"))
 
     def _compiler_cache(self, c: dict[str, Any]) -> CompilerCacheSettings:
         from buildrows.build.remote_cache import url_problem
@@ -377,6 +395,27 @@ class _Resolver:
                 self.problem(("cuda", "trains", i), f"{v!r} is listed twice")
             else:
                 out.append(t)
+        return tuple(out)
+
+    def _build_only(self, items: list[str], trains: tuple[Train, ...]) -> tuple[Train, ...]:
+        out: list[Train] = []
+        for i, v in enumerate(items):
+            try:
+                t = Train.parse(v)
+            except ValueError as e:
+                self.problem(("cuda", "build-only", i), str(e))
+                continue
+            if t not in trains:
+                self.problem(("cuda", "build-only", i), f"CUDA {t.dotted} is build-only but not on the train allowlist",
+                             hint=f"add \"{t.dotted}\" to [cuda] trains too: build-only marks trains of that list "
+                                  "that build from source but are not published")
+            elif t in out:
+                self.problem(("cuda", "build-only", i), f"{v!r} is listed twice")
+            else:
+                out.append(t)
+        if trains and out and len(out) == len(trains):
+            self.problem(("cuda", "build-only"), "every train is build-only, so the policy publishes no CUDA wheel",
+                         hint="remove from build-only the trains the project publishes")
         return tuple(out)
 
     def _pull_request_trains(self, items: list[str], trains: tuple[Train, ...]) -> tuple[Train, ...]:

@@ -154,6 +154,15 @@ Submodules = Literal["recursive", "true", "false"]
 
 
 @dataclass(frozen=True)
+class GpuTest:
+    """[ci.gpu-test]: the end-to-end GPU job rendered per train the build job built."""
+
+    script: str  # relative to the policy file
+    linux_runner: str | None = None
+    windows_runner: str | None = None
+
+
+@dataclass(frozen=True)
 class Ci:
     """How CI builds the rows ([ci]): what `buildrows workflow` renders from."""
 
@@ -164,10 +173,15 @@ class Ci:
     #: Project sources that decide a row (globs relative to the policy file), for the path filters.
     paths: tuple[str, ...] = ()
     submodules: Submodules = "recursive"
-    #: Run test-infra's Linux smoke test (it also greps the wheel for a pinned torch).
-    smoke_test: bool = True
+    #: Run test-infra's Linux smoke test (it also greps the wheel for a pinned torch). None: where
+    #: every row's wheel pins torch (runtime mode torch), else buildrows' own in the post-script.
+    smoke_test: bool | None = None
     #: The Python package the smoke test imports.
     import_name: str = ""
+    #: Assemble a train the builder image lacks in the pre-script ([ci] provision-toolkit): "auto"
+    #: (PyPI where the train is pinned, else the redistributable archives), "redist" or "pypi"; None: off.
+    provision_toolkit: str | None = None
+    gpu_test: GpuTest | None = None
 
 
 #: Refs whose jobs write to the remote compiler cache when the policy does not say.
@@ -203,13 +217,25 @@ class Policy:
     ci: Ci = field(default_factory=Ci)
     check: CheckPolicy = field(default_factory=CheckPolicy)
     compiler_cache: CompilerCacheSettings = field(default_factory=CompilerCacheSettings)
-    pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow, newest first
+    pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow (pull_request_fallback)
+    #: Trains built from source (build, doctor, hook) but not published: absent from the release
+    #: matrix and from pull requests ([cuda] build-only).
+    build_only_trains: tuple[Train, ...] = ()
+    #: When no preferred train is on offer: "newest" (the newest train on offer) or "closest" (the
+    #: nearest older train to the first preferred one, then the nearest newer: ExecuTorch's rule).
+    pull_request_fallback: str = "newest"
+    #: A pull request's Python: "newest" on offer, or "first" (the earliest of [python] versions on offer).
+    pull_request_python: str = "newest"
     #: Where the policy sits in its file: "tool.buildrows." in pyproject.toml, else "".
     key_prefix: str = ""
 
     def key(self, path: str) -> str:
         """A key path as the policy file spells it (`tool.buildrows.python.excluded` in pyproject.toml)."""
         return self.key_prefix + path
+
+    def publishes(self, row: Row) -> bool:
+        """Whether the release matrix carries ROW: not declared empty, not of a build-only train."""
+        return row.empty_reason is None and (row.cuda is None or row.cuda not in self.build_only_trains)
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:

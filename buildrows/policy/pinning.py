@@ -18,9 +18,11 @@ _VCS = re.compile(r"(?:buildrows\s*@\s*)?git\+(?:https|ssh|file)://[^\s@]+(?:@[^
 _SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
 _NAME_LIKE = re.compile(r"buildrows\b", re.ASCII | re.IGNORECASE)
 
-FORMS = ("'buildrows==0.1.0' (a released version), "
+# What works today leads: buildrows is on no package index yet, so a released version installs
+# nothing until it is published.
+FORMS = ("a path in the repository such as './tools/buildrows' (its source directory or a .whl), "
          "'git+https://github.com/ORG/buildrows@<full 40-hex commit>', "
-         "or a path in the repository such as './tools/buildrows'")
+         "or, once buildrows is published on an index, 'buildrows==0.1.0'")
 
 
 def classify(spec: str) -> tuple[InstallKind, str]:

@@ -256,21 +256,45 @@ EMPTY_ROW = Table(
     required=("platform", "reason"),
 )
 
+GPU_TEST = Table(
+    "The end-to-end GPU job: per train the build job built, on a GPU runner, install that train's wheel "
+    "(the build job's artifact) and run the project's GPU test; never for pull requests from forks.",
+    {
+        "linux-runner": Str("The GPU runner of the linux-x86_64 job (test-infra's linux_job_v3.yml), "
+                            "e.g. \"linux.g5.4xlarge.nvidia.gpu\"; no Linux GPU job without it."),
+        "windows-runner": Str("The GPU runner of the windows-amd64 job (test-infra's windows_job.yml), "
+                              "e.g. \"windows.g5.4xlarge.nvidia.gpu\"; no Windows GPU job without it."),
+        "script": Str("The project's GPU test, a path in the repository relative to this file (.py runs with "
+                      "python, anything else with bash); it runs after the wheel is installed."),
+    },
+    required=("script",),
+)
+
 CI = Table(
     "How CI builds the rows: what `buildrows workflow` renders the workflows and their scripts from.",
     {
-        "install": Str("How CI installs buildrows, pinned: \"buildrows==0.1.0\", "
-                       "\"git+https://github.com/ORG/buildrows@<40-hex commit>\", or a path in the repository "
-                       "relative to this file (\"./tools/buildrows\" or a .whl); an unpinned spec is refused."),
+        "gpu-test": GPU_TEST,
+        "install": Str("How CI installs buildrows, pinned: a path in the repository relative to this file "
+                       "(\"./tools/buildrows\" or a .whl), \"git+https://github.com/ORG/buildrows@<40-hex commit>\", "
+                       "or \"buildrows==0.1.0\" once buildrows is on a package index (it is on none yet); "
+                       "an unpinned spec is refused."),
         "paths": StrList("Project sources that decide a row (globs relative to this file, e.g. \"csrc/**\"); "
                          "the workflows' pull-request path filters add them to the policy, the scripts and the build files."),
         "submodules": Str("How the build job checks out submodules (actions/checkout's submodules).", SUBMODULES,
                           default="\"recursive\""),
-        "smoke-test": Bool("Run test-infra's Linux smoke test (default true); it also requires the wheel to pin "
-                           "torch (`Requires-Dist: torch (==...)`), so set false for a project that does not depend "
-                           "on torch. The post-build `buildrows check` runs either way.", default="true"),
+        "smoke-test": Bool("Run test-infra's Linux smoke test, which also requires the wheel to pin torch "
+                           "(`grep \"Requires-Dist: torch (==.*)\"` under set -e). Default: on where every row the "
+                           "platform publishes is a PyTorch extension (runtime mode torch, pinned by stamping), "
+                           "else off, and the post-script installs the checked wheel and runs buildrows' own smoke "
+                           "test instead. true on a platform whose wheels do not pin torch is refused."),
         "import-name": Str("The Python package the smoke test imports (default: the project name, - as _).",
                            default="the project name, - and . as _"),
+        "provision-toolkit": Str("Assemble the row's CUDA train in the rendered pre-script when the builder has no nvcc "
+                                 "of it (`buildrows toolkit install`, checksums verified), before the hook checks nvcc; "
+                                 "CUDA_HOME/CUDA_PATH/CUDACXX and PATH reach the build through BUILD_ENV_FILE. "
+                                 "\"redist\" (NVIDIA's redistributable archives; BUILDROWS_CUDA_MIRROR for a mirror), "
+                                 "\"pypi\" (NVIDIA's pinned wheels, 13.x) or \"auto\" (PyPI where pinned, else redist). "
+                                 "Default: off.", ("auto", "redist", "pypi")),
     },
 )
 
@@ -317,8 +341,18 @@ POLICY = Table(
             "CUDA train allowlist and runtime packaging.",
             {
                 "trains": StrList("CUDA trains any platform may publish, e.g. [\"12.6\", \"13.0\"].", default="[] (CPU rows only)"),
-                "pull-request": StrList("Trains a pull request's one row prefers, in order, e.g. [\"13.0\"]; trains not "
-                                        "listed follow, newest first (the default).", default="[] (newest first)"),
+                "pull-request": StrList("Trains a pull request's one row prefers, in order, e.g. [\"13.0\"] (a build-only "
+                                        "train may be named: it is never on offer, and pull-request-fallback decides); "
+                                        "trains not listed follow as pull-request-fallback says."),
+                "pull-request-fallback": Str("When no preferred train is on offer: \"newest\" (default) or \"closest\": the "
+                                             "nearest older train to the first preferred one, then the nearest newer (a newer "
+                                             "train never outranks an older one; ExecuTorch's filter_cuda_matrix.py rule).",
+                                             ("newest", "closest")),
+                "pull-request-python": Str("A pull request's Python: \"newest\" on offer (default) or \"first\", the "
+                                           "earliest of [python] versions on offer.", ("newest", "first")),
+                "build-only": StrList("Trains of [cuda] trains built from source but not published, e.g. [\"12.6\"]: "
+                                      "`build`, `doctor` and the hook accept their rows; the release matrix and pull "
+                                      "requests leave them out."),
                 "runtime": MapOf("Per CUDA major (\"12\", \"13\"): runtime requirement and library directory.", RUNTIME),
             },
         ),

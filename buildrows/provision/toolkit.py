@@ -29,6 +29,14 @@ RECEIPT = "buildrows-toolkit.json"
 TARGETS = {"linux-x86_64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
 
 
+#: Platforms assembled from NVIDIA's Windows archives (zips, the installer's flat layout).
+WINDOWS = ("windows-amd64",)
+
+
+def nvcc_name(platform: str) -> str:
+    return "nvcc.exe" if platform.startswith("windows") else "nvcc"
+
+
 @dataclass(frozen=True)
 class Toolkit:
     """A complete toolkit in the cache."""
@@ -43,7 +51,7 @@ class Toolkit:
 
     @property
     def nvcc(self) -> Path:
-        return self.root / "bin" / "nvcc"
+        return self.root / "bin" / nvcc_name(self.platform)
 
     def describe(self) -> str:
         libs = ", with library headers" if self.libraries else ""
@@ -62,7 +70,7 @@ def installed(train: Train, platform: str, env: Mapping[str, str]) -> Toolkit | 
         data = json.loads((root / RECEIPT).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not (root / "bin" / "nvcc").is_file():
+    if not (root / "bin" / nvcc_name(platform)).is_file():
         return None
     return Toolkit(train, platform, root, str(data.get("source")), str(data.get("release")),
                    str(data.get("nvcc_version")), bool(data.get("libraries")))
@@ -89,9 +97,13 @@ def choose_release(train: Train, platform: str, env: Mapping[str, str], *, sourc
                    libraries: bool, mirror: str | None, release: str | None) -> sources.Release:
     """PyPI's pinned wheels when the train has them (and no other source was asked for), else the
     mirror's redistributable archives."""
-    if platform not in TARGETS:
-        raise Refused(f"buildrows provisions toolkits for {', '.join(TARGETS)}; {platform} is not one of them\n"
+    if platform not in (*TARGETS, *WINDOWS):
+        raise Refused(f"buildrows provisions toolkits for {', '.join((*TARGETS, *WINDOWS))}; {platform} is not one of them\n"
                       "    fix: install the CUDA toolkit with NVIDIA's installer and set CUDA_PATH to it")
+    if platform in WINDOWS and source == "pypi":
+        raise Refused(f"CUDA {train.dotted} for {platform}: NVIDIA's PyPI wheels pinned here are Linux's; Windows "
+                      "toolkits come from the redistributable archives\n"
+                      "    fix: use source \"redist\" (or \"auto\") for Windows rows")
     if source is None:
         pinned = train in sources.pypi_trains(platform) and release is None and mirror is None
         source = "pypi" if pinned else "redist"
@@ -119,16 +131,19 @@ def install(train: Train, platform: str, env: Mapping[str, str], *, source: sour
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
         try:
-            triple = TARGETS[platform]
+            # NVIDIA's Windows archives are laid out as its Windows installer is (bin, include,
+            # lib/x64), with no targets/ directory: kept flat.
+            triple = TARGETS.get(platform)
+            layout = chosen.layout if triple is not None else "flat"
             for art in chosen.artifacts:
-                if chosen.layout == "targets":
+                if layout == "targets" and triple is not None:
                     art = _into_targets(art, triple)
                 path = fetch(art, downloads_dir(env), progress)
                 if progress:
                     progress(f"unpack {art.filename} ({art.component})")
                 unpack(path, art, staging)
-            _finish_layout(staging, chosen.layout, triple)
-            version = _check_nvcc(staging, train, env, chosen)
+            _finish_layout(staging, layout, triple or "", windows=platform.startswith("windows"))
+            version = _check_nvcc(staging, train, env, chosen, nvcc_name(platform))
             receipt = {"train": train.dotted, "platform": platform, "source": chosen.source,
                        "release": chosen.release, "origin": chosen.origin, "nvcc_version": version,
                        "libraries": libraries,
@@ -159,8 +174,14 @@ def _link(path: Path, target: str) -> None:
         os.symlink(target, path)
 
 
-def _finish_layout(root: Path, layout: str, triple: str) -> None:
-    """The links CMake and torch.utils.cpp_extension look for: include/, lib64/ and libcudart.so."""
+def _finish_layout(root: Path, layout: str, triple: str, windows: bool = False) -> None:
+    """The links CMake and torch.utils.cpp_extension look for: include/, lib64/ and libcudart.so.
+    Windows needs none (its import libraries are in lib/x64, where CMake looks); it is only checked."""
+    if windows:
+        if not (root / "lib" / "x64").is_dir():
+            raise Refused(f"the toolkit assembled in {root} has no lib/x64 (no CUDA runtime was unpacked)\n"
+                          "    fix: check that the source provides cuda_cudart for this platform")
+        return
     if layout == "targets":
         _link(root / "include", f"targets/{triple}/include")
         _link(root / "lib64", f"targets/{triple}/lib")
@@ -180,12 +201,12 @@ def _finish_layout(root: Path, layout: str, triple: str) -> None:
             _link(dev, so.name)
 
 
-def _check_nvcc(root: Path, train: Train, env: Mapping[str, str], chosen: sources.Release) -> str:
+def _check_nvcc(root: Path, train: Train, env: Mapping[str, str], chosen: sources.Release, exe: str = "nvcc") -> str:
     from buildrows.plan.toolchain import CudaCompiler, read_train
 
-    nvcc = root / "bin" / "nvcc"
+    nvcc = root / "bin" / exe
     if not nvcc.is_file():
-        raise Refused(f"{chosen.origin}: CUDA {chosen.release} assembled no bin/nvcc\n"
+        raise Refused(f"{chosen.origin}: CUDA {chosen.release} assembled no bin/{exe}\n"
                       "    fix: check that the source provides cuda_nvcc / nvidia-cuda-nvcc for this platform")
     comp = read_train(CudaCompiler(str(nvcc), (str(nvcc),), "provisioned toolkit"), env)
     if comp.train != train:
