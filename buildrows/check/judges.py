@@ -16,6 +16,7 @@ from packaging.utils import canonicalize_name
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
 from buildrows.check.promises import check_no_cuda, check_required, rpath_exception
+from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, train_of_name
 from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import FileRule, RpathException, RuntimeMode
 from buildrows.policy.requirements import applies, expected_requirements
@@ -35,12 +36,6 @@ class Artifact(Protocol):
 
 _CUDART_ELF = re.compile(r"^libcudart\.so(\.\d+)*$")
 _CUDART_DLL = re.compile(r"^cudart64_\d+\.dll$", re.IGNORECASE)
-
-PLATFORM_OF_TAG = (
-    (re.compile(r"^(manylinux|musllinux|linux)_.*x86_64$"), "linux-x86_64"),
-    (re.compile(r"^(manylinux|musllinux|linux)_.*aarch64$"), "linux-aarch64"),
-    (re.compile(r"^win_amd64$"), "windows-amd64"),
-)
 
 
 @dataclass(frozen=True)
@@ -72,43 +67,18 @@ class CheckResult:
 
 
 def platform_of_wheel(info: WheelInfo) -> str | None:
-    for tag in info.name.platform_tags:
-        for pattern, platform in PLATFORM_OF_TAG:
-            if pattern.match(tag):
-                return platform
-    return None
-
-
-@dataclass(frozen=True)
-class WheelPython:
-    """The Python a wheel's tags name: `3.12`, `3.13t` (free-threaded), or `3.9` with abi3 (and newer)."""
-
-    version: str
-    abi3: bool = False
+    """The platform the wheel's tags name (buildrows.check.tags reads every tag pip accepts)."""
+    return platform_of_name(info.name)
 
 
 def python_of_wheel(info: WheelInfo) -> WheelPython | None:
-    """From the python and ABI tags: `cp312-cp312`, `cp313-cp313t` (free-threaded), `cp39-abi3`."""
-    abis = info.name.abi_tags
-    for tag in info.name.python_tags:
-        m = re.fullmatch(r"cp3(\d+)(t?)", tag)
-        if not m:
-            continue
-        threaded = m.group(2) or ("t" if f"cp3{m.group(1)}t" in abis else "")
-        if "abi3" in abis and not threaded:
-            return WheelPython(f"3.{m.group(1)}", abi3=True)
-        return WheelPython(f"3.{m.group(1)}{threaded}")
-    return None
+    """The Python the wheel's tags name (buildrows.check.tags)."""
+    return python_of_name(info.name)
 
 
 def train_of_wheel(info: WheelInfo) -> Train | None:
-    local = info.name.local_version
-    if local is None:
-        return None
-    for part in re.split(r"[._]", local):
-        if re.fullmatch(r"cu\d{2,3}", part):
-            return Train.parse(part)
-    return None
+    """The CUDA train of the wheel's local version tag (`+cu130`), if any."""
+    return train_of_name(info.name)
 
 
 def _is_nvidia(req: Requirement) -> bool:
