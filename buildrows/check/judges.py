@@ -15,6 +15,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
+from buildrows.check.consequences import missing_code, plural
+from buildrows.check.consequences import missing_ptx as missing_ptx_line
 from buildrows.check.promises import check_no_cuda, check_required, rpath_exception
 from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, train_of_name
 from buildrows.policy.archs import ArchList, Train
@@ -300,7 +302,8 @@ def _grouped(found: list[tuple[str, str]]) -> list[str]:
     """One line per problem, naming every library that has it (the first few by name)."""
     by_problem: dict[str, list[str]] = {}
     for lib, problem in found:
-        by_problem.setdefault(problem, []).append(lib)
+        if lib not in by_problem.setdefault(problem, []):  # a library repeating an entry counts once
+            by_problem[problem].append(lib)
     out = []
     for problem, libs in by_problem.items():
         if len(libs) == 1:
@@ -329,9 +332,8 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         extra = sorted(have_elf - want_elf, key=_arch_key)
         missing_ptx = sorted(want_ptx - have_ptx, key=_arch_key)
         extra_ptx = sorted(have_ptx - want_ptx, key=_arch_key)
-        if missing:
-            details.append(f"{lib.path}: missing device code for {', '.join(missing)} (a GPU of that architecture "
-                           "gets 'no kernel image is available')")
+        if missing:  # what each such GPU does instead is said truly (buildrows.check.consequences)
+            details.append(missing_code(lib.path, missing, lib.cubins, lib.ptx))
         if extra:
             details.append(f"{lib.path}: device code for {', '.join(extra)}, which the row does not list")
         relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
@@ -344,12 +346,12 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
                            f"-gencode=arch=compute_XX,code=compute_XX in the device link flags)")
         missing_ptx = [a for a in missing_ptx if a not in relocatable]
         if missing_ptx:
-            details.append(f"{lib.path}: missing PTX for {', '.join(missing_ptx)} (newer GPUs cannot JIT-compile it)")
+            details.append(missing_ptx_line(lib.path, missing_ptx, lib.cubins, lib.ptx))
         if extra_ptx:
             details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which the row does not mark +PTX")
     ok = not details
     if ok:
-        details.append(f"{len(libs)} libraries each carry exactly {' '.join(sorted(want_elf, key=_arch_key))}"
+        details.append(f"{plural(len(libs), 'library', 'libraries')} each carry exactly {' '.join(sorted(want_elf, key=_arch_key))}"
                        + (f" with PTX {' '.join(sorted(want_ptx, key=_arch_key))}" if want_ptx else ""))
     return CheckResult(name, ok, details)
 
@@ -461,6 +463,10 @@ def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
         results.append(check_machine(exp, info))
     if exp.platform.startswith("windows"):
         results.append(check_windows_imports(exp, info))
+    if exp.cuda is not None and not exp.platform.startswith("windows"):
+        from buildrows.check.sonames import check_soname_majors
+
+        results.append(check_soname_majors(exp, info))
     if not exp.loose:
         if any(r.kind == "required" for r in exp.files):
             results.append(check_required_files(exp, info))
