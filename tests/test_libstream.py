@@ -213,3 +213,23 @@ def test_member_changed_before_a_re_read(tmp_path: Path, deflated: bool, message
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(inflate.InflateError, match=message):
         stream.read(200000, 100)
+
+
+@pytest.mark.parametrize("flags", [4, 5, 6], ids=["read-only", "read+execute", "read+write"])
+@pytest.mark.parametrize("order", ["fatbin-first", "fatbin-last"])
+def test_fat_binary_in_any_segment_and_any_section_order_streams(flags: int, order: str, tmp_path: Path) -> None:
+    """NVIDIA's libraries and CuPy's put .nv_fatbin in the read+execute segment: it is recognised in
+    passing there too (no second read of the section), with the in-memory reader's answer."""
+    from buildrows.binaries.libstream import read_streamed
+
+    big = fatbin_container([fatbin_entry(2, 80, payload=b"\x5a" * (3 << 20)), fatbin_entry(2, 90), fatbin_entry(1, 90)])
+    text = (".text", random.Random(3).randbytes(1 << 20))
+    sections = [(".nv_fatbin", big), text] if order == "fatbin-first" else [text, (".nv_fatbin", big)]
+    data = make_elf(sections, needed=["libcudart.so.13"], load_flags=flags)
+    assert _code(data, tmp_path) == (("sm_80", "sm_90"), ("sm_90",))
+    path = tmp_path / "lib.bin"
+    path.write_bytes(data)
+    stream = MemberStream(lambda: path.open("rb"), 0, len(data), len(data), zlib.crc32(data), deflated=False)
+    lib = read_streamed(stream)
+    assert lib.device_code.cubins == ("sm_80", "sm_90")
+    assert lib.fetches == 0, "the fat binary was read a second time instead of being recognised in passing"

@@ -17,7 +17,8 @@ Few candidates are ever live at once, whatever the bytes: the search never looks
 container being read, a header is read as soon as its 16 bytes have passed, and a container's
 search for the next non-zero byte ends at the next header. That guarantee also lets the search be
 cheap where it can: it looks only inside the ranges it is told
-fat binaries are likely in (:meth:`FatbinScanner.limit_to`: an ELF's read-only loaded segments)
+fat binaries are likely in (:meth:`FatbinScanner.limit_to`: an ELF's loaded segments, read-only or
+read+execute alike)
 and not inside a container already being read (a payload is not a container). A container missed
 that way, or a container skipped over that turns out malformed, only means a re-read.
 """

@@ -37,8 +37,6 @@ MAX_PREFETCH: Final = 16 << 20
 # Bytes kept before the ELF section header table: .shstrtab is normally right there.
 SHT_LEAD: Final = 1 << 16
 STRING_WINDOW: Final = 4096
-_PF_X: Final = 1
-_PF_W: Final = 2
 
 
 class SparseSource:
@@ -148,7 +146,7 @@ class _Planner:
         self.phdrs: tuple[int, int, int, bool, str] = (0, 0, 0, True, "<")
         self.dynamic: tuple[int, int] = (0, 0)
         self.loads: list[tuple[int, int, int]] = []
-        # Where fat binaries can be (an ELF's read-only loaded segments); None: anywhere.
+        # Where fat binaries can be (an ELF's loaded segments); None: anywhere.
         self.scan_regions: list[tuple[int, int]] | None = None
 
     def step(self) -> None:
@@ -197,17 +195,18 @@ class _Planner:
         regions: list[tuple[int, int]] = []
         for i in range(phnum):
             if is64:
-                p_type, p_flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(
+                p_type, _flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(
                     order + "IIQQQQ", table, i * phentsize
                 )
             else:
-                p_type, p_offset, p_vaddr, _pa, p_filesz, _m, p_flags = struct.unpack_from(
+                p_type, p_offset, p_vaddr, _pa, p_filesz, _m, _flags = struct.unpack_from(
                     order + "IIIIIII", table, i * phentsize
                 )
             if p_type == 1:
+                # Every loaded segment, whatever its flags: GCC's and PyTorch's links put .nv_fatbin
+                # in the read-only one, NVIDIA's own libraries and CuPy's in the read+execute one.
                 self.loads.append((p_vaddr, p_offset, p_filesz))
-                if not p_flags & (_PF_X | _PF_W):
-                    regions.append((p_offset, p_offset + p_filesz))
+                regions.append((p_offset, p_offset + p_filesz))
             elif p_type == 2 and self.dynamic == (0, 0):
                 self.dynamic = (p_offset, p_filesz)
         if self.loads:
