@@ -237,7 +237,12 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     from buildrows.binaries.binfmt import BinaryFormatError
     from buildrows.binaries.fatbin import FatbinError
     from buildrows.binaries.looseread import LooseError, read_loose
-    from buildrows.binaries.wheelread import WheelError, parse_wheel_filename, read_wheel
+    from buildrows.binaries.wheelread import (
+        WheelError,
+        check_archive,
+        parse_wheel_filename,
+        read_wheel,
+    )
     from buildrows.check.judges import run_checks
 
     if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
@@ -252,8 +257,11 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
         raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a built .whl, a shared library or a directory")
     try:
         name = parse_wheel_filename(wheel.name)
+        check_archive(wheel)  # a zip at all, with safe names: its central directory, nothing inflated
     except WheelError as e:
         raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
+    except OSError as e:
+        raise BadInput(f"{wheel}: cannot read: {e}") from e
     # The row comes from the name alone: a tag problem is reported before any library is inflated.
     exp = expectation(args, wheel, name, policy)
     try:
