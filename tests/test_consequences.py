@@ -91,3 +91,19 @@ def test_check_reports_the_true_consequence(tmp_path: Path, cli: Callable[..., R
             "cubin (binary-compatible within a major), not code built for sm_86; sm_100 GPUs JIT-compile its sm_90 "
             "PTX when it first loads") in r.out
     assert "missing PTX for sm_100 (GPUs newer than its cubins JIT-compile the sm_90 PTX it carries instead" in r.out
+
+
+def test_a_library_repeating_an_entry_is_counted_once(tmp_path: Path, cli: Callable[..., Result],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """jax-cuda13-plugin repeats each RPATH entry: 11 libraries were reported as 42."""
+    monkeypatch.chdir(tmp_path)
+    code = fatbin_container([fatbin_entry(2, 90), fatbin_entry(1, 90)])
+    twice = "$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../nvidia/cu13/lib:$ORIGIN/../../nvidia/cu13/lib"
+    members = {f"fx/_{n}.so": make_elf([(".nv_fatbin", code)], needed=["libcudart.so.13"], rpath=twice)
+               for n in ("a", "b")}
+    wheel = make_wheel(tmp_path / "fx-1.0+cu130-cp312-cp312-manylinux_2_28_x86_64.whl", members,
+                       metadata="Metadata-Version: 2.1\nName: fx\n"
+                                "Requires-Dist: nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\n")
+    r = cli("check", str(wheel), "--archs", "9.0")
+    assert ("2 libraries (fx/_a.so, fx/_b.so): '$ORIGIN/../../nvidia/cu13/lib' climbs out of site-packages"
+            in r.out), r.out
