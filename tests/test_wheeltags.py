@@ -168,7 +168,7 @@ def test_row_holds_the_wheels_tags(filename: str, row: str, extra: list[str], fa
     [
         # --row with --archs: the row's train, this list
         (["--archs", "9.0"], 5, "fx/_core.so: device code for sm_75, which the row does not list"),
-        (["--archs", "7.5 9.0"], 0, "1 library each carry exactly sm_75 sm_90 with PTX sm_90"),
+        (["--archs", "7.5 9.0"], 0, "1 library carries exactly sm_75 sm_90 with PTX sm_90"),
         (["--archs", "7.0"], 2, "--archs: "),  # CUDA 13.0 cannot compile 7.0
         # --ptx: the policy's ptx key on the command line, for --archs or the row's list
         (["--ptx", "none"], 5, "fx/_core.so: PTX for sm_90, which the row does not mark +PTX"),
@@ -193,7 +193,7 @@ def test_ptx_none_passes_a_wheel_without_ptx(tmp_path: Path, cli: Callable[..., 
     assert r.code == 5 and "fx/_core.so: missing PTX for sm_90" in r.out
     r = cli("check", str(wheel), "--cuda", "13.0", "--archs", "7.5 9.0", "--ptx", "none")
     assert r.code == 0, r.out + r.err
-    assert "1 library each carry exactly sm_75 sm_90" in r.out
+    assert "1 library carries exactly sm_75 sm_90" in r.out
 
 
 @pytest.mark.parametrize(

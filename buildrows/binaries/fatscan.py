@@ -102,6 +102,12 @@ class FatbinScanner:
         """Search only inside these ``(start, end)`` ranges from now on."""
         self.regions = sorted(regions)
 
+    def searched(self, offset: int, size: int) -> bool:
+        """Whether the search looked inside the whole range ``[offset, offset + size)``."""
+        if self.regions is None:
+            return True
+        return any(a <= offset and offset + size <= b for a, b in self.regions)
+
     def feed(self, offset: int, data: bytes) -> None:
         """The next piece of the file (``offset`` must be where the previous one ended)."""
         carry = self.carry

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-__all__ = ["missing_code", "missing_ptx", "plural"]
+__all__ = ["compatible_cubin", "jit_ptx", "missing_code", "missing_ptx"]
 
 _SM = re.compile(r"^sm_(\d+?)(\d)([af]?)$")
 
@@ -45,11 +45,6 @@ def jit_ptx(gpu: str, ptx: Iterable[str]) -> str | None:
         return None
     fits = [p for p in set(ptx) if (q := _parts(p)) and q[2] == "" and (q[0], q[1]) <= (want[0], want[1])]
     return max(fits, key=_key) if fits else None
-
-
-def plural(n: int, one: str, many: str | None = None) -> str:
-    """`1 library`, `3 libraries`."""
-    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def missing_code(path: str, missing: Sequence[str], cubins: Iterable[str], ptx: Iterable[str]) -> str:

@@ -15,7 +15,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
-from buildrows.check.consequences import missing_code, plural
+from buildrows.check.consequences import missing_code
 from buildrows.check.consequences import missing_ptx as missing_ptx_line
 from buildrows.check.promises import check_no_cuda, check_required, rpath_exception
 from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, train_of_name
@@ -351,7 +351,7 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
             details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which the row does not mark +PTX")
     ok = not details
     if ok:
-        details.append(f"{plural(len(libs), 'library', 'libraries')} each carry exactly {' '.join(sorted(want_elf, key=_arch_key))}"
+        details.append(("1 library carries" if len(libs) == 1 else f"{len(libs)} libraries each carry") + f" exactly {' '.join(sorted(want_elf, key=_arch_key))}"
                        + (f" with PTX {' '.join(sorted(want_ptx, key=_arch_key))}" if want_ptx else ""))
     return CheckResult(name, ok, details)
 
