@@ -89,12 +89,12 @@ def _check(tmp_path: Path, cli: Callable[..., Result], libs: dict[str, list[str]
          "fx.libs/libcudart.e8e8b82a.so.12 (cudart (the CUDA runtime), libcudart.so.12)"),
         # NVIDIA's library wheels ship the library itself
         ({"fx/_core.so": ["libcudart.so.12"], "nvidia/nvjpeg/lib/libnvjpeg.so.12": []}, "12.9", True,
-         "CUDA 12.9: libcudart.so.12, nvidia/nvjpeg/lib/libnvjpeg.so.12 are CUDA 12's"),
+         "CUDA 12.9: libcudart.so.12, libnvjpeg.so.12 are CUDA 12's"),
         ({"fx/_core.so": ["libcudart.so.13", "libcufft.so.12", "libcurand.so.10", "libcusparse.so.12",
                           "libcudnn.so.9", "libcutensor.so.2"]}, "13.0", True,
          "CUDA 13.0: libcudart.so.13, libcufft.so.12, libcurand.so.10, libcusparse.so.12 are CUDA 13's"),
         ({"fx/_core.so": []}, "13.0", True,
-         "no library links or ships an NVIDIA library with a versioned soname"),
+         "no library links or ships an NVIDIA library with a versioned name"),
     ],
 )
 def test_soname_majors_against_the_train(libs: dict[str, list[str]], train: str, ok: bool, message: str,
@@ -125,3 +125,59 @@ def test_cpu_rows_and_windows_have_no_soname_check(tmp_path: Path, cli: Callable
                        {"fx/_core.so": make_elf(needed=["libc.so.6"])}, metadata="Metadata-Version: 2.1\nName: fx\n")
     r = cli("check", str(wheel), "--json")
     assert "cuda-soname-majors" not in [c["name"] for c in json.loads(r.out)["checks"]]
+
+
+@pytest.mark.parametrize(
+    ("name", "base", "major", "at_13"),
+    [
+        ("cudart64_13.dll", "libcudart", 13, "cudart64_13.dll"),
+        ("cudart64_110.dll", "libcudart", 11, "cudart64_13.dll"),  # CUDA 11's runtime carries its minor
+        ("cublasLt64_12.dll", "libcublasLt", 12, "cublasLt64_13.dll"),
+        ("cufft64_11.dll", "libcufft", 11, "cufft64_13.dll"),
+        ("nvrtc64_120_0.dll", "libnvrtc", 12, "nvrtc64_130_0.dll"),
+        ("nvJitLink_120_0.dll", "libnvJitLink", 12, "nvJitLink_130_0.dll"),
+        ("nppc64_12.dll", "libnppc", 12, "nppc64_13.dll"),
+        ("nvcuda.dll", None, None, None),  # the driver: no CUDA major
+        ("cudnn64_9.dll", None, None, None),
+        ("KERNEL32.dll", None, None, None),
+    ],
+)
+def test_which_dll_names_are_nvidia_libraries(name: str, base: str | None, major: int | None,
+                                              at_13: str | None) -> None:
+    from buildrows.check.sonames import nvidia_dll
+
+    s = nvidia_dll(name)
+    assert ((s.base, s.major, s.spelled(13)) if s else (None, None, None)) == (base, major, at_13)
+
+
+def test_windows_dlls_are_held_to_the_train() -> None:
+    """A DLL importing CUDA 12's cuBLAS in a CUDA 13.0 row; the driver and a CUDA 13 cuFFT pass."""
+    from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
+    from buildrows.check.judges import Expectation
+    from buildrows.check.sonames import check_soname_majors
+    from buildrows.policy.archs import Train
+
+    name = "fx-1.0+cu130-cp312-cp312-win_amd64.whl"
+    lib = LibraryInfo("fx/_core.pyd", "pe", 1, "x86_64", imports=("nvcuda.dll", "cublas64_12.dll", "cufft64_12.dll"))
+    info = WheelInfo(Path(name), parse_wheel_filename(name), (), (lib,), ("fx/_core.pyd",))
+    result = check_soname_majors(Expectation("windows-amd64-cu130-py312", "windows-amd64", Train(13, 0), None), info)
+    assert not result.ok
+    assert result.details == [
+        "fx/_core.pyd: links cublas64_12.dll (cuBLAS of CUDA 12), but the row is CUDA 13.0, which ships "
+        "cublas64_13.dll: it does not load where the row's CUDA is installed; fix: build it with the CUDA 13.0 "
+        "toolkit and libraries, or check the wheel against a CUDA 12.x row"]
+    lib = LibraryInfo("fx/_core.pyd", "pe", 1, "x86_64", delay_imports=("cufft64_12.dll",))
+    info = WheelInfo(Path(name), parse_wheel_filename(name), (), (lib,), ("fx/_core.pyd",))
+    result = check_soname_majors(Expectation("windows-amd64-cu130-py312", "windows-amd64", Train(13, 0), None), info)
+    assert result.ok and result.details == ["CUDA 13.0: cufft64_12.dll are CUDA 13's"]
+
+
+def test_a_library_of_a_major_the_train_lacks(tmp_path: Path, cli: Callable[..., Result],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvJitLink came with CUDA 12: a CUDA 11.8 row has none to give."""
+    monkeypatch.chdir(tmp_path)
+    r = _check(tmp_path, cli, {"fx/_core.so": ["libcudart.so.11.0"], "fx.libs/libnvJitLink.so.12": []}, "11.8")
+    check = {c["name"]: c for c in json.loads(r.out)["checks"]}["cuda-soname-majors"]
+    assert check["details"] == [
+        "fx.libs/libnvJitLink.so.12: is nvJitLink of CUDA 12 (libnvJitLink.so.12), but the row is CUDA 11.8, "
+        "which has no nvJitLink; fix: drop it, or check the wheel against a CUDA 12.x row"]

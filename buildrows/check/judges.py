@@ -463,7 +463,7 @@ def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
         results.append(check_machine(exp, info))
     if exp.platform.startswith("windows"):
         results.append(check_windows_imports(exp, info))
-    if exp.cuda is not None and not exp.platform.startswith("windows"):
+    if exp.cuda is not None:
         from buildrows.check.sonames import check_soname_majors
 
         results.append(check_soname_majors(exp, info))

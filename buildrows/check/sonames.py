@@ -23,12 +23,16 @@ from buildrows.resources import data_file
 if TYPE_CHECKING:
     from buildrows.check.judges import Artifact, CheckResult, Expectation
 
-__all__ = ["NvidiaSoname", "check_soname_majors", "nvidia_soname"]
+__all__ = ["NvidiaSoname", "check_soname_majors", "nvidia_dll", "nvidia_soname"]
 
 # lib<name>[-<hash>|.<hash>|.alt].so.<major>[.<minor>...]: auditwheel appends -<8 hex>, torch's
 # relocation .<8 hex>; NVIDIA's own alternates are `.alt` (libnvrtc.alt.so.13).
 _SONAME: Final = re.compile(r"^(?P<base>lib[A-Za-z][A-Za-z0-9_]*(?:-builtins)?)"
                             r"(?:(?P<sep>[-.])(?P<tag>[0-9a-f]{8}|alt))?\.so\.(?P<major>\d+)(?:\.\d+)*$")
+# Windows: <name>64_<major>.dll (cudart64_13.dll, cufft64_12.dll), <name>64_<major><minor>_0.dll
+# (nvrtc64_130_0.dll), nvJitLink_<major><minor>_0.dll; CUDA 11's runtime is cudart64_110.dll.
+_DLL: Final = re.compile(r"^(?P<base>[A-Za-z][A-Za-z]*(?:-builtins)?)(?P<bits>64)?_(?P<ver>\d{2,3})(?P<rest>_\d+)?\.dll$",
+                         re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -47,14 +51,21 @@ class NvidiaSoname:
     major: int
     majors: dict[int, int]  # CUDA major -> the soname major it ships
     private: bool  # renamed by auditwheel or torch's relocation (a hash in the name)
+    dll: str | None = None  # a Windows DLL: its name with `{}` where the major goes (cudart64_{}.dll)
 
     def expected(self, cuda_major: int) -> int | None:
         return self.majors.get(cuda_major)
 
+    def spelled(self, major: int) -> str:
+        """The name of this library at another major: libcudart.so.13, cudart64_13.dll."""
+        if self.dll and self.base == "libcudart":  # CUDA 11's runtime alone carries its minor
+            return self.dll.format("110" if major == 11 else major)
+        return self.dll.format(major) if self.dll else f"{self.base}.so.{major}"
+
     @property
     def plain(self) -> str:
         """The soname without the private copy's hash: libcudart.so.12."""
-        return f"{self.base}.so.{self.major}"
+        return self.spelled(self.major)
 
 
 @cache
@@ -89,6 +100,25 @@ def nvidia_soname(name: str) -> NvidiaSoname | None:
     return NvidiaSoname(name, base, lib.name, int(m.group("major")), lib.majors, private)
 
 
+def nvidia_dll(name: str) -> NvidiaSoname | None:
+    """The NVIDIA library a Windows DLL name is (cudart64_12.dll, nvrtc64_130_0.dll), with its major."""
+    m = _DLL.match(posixpath.basename(name))
+    if not m:
+        return None
+    base = m.group("base")
+    exact, prefixes = _table()
+    key = next((k for k in exact if k.lower() == "lib" + base.lower()), None)
+    lib = exact[key] if key else next((v for k, v in prefixes.items() if ("lib" + base.lower()).startswith(k)), None)
+    if lib is None:
+        return None
+    ver = m.group("ver")
+    major = int(ver[:-1]) if len(ver) == 3 else int(ver)  # 130 -> 13, 110 -> 11, 12 -> 12
+    # A three-digit version is major and minor (nvrtc64_128_0.dll): another train's is <major>0.
+    minor = "0" if len(ver) == 3 and base.lower() != "cudart" else ""
+    form = f"{base}{m.group('bits') or ''}_{{}}{minor}{m.group('rest') or ''}.dll"
+    return NvidiaSoname(name, key or "lib" + base, lib.name, major, lib.majors, False, dll=form)
+
+
 def _problem(s: NvidiaSoname, cuda_major: int, train: str, shipped: bool) -> str | None:
     want = s.expected(cuda_major)
     if want == s.major:
@@ -99,16 +129,17 @@ def _problem(s: NvidiaSoname, cuda_major: int, train: str, shipped: bool) -> str
         what = f"is {of} ({'a private copy of ' if s.private else ''}{s.plain})"
     else:
         what = f"links {s.text} ({of}{', a private copy of ' + s.plain if s.private else ''})"
+    if want is None:
+        return (f"{what}, but the row is CUDA {train}, which has no {s.library}; fix: drop it, or check the "
+                f"wheel against {'a CUDA ' + made[-1] + '.x row' if made else 'a row of the train it was built with'}")
     if shipped or s.private:  # the wheel carries the other train's library: it loads, as that train's code
-        return (f"{what}, but the row is CUDA {train} ({s.base}.so.{want}): the wheel carries another train's "
+        return (f"{what}, but the row is CUDA {train} ({s.spelled(want)}): the wheel carries another train's "
                 f"{s.library}, so its CUDA code runs as CUDA {'/'.join(made) or '?'}'s, not the row's; "
                 f"fix: bundle the CUDA {train} one (build with the CUDA {train} toolkit), or check the wheel "
                 f"against {'a CUDA ' + made[-1] + '.x row' if made else 'a row of the train it was built with'}")
     fix = (f"fix: build it with the CUDA {train} toolkit and libraries, or check the wheel against "
            f"{'a CUDA ' + made[-1] + '.x row' if made else 'a row of the train it was built with'}")
-    if want is None:
-        return f"{what}, but the row is CUDA {train}, which has no {s.library}; {fix}"
-    return (f"{what}, but the row is CUDA {train}, which ships {s.base}.so.{want}: it does not load where the "
+    return (f"{what}, but the row is CUDA {train}, which ships {s.spelled(want)}: it does not load where the "
             f"row's CUDA is installed; {fix}")
 
 
@@ -124,18 +155,18 @@ def check_soname_majors(exp: Expectation, info: Artifact) -> CheckResult:
     seen: dict[str, NvidiaSoname] = {}
     private: list[str] = []
     for lib in info.libraries:
-        if lib.format != "elf":
-            continue
-        shipped = nvidia_soname(lib.path)
+        windows = lib.format == "pe"
+        read = nvidia_dll if windows else nvidia_soname
+        shipped = read(lib.path)
         if shipped is not None:
-            seen[shipped.text] = shipped
+            seen[posixpath.basename(shipped.text)] = shipped
             if shipped.private:
                 private.append(f"{lib.path} ({shipped.library}, {shipped.plain})")
             problem = _problem(shipped, major, train, shipped=True)
             if problem:
                 found.append((lib.path, problem))
-        for needed in lib.needed:
-            s = nvidia_soname(needed)
+        for needed in (*lib.imports, *lib.delay_imports) if windows else lib.needed:
+            s = read(needed)
             if s is None:
                 continue
             seen[s.text] = s
@@ -149,7 +180,7 @@ def check_soname_majors(exp: Expectation, info: Artifact) -> CheckResult:
         if seen:
             details.insert(0, f"CUDA {train}: " + ", ".join(sorted(seen)) + f" are CUDA {major}'s")
         else:
-            details.insert(0, "no library links or ships an NVIDIA library with a versioned soname")
+            details.insert(0, "no library links or ships an NVIDIA library with a versioned name")
     return CheckResult(name, not found, details)
 
 
