@@ -214,3 +214,20 @@ def test_gpu_options_without_a_gpu_row(args: list[str], message: str, tmp_path: 
     r = cli("--config", str(tmp_path / "buildrows.toml"), "check", str(wheel), *args)
     assert r.code == 2, r.out + r.err
     assert message in r.err
+
+
+def test_json_reports_an_input_error_as_json(tmp_path: Path, cli: Callable[..., Result],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check --json` on a wheel whose row cannot be inferred: stdout is still JSON, stderr the error."""
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    wheel = _wheel(tmp_path, "fx-1.0-cp312-cp312-macosx_11_0_arm64.whl")
+    r = cli("check", str(wheel), "--cuda", "13.0", "--archs", "7.5 9.0", "--json")
+    assert r.code == 2
+    report = json.loads(r.out)
+    assert report["ok"] is False and report["wheel"] == str(wheel)
+    assert report["error"]["kind"] == "bad input" and report["error"]["exit_code"] == 2
+    assert "cannot infer the row: no platform tag names a platform buildrows builds" in report["error"]["message"]
+    assert report["error"]["fix"] == ["pass --row ROW --config POLICY"]
+    assert "cannot infer the row" in r.err

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from buildrows.errors import CheckFailed
+from buildrows.errors import BuildrowsError, CheckFailed
 from buildrows.ui import UI
 
 
@@ -35,7 +35,13 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     req = CheckRequest(args.wheel, args.row, args.archs, args.cuda, getattr(args, "config", None), args.json,
                        ptx=args.ptx)
     wheel = Path(args.wheel)
-    exp, info, results = check_wheel(req, wheel, policy_for(req))
+    try:
+        exp, info, results = check_wheel(req, wheel, policy_for(req))
+    except BuildrowsError as e:
+        if args.json:  # a machine reads stdout: it gets JSON there too; the person, the error on stderr
+            ui.print(json.dumps({"ok": False, "wheel": str(wheel), "error": _error_json(e)}, indent=2))
+        raise
+
     ok = all(r.ok for r in results)
     if args.json:
         ui.print(json.dumps({
@@ -60,3 +66,11 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             return CheckFailed.exit_code
         raise CheckFailed(f"{wheel.name} fails {failed}")
     return 0
+
+
+def _error_json(e: BuildrowsError) -> dict[str, object]:
+    """An input error as `--json` gives it: kind, exit code, what is wrong and each fix line."""
+    lines = str(e).splitlines()
+    fixes = [line.strip()[len("fix:"):].strip() for line in lines if line.strip().startswith("fix:")]
+    message = "\n".join(line for line in lines if not line.strip().startswith("fix:"))
+    return {"kind": e.title, "exit_code": e.exit_code, "message": message, "fix": fixes}
