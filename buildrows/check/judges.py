@@ -18,6 +18,7 @@ from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
 from buildrows.check.consequences import missing_code
 from buildrows.check.consequences import missing_ptx as missing_ptx_line
 from buildrows.check.promises import check_no_cuda, check_required, rpath_exception
+from buildrows.check.sonames import check_soname_majors
 from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, train_of_name
 from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import FileRule, RpathException, RuntimeMode
@@ -351,7 +352,8 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
             details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which the row does not mark +PTX")
     ok = not details
     if ok:
-        details.append(("1 library carries" if len(libs) == 1 else f"{len(libs)} libraries each carry") + f" exactly {' '.join(sorted(want_elf, key=_arch_key))}"
+        carry = "1 library carries" if len(libs) == 1 else f"{len(libs)} libraries each carry"
+        details.append(f"{carry} exactly {' '.join(sorted(want_elf, key=_arch_key))}"
                        + (f" with PTX {' '.join(sorted(want_ptx, key=_arch_key))}" if want_ptx else ""))
     return CheckResult(name, ok, details)
 
@@ -464,8 +466,6 @@ def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
     if exp.platform.startswith("windows"):
         results.append(check_windows_imports(exp, info))
     if exp.cuda is not None:
-        from buildrows.check.sonames import check_soname_majors
-
         results.append(check_soname_majors(exp, info))
     if not exp.loose:
         if any(r.kind == "required" for r in exp.files):
