@@ -315,3 +315,58 @@ def test_show_lists_the_checks_promises(cli: Callable[..., Result]) -> None:
     assert "check.required" in r.out and "executorch/lib/libexecutorch_backend_cuda.so" in r.out
     assert "check.rpath_exception      entry /lib/intel64: arrives from PyTorch's exported link interface" in r.out
     assert "check.runtime_mode         dynamic" in r.out
+
+
+OLD_TRAINS = """[project]
+name = "fx"
+[python]
+versions = ["3.12"]
+[cuda]
+trains = [{trains}]
+pull-request = ["{pr}"]
+[platforms.linux-x86_64]
+trains = [{trains}]
+[platforms.linux-aarch64]
+trains = [{trains}]
+{lists}
+"""
+
+
+def _old_trains_policy(tmp_path: Path, trains: list[str], pr: str) -> Path:
+    quoted = ", ".join(f'"{t}"' for t in trains)
+    lists = "".join(f'[[platforms.{p}.cuda]]\ntrains = ["{t}"]\narchs = "8.0 9.0"\n'
+                    for p in ("linux-x86_64", "linux-aarch64") for t in trains)
+    path = tmp_path / "buildrows.toml"
+    path.write_text(OLD_TRAINS.format(trains=quoted, pr=pr, lists=lists))
+    return path
+
+
+def test_every_train_from_11_8_makes_rows(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    trains = ["11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9", "13.0"]
+    r = cli("--config", str(_old_trains_policy(tmp_path, trains, "12.4")), "rows")
+    assert r.code == 0, r.err
+    for t in trains:
+        assert f"linux-x86_64-cu{t.replace('.', '')}-py312" in r.out
+
+
+@pytest.mark.parametrize(
+    ("trains", "pr", "messages"),
+    [
+        # one unknown train, named in cuda.trains, two platforms' trains, two lists and pull-request: one error
+        (["12.7", "12.8"], "12.7", ["[cuda.trains[0]]: buildrows does not know which architectures CUDA 12.7 compiles\n"
+                                    "    fix: use a train buildrows knows: 11.8, 12.0, 12.1, 12.2, 12.3, 12.4, 12.5, "
+                                    "12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.4"]),
+        # three mistakes, three errors
+        (["10.2", "11.7", "cu12.8"], "cu12.8", ["[cuda.trains[0]]: buildrows does not know which architectures CUDA 10.2",
+                                              "[cuda.trains[1]]: buildrows does not know which architectures CUDA 11.7",
+                                              "[cuda.trains[2]]: 'cu12.8' is not a CUDA train"]),
+    ],
+)
+def test_one_error_per_train_mistake(trains: list[str], pr: str, messages: list[str], tmp_path: Path,
+                                     cli: Callable[..., Result]) -> None:
+    r = cli("--config", str(_old_trains_policy(tmp_path, trains, pr)), "rows")
+    assert r.code == 2, r.err
+    assert f"({len(messages)} problem{'s' if len(messages) > 1 else ''})" in r.err, r.err
+    for m in messages:
+        assert m in r.err
+    assert "not on the train allowlist" not in r.err and "does not publish" not in r.err

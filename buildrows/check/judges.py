@@ -15,7 +15,11 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
+from buildrows.check.consequences import missing_code
+from buildrows.check.consequences import missing_ptx as missing_ptx_line
 from buildrows.check.promises import check_no_cuda, check_required, rpath_exception
+from buildrows.check.sonames import check_soname_majors
+from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, train_of_name
 from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import FileRule, RpathException, RuntimeMode
 from buildrows.policy.requirements import applies, expected_requirements
@@ -35,12 +39,6 @@ class Artifact(Protocol):
 
 _CUDART_ELF = re.compile(r"^libcudart\.so(\.\d+)*$")
 _CUDART_DLL = re.compile(r"^cudart64_\d+\.dll$", re.IGNORECASE)
-
-PLATFORM_OF_TAG = (
-    (re.compile(r"^(manylinux|musllinux|linux)_.*x86_64$"), "linux-x86_64"),
-    (re.compile(r"^(manylinux|musllinux|linux)_.*aarch64$"), "linux-aarch64"),
-    (re.compile(r"^win_amd64$"), "windows-amd64"),
-)
 
 
 @dataclass(frozen=True)
@@ -72,43 +70,18 @@ class CheckResult:
 
 
 def platform_of_wheel(info: WheelInfo) -> str | None:
-    for tag in info.name.platform_tags:
-        for pattern, platform in PLATFORM_OF_TAG:
-            if pattern.match(tag):
-                return platform
-    return None
-
-
-@dataclass(frozen=True)
-class WheelPython:
-    """The Python a wheel's tags name: `3.12`, `3.13t` (free-threaded), or `3.9` with abi3 (and newer)."""
-
-    version: str
-    abi3: bool = False
+    """The platform the wheel's tags name (buildrows.check.tags reads every tag pip accepts)."""
+    return platform_of_name(info.name)
 
 
 def python_of_wheel(info: WheelInfo) -> WheelPython | None:
-    """From the python and ABI tags: `cp312-cp312`, `cp313-cp313t` (free-threaded), `cp39-abi3`."""
-    abis = info.name.abi_tags
-    for tag in info.name.python_tags:
-        m = re.fullmatch(r"cp3(\d+)(t?)", tag)
-        if not m:
-            continue
-        threaded = m.group(2) or ("t" if f"cp3{m.group(1)}t" in abis else "")
-        if "abi3" in abis and not threaded:
-            return WheelPython(f"3.{m.group(1)}", abi3=True)
-        return WheelPython(f"3.{m.group(1)}{threaded}")
-    return None
+    """The Python the wheel's tags name (buildrows.check.tags)."""
+    return python_of_name(info.name)
 
 
 def train_of_wheel(info: WheelInfo) -> Train | None:
-    local = info.name.local_version
-    if local is None:
-        return None
-    for part in re.split(r"[._]", local):
-        if re.fullmatch(r"cu\d{2,3}", part):
-            return Train.parse(part)
-    return None
+    """The CUDA train of the wheel's local version tag (`+cu130`), if any."""
+    return train_of_name(info.name)
 
 
 def _is_nvidia(req: Requirement) -> bool:
@@ -330,7 +303,8 @@ def _grouped(found: list[tuple[str, str]]) -> list[str]:
     """One line per problem, naming every library that has it (the first few by name)."""
     by_problem: dict[str, list[str]] = {}
     for lib, problem in found:
-        by_problem.setdefault(problem, []).append(lib)
+        if lib not in by_problem.setdefault(problem, []):  # a library repeating an entry counts once
+            by_problem[problem].append(lib)
     out = []
     for problem, libs in by_problem.items():
         if len(libs) == 1:
@@ -359,9 +333,8 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         extra = sorted(have_elf - want_elf, key=_arch_key)
         missing_ptx = sorted(want_ptx - have_ptx, key=_arch_key)
         extra_ptx = sorted(have_ptx - want_ptx, key=_arch_key)
-        if missing:
-            details.append(f"{lib.path}: missing device code for {', '.join(missing)} (a GPU of that architecture "
-                           "gets 'no kernel image is available')")
+        if missing:  # what each such GPU does instead is said truly (buildrows.check.consequences)
+            details.append(missing_code(lib.path, missing, lib.cubins, lib.ptx))
         if extra:
             details.append(f"{lib.path}: device code for {', '.join(extra)}, which the row does not list")
         relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
@@ -374,12 +347,13 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
                            f"-gencode=arch=compute_XX,code=compute_XX in the device link flags)")
         missing_ptx = [a for a in missing_ptx if a not in relocatable]
         if missing_ptx:
-            details.append(f"{lib.path}: missing PTX for {', '.join(missing_ptx)} (newer GPUs cannot JIT-compile it)")
+            details.append(missing_ptx_line(lib.path, missing_ptx, lib.cubins, lib.ptx))
         if extra_ptx:
             details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which the row does not mark +PTX")
     ok = not details
     if ok:
-        details.append(f"{len(libs)} libraries each carry exactly {' '.join(sorted(want_elf, key=_arch_key))}"
+        carry = "1 library carries" if len(libs) == 1 else f"{len(libs)} libraries each carry"
+        details.append(f"{carry} exactly {' '.join(sorted(want_elf, key=_arch_key))}"
                        + (f" with PTX {' '.join(sorted(want_ptx, key=_arch_key))}" if want_ptx else ""))
     return CheckResult(name, ok, details)
 
@@ -491,6 +465,8 @@ def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
         results.append(check_machine(exp, info))
     if exp.platform.startswith("windows"):
         results.append(check_windows_imports(exp, info))
+    if exp.cuda is not None:
+        results.append(check_soname_majors(exp, info))
     if not exp.loose:
         if any(r.kind == "required" for r in exp.files):
             results.append(check_required_files(exp, info))

@@ -186,6 +186,10 @@ class _Resolver:
         self.locate = locate
         self.prefix = prefix
         self.problems: list[Problem] = []
+        # Trains already reported as unknown (or unparsable) in cuda.trains: every later mention of
+        # them is the same mistake, so it is not reported again (one error per mistake).
+        self.bad_trains: set[str] = set()
+        self.runtime_reported: set[int] = set()
 
     def key(self, *path: str | int) -> str:
         """A key path as the file spells it (`tool.buildrows.platforms.linux-x86_64` in pyproject.toml)."""
@@ -369,8 +373,10 @@ class _Resolver:
                 t = Train.parse(v)
             except ValueError as e:
                 self.problem(("cuda", "trains", i), str(e))
+                self.bad_trains.add(str(v))
                 continue
             if t not in known:
+                self.bad_trains.add(t.dotted)
                 self.problem(("cuda", "trains", i), f"buildrows does not know which architectures CUDA {t.dotted} compiles",
                              hint="use a train buildrows knows: " + ", ".join(k.dotted for k in sorted(known)))
             elif t in out:
@@ -385,8 +391,11 @@ class _Resolver:
             try:
                 t = Train.parse(v)
             except ValueError as e:
-                self.problem(("cuda", "pull-request", i), str(e))
+                if str(v) not in self.bad_trains:  # else reported where cuda.trains lists it
+                    self.problem(("cuda", "pull-request", i), str(e))
                 continue
+            if t not in trains and t.dotted in self.bad_trains:
+                continue  # reported where cuda.trains lists it
             if t not in trains:
                 self.problem(("cuda", "pull-request", i), f"CUDA {t.dotted} is preferred for pull requests but not on the train allowlist",
                              hint="list only trains from [cuda] trains")
@@ -473,8 +482,11 @@ class _Resolver:
             try:
                 t = Train.parse(v)
             except ValueError as e:
-                self.problem((*base, "trains", i), str(e))
+                if str(v) not in self.bad_trains:  # else reported where cuda.trains lists it
+                    self.problem((*base, "trains", i), str(e))
                 continue
+            if t not in trains and t.dotted in self.bad_trains:
+                continue  # reported where cuda.trains lists it
             if t not in trains:
                 self.problem((*base, "trains", i),
                              f"CUDA {t.dotted} is not on the train allowlist",
@@ -490,8 +502,11 @@ class _Resolver:
                 try:
                     t = Train.parse(v)
                 except ValueError as e:
-                    self.problem((*base, "cuda", gi, "trains", ti), str(e))
+                    if str(v) not in self.bad_trains:  # else reported where cuda.trains lists it
+                        self.problem((*base, "cuda", gi, "trains", ti), str(e))
                     continue
+                if t.dotted in self.bad_trains and t not in trains:
+                    continue  # reported where cuda.trains lists it
                 if t in groups:
                     self.problem((*base, "cuda", gi, "trains", ti), f"CUDA {t.dotted} has two architecture lists",
                                  hint="keep one list per (platform, train)")
@@ -552,7 +567,10 @@ class _Resolver:
                 self.problem((*gpath, "archs"), str(e), row=f"{pname}-{t.cu}-py*", hint=e.hint)
                 continue
             runtime = runtimes.get(t.major)
+            if runtime is None and t.major in self.runtime_reported:
+                continue  # one problem per CUDA major, not one per row
             if runtime is None:
+                self.runtime_reported.add(t.major)
                 self.problem(("cuda", "runtime"), f"no runtime requirement is known for CUDA major {t.major}",
                              hint=f"add [{self.key('cuda', 'runtime', str(t.major))}] with requirements and library-dir")
                 continue
