@@ -126,7 +126,26 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
          "[project.env-switches[1]]: 'FORCE-CUDA' is not an environment variable name"),
         # the check's promises (SPEC §8, real projects)
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "shared"'), 2,
-         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', got 'shared'"),
+         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', 'preload', 'torch-runtime', got 'shared'"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "preloaded"'), 2,
+         "fix: write mode = \"preload\""),
+        # the modes that say the project loads CUDA itself need their reason (issue 20)
+        (('[cuda.runtime.13]\nmode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+          'library-dir = "nvidia/cu13/lib"', '[cuda.runtime.13]\nmode = "preload"'), 2,
+         "[cuda.runtime.13.reason]: mode 'preload' needs a reason"),
+        (('[cuda.runtime.13]\nmode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+          'library-dir = "nvidia/cu13/lib"', '[cuda.runtime.13]\nmode = "torch-runtime"\nreason = " "'), 2,
+         "[cuda.runtime.13.reason]: mode 'torch-runtime' needs a reason"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\nextra = "with-cuda"'), 2,
+         "[cuda.runtime.13.extra]: extra is only used when mode is \"preload\" (here 'dynamic')"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\noptional = "libnccl*"'), 2,
+         "[cuda.runtime.13.optional]: expected a list of strings"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\nreasons = "x"'), 2,
+         "unknown key 'reasons'\n    fix: did you mean 'reason'?"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nclimbs-out = true'), 2,
+         "[check.rpath-exceptions[0].climbs-out]: climbs-out accepts entries as written, so it needs entry"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nclimbs_out = true'), 2,
+         "unknown key 'climbs_out'\n    fix: did you mean 'climbs-out'?"),
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "static"'), 2,
          "library-dir is only used when mode is \"dynamic\" (here 'static')\n    fix: remove library-dir"),
         (('pull-request = ["13.0"]', 'pull-request = ["13.1"]'), 2,

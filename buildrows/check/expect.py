@@ -3,9 +3,10 @@ command line says (`CheckRequest`), and `check_wheel`, which reads the artifact 
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from buildrows.errors import BadInput, Refused
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from buildrows.binaries.wheelread import WheelInfo
     from buildrows.check.judges import Artifact, CheckResult, Expectation
     from buildrows.policy.archs import ArchList, Train
-    from buildrows.policy.model import Policy, Row
+    from buildrows.policy.model import Policy, Row, Runtime
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,13 @@ def _archs(text: str, train: Train | None) -> ArchList:
         raise BadInput(f"--archs: {e}" + (f"\n    fix: {e.hint}" if e.hint else "")) from e
 
 
+def _runtime_fields(rt: Runtime | None) -> dict[str, Any]:
+    """What the row's runtime table adds to the expectation beyond requirements and library-dir."""
+    if rt is None:
+        return {"mode": "dynamic"}
+    return {"mode": rt.mode, "mode_reason": rt.reason, "runtime_extra": rt.extra, "optional_sonames": rt.optional}
+
+
 def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, loose: bool) -> Expectation:
     from buildrows.check.judges import Expectation
 
@@ -76,7 +84,7 @@ def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, 
     rt = row.runtime
     return Expectation(row.name, row.platform, row.cuda, archs,
                        rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions,
                        files=tuple(r for r in policy.check.files if r.applies_to(row.name)),
                        machine=machine, loose=loose)
@@ -150,7 +158,7 @@ def expectation(args: CheckRequest, info: WheelInfo, policy: Policy | None) -> E
                            "    fix: pass --archs '8.0 9.0 ...' or --row ROW --config POLICY")
         archs = _archs(args.archs, train)
     return Expectation(name, platform, train, archs, rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions if policy else (),
                        files=tuple(r for r in policy.check.files if r.applies_to(name)) if policy else (),
                        machine=machine)
@@ -187,7 +195,7 @@ def loose_expectation(args: CheckRequest, info: LooseInfo, policy: Policy | None
     return Expectation(f"{platform}-{train.cu if train else 'cpu'} (loose files)", platform, train,
                        _archs(args.archs, train) if train is not None and args.archs else None,
                        rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions if policy else (),
                        machine=machine, machine_from=f"{first.path if first else 'the first library'} is built for",
                        loose=True)
@@ -211,7 +219,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     from buildrows.binaries.fatbin import FatbinError
     from buildrows.binaries.looseread import LooseError, read_loose
     from buildrows.binaries.wheelread import WheelError, read_wheel
-    from buildrows.check.judges import run_checks
+    from buildrows.check.judges import needs_symbols, run_checks
 
     if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
         try:
@@ -230,4 +238,12 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     except OSError as e:
         raise BadInput(f"{wheel}: cannot read: {e}") from e
     exp = expectation(args, info, policy)
-    return exp, info, run_checks(exp, info)
+    symbols = None
+    if needs_symbols(exp):
+        from buildrows.binaries.symbols import wheel_imported_symbols
+
+        try:
+            symbols = wheel_imported_symbols(wheel, [lib.path for lib in info.libraries if lib.format == "elf"])
+        except (BinaryFormatError, OSError, zipfile.BadZipFile) as e:
+            raise BadInput(f"{wheel}: cannot read the libraries' symbols: {e}\n    fix: {unreadable_fix(e)}") from e
+    return exp, info, run_checks(exp, info, symbols)

@@ -59,6 +59,9 @@ class Expectation:
     machine: str | None = None  # every binary's machine (from the wheel's platform tag), if known
     machine_from: str = "the wheel is tagged for"
     loose: bool = False  # a library or a directory: no metadata, no install location
+    mode_reason: str = ""  # why the project loads CUDA itself (preload, torch-runtime)
+    runtime_extra: str | None = None  # preload: the extra under which NVIDIA packages are declared
+    optional_sonames: tuple[str, ...] = ()  # preload: sonames loaded only when present (globs)
 
 
 @dataclass(frozen=True)
@@ -138,9 +141,17 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
 
 
 def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
-    """Requires-Dist's NVIDIA packages equal the train's set, as parsed requirements, both ways."""
+    """Requires-Dist's NVIDIA packages equal the train's set, as parsed requirements, both ways
+    (preload mode: they carry what the libraries NEED; torch-runtime: torch is required too)."""
     name = "runtime-declared"
+    if exp.mode == "preload" and exp.cuda is not None and not exp.platform.startswith("windows"):
+        return _preload_declared(exp, info)
     details: list[str] = []
+    if exp.mode == "torch-runtime" and exp.cuda is not None:
+        torch = _torch_requirements(exp, info)
+        if not torch:
+            details.append("missing: mode \"torch-runtime\" uses the CUDA runtime that torch brings, so the wheel must "
+                           f"require torch (Requires-Dist has none) [{exp.mode_reason}]")
     expected: dict[tuple[str, frozenset[str], frozenset[str]], str] = {}
     for text in expected_requirements(exp.platform, exp.cuda, exp.requirements):
         expected[_req_key(Requirement(text))] = text
@@ -169,7 +180,96 @@ def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
     ok = not details
     if ok:
         details.append("declares exactly: " + (", ".join(sorted(declared.values())) or "no NVIDIA package"))
+        if exp.mode == "torch-runtime":
+            details.append(f"requires {', '.join(str(r) for r in _torch_requirements(exp, info))}, which brings the "
+                           f"CUDA runtime: {exp.mode_reason}")
     return CheckResult(name, ok, details)
+
+
+def _torch_requirements(exp: Expectation, info: Artifact) -> list[Requirement]:
+    out = []
+    for text in info.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue  # reported by runtime-declared
+        if canonicalize_name(req.name) == "torch" and "extra" not in str(req.marker or "") and applies(req, exp.platform):
+            out.append(req)
+    return out
+
+
+def _nvidia_needed(info: Artifact) -> dict[str, list[str]]:
+    """NVIDIA soname -> the shipped libraries that NEED it."""
+    from buildrows.check.nvidia import nvidia_soname
+
+    out: dict[str, list[str]] = {}
+    for lib in info.libraries:
+        for n in lib.needed:
+            if nvidia_soname(n):
+                out.setdefault(n, []).append(lib.path)
+    return out
+
+
+def _declared_dirs(exp: Expectation, info: Artifact) -> dict[str, str]:
+    """Preload mode: library directory -> the declared NVIDIA package that installs it."""
+    from buildrows.check.nvidia import declared_nvidia, packages
+
+    assert exp.cuda is not None
+    known = packages()
+    return {known[p].dir: p for p in declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
+            if p in known}
+
+
+def _package_major(name: str) -> int | None:
+    from buildrows.check.nvidia import packages
+
+    m = re.search(r"-cu(\d+)$", name)
+    if m:
+        return int(m.group(1))
+    return 13 if name in packages() else None  # CUDA 13's packages dropped the suffix
+
+
+def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
+    """The project loads NVIDIA's libraries itself: no exact set to hold it to, but every NVIDIA
+    soname a library NEEDS must come from a declared package (or be loaded only when present),
+    and no declared package may be of another CUDA major than the row's."""
+    from buildrows.check.nvidia import carriers, declared_nvidia, optional, packages
+
+    assert exp.cuda is not None
+    name = "runtime-declared"
+    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
+    declared = declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
+    known = packages()
+    details: list[str] = []
+    notes: list[str] = []
+    for pkg, text in sorted(declared.items()):
+        major = _package_major(pkg)
+        if major is not None and major != exp.cuda.major:
+            details.append(f"unexpected: {text!r} is a CUDA {major} package, but the row is CUDA {exp.cuda.dotted}")
+    carried = {so for p in declared if p in known for so in known[p].sonames}
+    for soname, libs in sorted(_nvidia_needed(info).items()):
+        names = ", ".join(libs[:3]) + (f" and {len(libs) - 3} more" if len(libs) > 3 else "")
+        if soname in carried:
+            continue
+        if optional(soname, exp.optional_sonames):
+            notes.append(f"{soname} (NEEDED by {names}): loaded only when present (optional)")
+            continue
+        offer = [p for p in carriers(soname) if _package_major(p) in (None, exp.cuda.major)]
+        fix = (f"declare {offer[0]} {scope}" if offer else
+               "no NVIDIA wheel buildrows knows carries it; if the project loads it only when present, list it "
+               "under optional")
+        details.append(f"missing: {names} NEEDS {soname}, which no NVIDIA package the wheel declares {scope} "
+                       f"carries; fix: {fix}, or optional = [\"{soname.split('.so')[0]}.so.*\"] "
+                       f"under [cuda.runtime.{exp.cuda.major}] if it is loaded only when present")
+    unknown = [p for p in declared if p not in known]
+    if unknown:
+        notes.append(f"not in buildrows' table of NVIDIA packages, so not judged: {', '.join(sorted(unknown))}")
+    if details:
+        return CheckResult(name, False, details + notes)
+    head = (f"mode preload ({exp.mode_reason}): declares {scope} "
+            + (", ".join(sorted(declared)) or "no NVIDIA package")
+            + f"; they carry every NVIDIA soname the libraries NEED ({len(_nvidia_needed(info))})")
+    return CheckResult(name, True, [head, *notes])
 
 
 def _install_dir(member: str) -> str | None:
@@ -240,6 +340,10 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
 
     dirs = _wheel_dirs(info)
     target = exp.library_dir.strip("/") if exp.mode == "dynamic" and exp.library_dir else None
+    # Preload mode: an entry landing in a declared NVIDIA package's directory is how the project
+    # finds the libraries it loads, so it is reached on purpose.
+    preload_dirs = _declared_dirs(exp, info) if exp.mode == "preload" else {}
+    reached_packages: set[str] = set()
     for lib in elf:
         origin = _install_dir(lib.path)
         if origin is None:
@@ -254,9 +358,17 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
             if resolved == ".":
                 resolved = ""
             if resolved.startswith(".."):
-                found.append((lib.path, f"{entry!r} climbs out of site-packages to {resolved!r}"))
+                climbs = rpath_exception([e for e in exp.rpath_exceptions if e.climbs_out], lib.path, entry, None)
+                if climbs is not None:
+                    accepted[climbs] = accepted.get(climbs, 0) + 1
+                    continue
+                found.append((lib.path, f"{entry!r} climbs out of site-packages to {resolved!r}; if another install "
+                                        "layout needs it on purpose, list it under [[check.rpath-exceptions]] with "
+                                        "entry, climbs-out = true and its reason"))
                 continue
-            if resolved == target or resolved in dirs or accept(lib, entry, resolved):
+            if resolved == target or resolved in dirs or resolved in preload_dirs or accept(lib, entry, resolved):
+                if resolved in preload_dirs:
+                    reached_packages.add(preload_dirs[resolved])
                 continue
             runtime = f"the CUDA runtime ({target})" if target else "the CUDA runtime"
             found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which neither the wheel "
@@ -267,6 +379,8 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
     ok = not details
     if ok:
         details.append(_mode_summary(exp, elf, target))
+        if reached_packages:
+            details.append("RPATH entries reach the directories of the declared " + ", ".join(sorted(reached_packages)))
     return CheckResult(name, ok, details + _accepted_lines(accepted))
 
 
@@ -313,6 +427,13 @@ def _mode_summary(exp: Expectation, elf: list[LibraryInfo], target: str | None) 
     if exp.mode == "torch":
         return (f"runtime mode torch: {len(linking)} libraries link the CUDA runtime, which importing torch loads; "
                 "no entry points outside the wheel")
+    if exp.mode == "preload":
+        return (f"runtime mode preload: the project loads the NVIDIA libraries itself ({exp.mode_reason}); "
+                f"{len(linking)} of {len(elf)} libraries link the CUDA runtime; no entry points outside the wheel "
+                "except as accepted")
+    if exp.mode == "torch-runtime":
+        return (f"runtime mode torch-runtime: torch brings the CUDA runtime ({exp.mode_reason}); "
+                f"{len(linking)} of {len(elf)} libraries link it")
     if target is None:
         return f"{len(linking)} libraries link the CUDA runtime dynamically (loose files: install location unknown)"
     return f"{len(linking)} libraries link the CUDA runtime and reach site-packages/{target}"
@@ -322,7 +443,8 @@ def _accepted_lines(accepted: dict[RpathException, int]) -> list[str]:
     out = []
     for exc, n in accepted.items():
         what = f"{exc.entry!r}" if exc.entry is not None else f"reaching site-packages/{exc.reaches}"
-        out.append(f"accepted {n} {'entry' if n == 1 else 'entries'}: {what}: {exc.reason} [{exc.source}]")
+        climbs = " (climbing out of site-packages)" if exc.climbs_out else ""
+        out.append(f"accepted {n} {'entry' if n == 1 else 'entries'}: {what}{climbs}: {exc.reason} [{exc.source}]")
     return out
 
 
@@ -482,7 +604,50 @@ def _next_minor(version: str) -> str:
     return f"{parts[0]}.{int(parts[1]) + 1}" if len(parts) == 2 and parts[1].isdigit() else version
 
 
-def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
+# libtorch's C++ API as a library imports it: mangled names in c10::, at::, torch:: or caffe2::.
+_TORCH_CXX = re.compile(r"^_ZN[KVRO]*(?:3c10|2at|5torch|6caffe2)")
+# torch's stable C ABI (torch/csrc/stable, torch/csrc/inductor/aoti_torch/c/shim.h).
+_TORCH_STABLE = re.compile(r"^(?:aoti_torch_|torch_)\w+$")
+_LIBTORCH = re.compile(r"^lib(?:torch\w*|c10\w*)\.so$")
+
+
+@dataclass(frozen=True)
+class TorchAbi:
+    """What one library imports of torch: libtorch's C++ symbols, and the stable C ABI's."""
+
+    cxx: tuple[str, ...]
+    stable: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        """"c++" (tied to the minor), "stable" (only the C ABI), or "none"."""
+        return "c++" if self.cxx else "stable" if self.stable else "none"
+
+
+def torch_abi(symbols: tuple[str, ...]) -> TorchAbi:
+    return TorchAbi(tuple(s for s in symbols if _TORCH_CXX.match(s)), tuple(s for s in symbols if _TORCH_STABLE.match(s)))
+
+
+def check_torch_runtime_only(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]]) -> CheckResult:
+    """torch-runtime mode: the libraries use torch's CUDA runtime but are not compiled against
+    torch, so none may link libtorch or import its C++ API (that would tie it to one minor)."""
+    name = "not-compiled-against-torch"
+    bad: list[str] = []
+    elf = [lib for lib in info.libraries if lib.format == "elf"]
+    for lib in elf:
+        abi = torch_abi(symbols.get(lib.path, ()))
+        links = [n for n in lib.needed if _LIBTORCH.match(n)]
+        if abi.cxx or links:
+            what = (f"imports {len(abi.cxx)} libtorch C++ symbols (e.g. {abi.cxx[0]})" if abi.cxx
+                    else f"links {', '.join(links)}")
+            bad.append(f"{lib.path} {what}: it is compiled against torch, so mode \"torch\" fits it (the wheel pins "
+                       f"the torch minor it was built against), not \"torch-runtime\"")
+    if bad:
+        return CheckResult(name, False, bad)
+    return CheckResult(name, True, [f"{len(elf)} libraries link no libtorch and import none of its C++ symbols"])
+
+
+def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> list[CheckResult]:
     results = [check_cuda_libraries(exp, info)]
     if not exp.loose:
         results.append(check_runtime_declared(exp, info))
@@ -498,7 +663,14 @@ def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
             results.append(check_no_cuda_link(exp, info))
         if exp.cuda is not None and exp.mode == "torch":
             results.append(check_torch_pin(exp, info))
+        if exp.cuda is not None and exp.mode == "torch-runtime":
+            results.append(check_torch_runtime_only(exp, info, symbols or {}))
     return results
+
+
+def needs_symbols(exp: Expectation) -> bool:
+    """Whether judging this row reads the libraries' imported symbols (the torch modes)."""
+    return exp.cuda is not None and exp.mode in ("torch", "torch-runtime")
 
 
 def library_json(libs: tuple[LibraryInfo, ...]) -> dict[str, dict[str, list[str]]]:

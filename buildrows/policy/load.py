@@ -24,6 +24,7 @@ from buildrows.policy.archs import (
     train_table,
 )
 from buildrows.policy.model import (
+    MODES_WITH_REASON,
     CheckPolicy,
     Ci,
     Driver,
@@ -374,12 +375,17 @@ class _Resolver:
                 continue
             base = out.get(int(k))
             mode = cast(RuntimeMode, v.get("mode", "dynamic"))
+            reason = v.get("reason", "").strip()
+            if not self._runtime_keys_fit(k, v, mode, reason):
+                continue
             if mode != "dynamic":
-                # Linked in, or brought by torch: nothing to declare or reach unless the policy says so.
+                # Linked in, brought by torch or loaded by the project: nothing to declare or reach
+                # unless the policy says so.
                 if "library-dir" in v:
                     self.problem(("cuda", "runtime", k, "library-dir"), f"library-dir is only used when mode is \"dynamic\" (here {mode!r})",
                                  hint="remove library-dir, or set mode = \"dynamic\"")
-                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode)
+                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode,
+                                      reason=reason, extra=v.get("extra"), optional=tuple(v.get("optional", ())))
                 continue
             reqs = v.get("requirements", list(base.requirements) if base else None)
             libdir = v.get("library-dir", base.library_dir if base and base.library_dir else None)
@@ -388,6 +394,28 @@ class _Resolver:
                 continue
             out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)), mode)
         return out
+
+    def _runtime_keys_fit(self, k: str, v: dict[str, Any], mode: RuntimeMode, reason: str) -> bool:
+        """A mode that says the project loads CUDA itself needs its reason; extra and optional
+        only mean something in preload mode. One problem per mistake."""
+        path = ("cuda", "runtime", k)
+        ok = True
+        if mode in MODES_WITH_REASON and not reason:
+            self.problem((*path, "reason"), f"mode {mode!r} needs a reason: the check trusts the project to load "
+                                            "CUDA itself, so the policy says how",
+                         hint=f"add reason = \"...\" under [{self.key(*path)}], e.g. "
+                              + ("\"cuda-pathfinder loads the NVIDIA wheels' libraries at import\"" if mode == "preload"
+                                 else "\"loaded with ctypes after `import torch`, which brings the CUDA runtime\""))
+            ok = False
+        for key in ("extra", "optional"):
+            if key in v and mode != "preload":
+                self.problem((*path, key), f"{key} is only used when mode is \"preload\" (here {mode!r})",
+                             hint=f"remove {key}, or set mode = \"preload\"")
+                ok = False
+        if "reason" in v and not reason:
+            self.problem((*path, "reason"), "reason is empty", hint="say why the project loads CUDA this way")
+            ok = False
+        return ok
 
     def _check(self, raw: dict[str, Any]) -> CheckPolicy:
         exceptions: list[RpathException] = []
@@ -405,11 +433,17 @@ class _Resolver:
                 self.problem((*path, "reaches"), f"{reaches!r} is not a directory relative to site-packages",
                              hint="write where the entry lands, e.g. \"torch/lib\"; use entry = \"...\" for a literal entry")
                 continue
+            if e.get("climbs-out") and "entry" not in e:
+                self.problem((*path, "climbs-out"), "climbs-out accepts entries as written, so it needs entry",
+                             hint="write entry = \"$ORIGIN/../../nvidia/*/lib\" (the entries that climb out), "
+                                  "and drop reaches")
+                continue
             if self._no_reason(e, path):
                 continue
             exceptions.append(RpathException(reason=e["reason"].strip(), source=self.where(path), entry=e.get("entry"),
                                              reaches=reaches.strip("/") if reaches is not None else None,
-                                             libraries=tuple(e.get("libraries", ()))))
+                                             libraries=tuple(e.get("libraries", ())),
+                                             climbs_out=bool(e.get("climbs-out", False))))
         rules: list[FileRule] = []
         for kind in ("required", "no-cuda"):
             for i, r in enumerate(raw.get(kind, [])):

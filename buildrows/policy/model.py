@@ -11,8 +11,31 @@ from buildrows.policy.archs import ArchList, Train
 Os = Literal["linux", "windows"]
 Machine = Literal["x86_64", "aarch64", "amd64"]
 Driver = Literal["cmake-presets", "scikit-build-core", "setup.py"]
-RuntimeMode = Literal["dynamic", "static", "torch"]
-RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "torch")
+RuntimeMode = Literal["dynamic", "static", "torch", "preload", "torch-runtime"]
+RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "torch", "preload", "torch-runtime")
+#: Modes that describe how a project loads CUDA itself: the policy says why (`reason`).
+MODES_WITH_REASON: tuple[RuntimeMode, ...] = ("preload", "torch-runtime")
+
+#: One-line documentation of each policy key these dataclasses hold; the schema (and so the
+#: checked-in JSON Schema and every "did you mean" fix) reuses these strings.
+DOCS: dict[str, str] = {
+    "runtime.mode": (
+        "How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, the "
+        "requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it dynamically, "
+        "no requirement), \"torch\" (a PyTorch extension: requires the torch it was built against, recorded in the "
+        "wheel or given with `check --torch`), \"preload\" (the project loads NVIDIA's library wheels itself: "
+        "ctypes, a path finder, dlopen; the declared NVIDIA packages must carry the sonames the libraries NEED) or "
+        "\"torch-runtime\" (a kernel library loaded with ctypes that uses torch's CUDA runtime but is not compiled "
+        "against torch: requires torch, imports no libtorch C++ symbol); preload and torch-runtime need a reason."),
+    "runtime.reason": "Why the project loads CUDA this way (required by mode \"preload\" and \"torch-runtime\").",
+    "runtime.extra": ("Preload mode: the Requires-Dist extra under which the NVIDIA packages are declared "
+                      "(e.g. \"with-cuda\"); default: declared unconditionally."),
+    "runtime.optional": ("Preload mode: sonames (globs, e.g. \"libnccl.so.*\") the project loads only when present, "
+                         "so no declared package needs to carry them."),
+    "rpath-exception.climbs-out": (
+        "Accept the entry even though it climbs out of site-packages (a plugin whose RPATH serves two install "
+        "layouts at once, e.g. \"$ORIGIN/../../nvidia/*/lib\"); needs entry."),
+}
 
 
 @dataclass(frozen=True)
@@ -22,13 +45,17 @@ class Runtime:
     `mode` is how the CUDA runtime reaches the libraries: `dynamic` (linked from the runtime
     wheel, which is declared and reached through RPATH), `static` (linked in; nothing links it
     dynamically) or `torch` (a PyTorch extension: torch brings the runtime, and the wheel pins the
-    torch it was built against). `library_dir` is empty unless the mode is dynamic.
+    torch it was built against); `preload` and `torch-runtime` see DOCS["runtime.mode"].
+    `library_dir` is empty unless the mode is dynamic.
     """
 
     requirements: tuple[str, ...]
     library_dir: str
     source: str
     mode: RuntimeMode = "dynamic"
+    reason: str = ""  # DOCS["runtime.reason"]
+    extra: str | None = None  # DOCS["runtime.extra"]
+    optional: tuple[str, ...] = ()  # DOCS["runtime.optional"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +69,7 @@ class RpathException:
     entry: str | None = None
     reaches: str | None = None
     libraries: tuple[str, ...] = ()
+    climbs_out: bool = False  # DOCS["rpath-exception.climbs-out"]
 
 
 @dataclass(frozen=True)

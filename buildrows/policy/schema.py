@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from buildrows.errors import Problem
+from buildrows.policy.model import DOCS, RUNTIME_MODES
 
 
 @dataclass(frozen=True)
@@ -176,18 +177,16 @@ PLATFORM = Table(
     },
 )
 
-RUNTIME_MODES = ("dynamic", "static", "torch")
-
 RUNTIME = Table(
     "What a wheel of one CUDA major must declare and reach.",
     {
-        "mode": Str("How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, "
-                    "the requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it "
-                    "dynamically, no requirement) or \"torch\" (a PyTorch extension: requires the torch it was built "
-                    "against, recorded in the wheel, and no other minor version).", RUNTIME_MODES),
+        "mode": Str(DOCS["runtime.mode"], RUNTIME_MODES),
         "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\" "
                                 "(default: the seed set when dynamic, none otherwise)."),
         "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach (dynamic mode)."),
+        "reason": Str(DOCS["runtime.reason"]),
+        "extra": Str(DOCS["runtime.extra"]),
+        "optional": StrList(DOCS["runtime.optional"]),
     },
 )
 
@@ -198,6 +197,7 @@ RPATH_EXCEPTION = Table(
         "reaches": Str("Where an $ORIGIN entry may land, relative to site-packages, e.g. \"torch/lib\" "
                        "(another package's library directory, or one the project keeps on purpose)."),
         "libraries": StrList("Wheel members this exception applies to (globs); default every library."),
+        "climbs-out": Bool(DOCS["rpath-exception.climbs-out"]),
         "reason": Str("Why the entry is intended; shown by `show` and by the check."),
     },
     required=("reason",),
