@@ -28,6 +28,7 @@ class CheckRequest:
     cuda: str | None = None
     config: str | None = None
     json: bool = False
+    torch: str | None = None  # the torch the wheel was compiled against, for a wheel without a build record
 
 
 def policy_for(args: CheckRequest) -> Policy | None:
@@ -213,6 +214,26 @@ def unreadable_fix(e: Exception) -> str:
     return "the wheel is malformed: build it again (`buildrows build`), or report it to the tool that wrote it"
 
 
+def _with_torch(args: CheckRequest, exp: Expectation) -> Expectation:
+    """--torch VERSION: validated here, judged by torch-matches-build (mode "torch" only)."""
+    import dataclasses
+
+    from packaging.version import InvalidVersion, Version
+
+    if args.torch is None:
+        return exp
+    try:
+        Version(args.torch)
+    except InvalidVersion:
+        raise BadInput(f"--torch: {args.torch!r} is not a version\n    fix: pass the torch version the wheel was "
+                       "built against, e.g. --torch 2.8.0") from None
+    if exp.mode != "torch":
+        raise BadInput(f"--torch {args.torch}: the row {exp.row} is not a PyTorch extension's (its runtime mode is "
+                       f"{exp.mode!r}), so no torch pin is judged\n    fix: drop --torch, or set mode = \"torch\" "
+                       f"under [cuda.runtime.{exp.cuda.major if exp.cuda else 'N'}]")
+    return dataclasses.replace(exp, torch_given=args.torch)
+
+
 def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple[Expectation, Artifact, list[CheckResult]]:
     """Read WHEEL (a .whl, a shared library or a directory) and judge it."""
     from buildrows.binaries.binfmt import BinaryFormatError
@@ -237,7 +258,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
         raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     except OSError as e:
         raise BadInput(f"{wheel}: cannot read: {e}") from e
-    exp = expectation(args, info, policy)
+    exp = _with_torch(args, expectation(args, info, policy))
     symbols = None
     if needs_symbols(exp):
         from buildrows.binaries.symbols import wheel_imported_symbols

@@ -62,6 +62,7 @@ class Expectation:
     mode_reason: str = ""  # why the project loads CUDA itself (preload, torch-runtime)
     runtime_extra: str | None = None  # preload: the extra under which NVIDIA packages are declared
     optional_sonames: tuple[str, ...] = ()  # preload: sonames loaded only when present (globs)
+    torch_given: str | None = None  # `check --torch`: the torch a wheel built elsewhere was compiled against
 
 
 @dataclass(frozen=True)
@@ -545,54 +546,114 @@ def check_no_cuda_link(exp: Expectation, info: Artifact) -> CheckResult:
     return CheckResult("no-cuda-link", ok, details)
 
 
-def check_torch_pin(exp: Expectation, info: Artifact) -> CheckResult:
-    """A PyTorch extension requires the torch it was built against (recorded), no other minor version,
-    and that torch's CUDA is the row's train."""
+def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> CheckResult:
+    """A PyTorch extension requires a torch it runs on. What it imports decides the rule: libtorch's
+    C++ API ties it to the minor version it was built against (torch==X.Y.*); torch's stable C ABI
+    only (aoti_torch_*, torch_*) does not, so torch>=X with no upper bound is right. The torch it was
+    built against comes from the build record, or from `check --torch` for a wheel built elsewhere."""
     from buildrows.build.record import RECORD_NAME, BuildRecordError, parse_record
     from buildrows.check.torchpin import pin_problem
 
     name = "torch-matches-build"
     assert exp.cuda is not None
-    fix_mode = f"or, if this is not a PyTorch extension, set mode under [cuda.runtime.{exp.cuda.major}]"
-    if info.build_record is None:
+    other_modes = (f"or, if the libraries are not compiled against torch, set mode = \"torch-runtime\" (torch brings "
+                   f"the runtime) or \"dynamic\" under [cuda.runtime.{exp.cuda.major}]")
+    abi = _wheel_torch_abi(info, symbols or {})
+    if not abi:
         return CheckResult(name, False, [
-            f"the wheel has no build record (.dist-info/{RECORD_NAME}), so which torch it was compiled against is unknown",
-            f"fix: build it with `buildrows build`, which records the torch it compiled against; {fix_mode}"])
-    try:
-        record = parse_record(info.build_record, RECORD_NAME)
-    except BuildRecordError as e:
-        return CheckResult(name, False, [f"{e}", "fix: rebuild with `buildrows build` to rewrite the record"])
+            "mode \"torch\", but no library links libtorch or imports torch's C++ or stable C ABI",
+            f"fix: {other_modes.removeprefix('or, if the libraries are not compiled against torch, ')}"])
+    cxx = sorted((p for p, a in abi.items() if a.kind == "c++"), key=lambda p: (-len(abi[p].cxx), p))
+    kind = "c++" if cxx else "stable"
+    abi_line = (f"{cxx[0]} imports libtorch's C++ API ({len(abi[cxx[0]].cxx)} symbols, e.g. {abi[cxx[0]].cxx[0]}): "
+                "tied to the torch minor it was built against" if cxx else
+                f"{len(abi)} libraries import only torch's stable C ABI "
+                f"({sum(len(a.stable) for a in abi.values())} aoti_torch_*/torch_* symbols, no libtorch C++ symbol)")
+    built: str | None = None
+    built_cuda: str | None = None
+    record_cuda: str | None = None
     details: list[str] = []
-    if record.torch is None:
-        return CheckResult(name, False, [f"the build record names no torch (row {record.row}): the build did not "
-                                         f"compile against torch; {fix_mode}"])
-    torch_reqs: list[Requirement] = []
-    for text in info.requires_dist:
+    if info.build_record is not None:
         try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue  # reported by runtime-declared
-        if canonicalize_name(req.name) == "torch" and "extra" not in str(req.marker or "") and applies(req, exp.platform):
-            torch_reqs.append(req)
+            record = parse_record(info.build_record, RECORD_NAME)
+        except BuildRecordError as e:
+            return CheckResult(name, False, [f"{e}", "fix: rebuild with `buildrows build` to rewrite the record"])
+        if record.torch is None:
+            return CheckResult(name, False, [f"the build record names no torch (row {record.row}): the build did not "
+                                             f"compile against torch; {other_modes}"])
+        built, built_cuda, record_cuda = record.torch, record.torch_cuda, record.cuda
+        if exp.torch_given is not None and _minor(exp.torch_given) != _minor(built):
+            details.append(f"--torch {exp.torch_given} contradicts the build record, which says torch {built}")
+    elif exp.torch_given is not None:
+        built = exp.torch_given
+    torch_reqs = _torch_requirements(exp, info)
+    # The stable ABI holds across minors: without the built version, a lower bound can still be judged.
+    if built is None and kind == "c++":
+        return CheckResult(name, False, [
+            abi_line,
+            f"the wheel has no build record (.dist-info/{RECORD_NAME}), so which torch it was compiled against "
+            "is unknown",
+            "fix: give it: `buildrows check WHEEL --torch 2.8.0` (the torch the wheel was built against), or "
+            "build it with `buildrows build`, which records it"])
     if not torch_reqs:
-        details.append(f"Requires-Dist has no torch requirement; the wheel was built against torch {record.torch}: "
-                       f"declare torch=={_minor(record.torch)}.* (or >={record.torch},<{_next_minor(record.torch)})")
+        want = f"torch=={_minor(built)}.*" if kind == "c++" and built else f"torch>={_minor(built) if built else 'X.Y'}"
+        details.append(f"Requires-Dist has no torch requirement; declare {want}")
     for req in torch_reqs:
-        problem = pin_problem(req.specifier, record.torch)
+        if kind == "c++":
+            assert built is not None
+            problem = pin_problem(req.specifier, built)
+            if problem:
+                details.append(f"Requires-Dist {str(req)!r}: {problem}; declare torch=={_minor(built)}.*")
+            continue
+        problem = _stable_problem(req, built)
         if problem:
-            details.append(f"Requires-Dist {str(req)!r}: {problem}; declare torch=={_minor(record.torch)}.*")
+            details.append(f"Requires-Dist {str(req)!r}: {problem}")
     want = exp.cuda.dotted
-    if record.torch_cuda is None:
-        details.append(f"the recorded torch {record.torch} has no CUDA (a CPU torch), but the row is CUDA {want}")
-    elif Train.parse(record.torch_cuda) != exp.cuda:
-        details.append(f"built against torch {record.torch} for CUDA {record.torch_cuda}, but the row is CUDA {want}: "
-                       f"build against the torch of the row's train (its +{exp.cuda.cu} wheel)")
-    if record.cuda is not None and Train.parse(record.cuda) != exp.cuda:
-        details.append(f"compiled with CUDA {record.cuda}, but the row is CUDA {want}")
+    if built is not None and info.build_record is not None:
+        if built_cuda is None:
+            details.append(f"the recorded torch {built} has no CUDA (a CPU torch), but the row is CUDA {want}")
+        elif Train.parse(built_cuda) != exp.cuda:
+            details.append(f"built against torch {built} for CUDA {built_cuda}, but the row is CUDA {want}: "
+                           f"build against the torch of the row's train (its +{exp.cuda.cu} wheel)")
+        if record_cuda is not None and Train.parse(record_cuda) != exp.cuda:
+            details.append(f"compiled with CUDA {record_cuda}, but the row is CUDA {want}")
     if details:
-        return CheckResult(name, False, details)
-    return CheckResult(name, True, [f"requires {', '.join(str(r) for r in torch_reqs)}: admits the recorded torch "
-                                    f"{record.torch} (CUDA {record.torch_cuda}) and no other minor version"])
+        return CheckResult(name, False, [abi_line, *details])
+    source = "recorded" if info.build_record is not None else "given with --torch"
+    reqs = ", ".join(str(r) for r in torch_reqs)
+    if kind == "c++":
+        return CheckResult(name, True, [abi_line, f"requires {reqs}: admits torch {built}"
+                                        + (f" (CUDA {built_cuda})" if built_cuda else "") + f", {source}," + " and no other minor version"])
+    return CheckResult(name, True, [abi_line, f"requires {reqs}: a lower bound and no pin to one minor, as the stable "
+                                    f"ABI allows" + (f"; admits torch {built}, {source}" if built else "")])
+
+
+def _wheel_torch_abi(info: Artifact, symbols: dict[str, tuple[str, ...]]) -> dict[str, TorchAbi]:
+    """library -> what it imports of torch, for the libraries that use torch at all."""
+    out: dict[str, TorchAbi] = {}
+    for lib in info.libraries:
+        abi = torch_abi(symbols.get(lib.path, ()))
+        if abi.kind != "none" or any(_LIBTORCH.match(n) for n in lib.needed):
+            out[lib.path] = abi
+    return out
+
+
+def _stable_problem(req: Requirement, built: str | None) -> str | None:
+    """A stable-ABI extension needs a torch lower bound (the ABI it calls appeared in some version)
+    that admits the torch it was built against; an upper bound is allowed but not needed."""
+    from packaging.version import InvalidVersion, Version
+
+    if not any(s.operator in (">=", ">", "~=", "==", "===") for s in req.specifier):
+        return "no lower bound: torch's stable ABI grows with each release, so declare torch>=" + (
+            _minor(built) if built else "X.Y (the oldest torch whose stable ABI the wheel calls)")
+    if built is not None:
+        try:
+            version = Version(built)
+        except InvalidVersion:
+            return f"{built!r} (--torch) is not a version"
+        if not req.specifier.contains(version, prereleases=True):
+            return f"{req.specifier} does not admit torch {built}, which the wheel was built against"
+    return None
 
 
 def _minor(version: str) -> str:
@@ -662,7 +723,7 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
         if any(r.kind == "no-cuda" for r in exp.files):
             results.append(check_no_cuda_link(exp, info))
         if exp.cuda is not None and exp.mode == "torch":
-            results.append(check_torch_pin(exp, info))
+            results.append(check_torch_pin(exp, info, symbols))
         if exp.cuda is not None and exp.mode == "torch-runtime":
             results.append(check_torch_runtime_only(exp, info, symbols or {}))
     return results

@@ -21,13 +21,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda", metavar="TRAIN",
                    help="the wheel's CUDA train (13.0 or cu130) when its name carries no +cuXYZ tag")
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
+    p.add_argument("--torch", metavar="VERSION",
+                   help="the torch a PyTorch extension was compiled against (e.g. 2.8.0), for a wheel with no "
+                        "buildrows build record")
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.check.expect import CheckRequest, check_wheel, policy_for
     from buildrows.check.judges import library_json
 
-    req = CheckRequest(args.wheel, args.row, args.archs, args.cuda, getattr(args, "config", None), args.json)
+    req = CheckRequest(args.wheel, args.row, args.archs, args.cuda, getattr(args, "config", None), args.json,
+                       torch=args.torch)
     wheel = Path(args.wheel)
     exp, info, results = check_wheel(req, wheel, policy_for(req))
     ok = all(r.ok for r in results)
