@@ -76,6 +76,15 @@ def _runtime_fields(rt: Runtime | None) -> dict[str, Any]:
     return {"mode": rt.mode, "mode_reason": rt.reason, "runtime_extra": rt.extra, "optional_sonames": rt.optional}
 
 
+def _train_archs(policy: Policy, platform: str) -> tuple[tuple[Train, ArchList], ...]:
+    """Each train's architecture list on one platform (for per-train library rules)."""
+    out: dict[Train, ArchList] = {}
+    for r in policy.rows:
+        if r.platform == platform and r.cuda is not None and r.archs is not None and r.cuda not in out:
+            out[r.cuda] = r.archs
+    return tuple(out.items())
+
+
 def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, loose: bool) -> Expectation:
     from buildrows.check.judges import Expectation
 
@@ -88,7 +97,9 @@ def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, 
                        **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions,
                        files=tuple(r for r in policy.check.files if r.applies_to(row.name)),
-                       machine=machine, loose=loose)
+                       machine=machine, loose=loose,
+                       library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row.name)),
+                       train_archs=_train_archs(policy, row.platform))
 
 
 def _row_given(args: CheckRequest, policy: Policy | None) -> Row:

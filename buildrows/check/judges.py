@@ -6,6 +6,7 @@ inspects libraries fails when it inspected none: it never passes vacuously.
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from packaging.utils import canonicalize_name
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
 from buildrows.check.promises import check_no_cuda, check_required, rpath_exception
 from buildrows.policy.archs import ArchList, Train
-from buildrows.policy.model import FileRule, RpathException, RuntimeMode
+from buildrows.policy.model import FileRule, LibraryRule, RpathException, RuntimeMode
 from buildrows.policy.requirements import applies, expected_requirements
 
 
@@ -63,6 +64,8 @@ class Expectation:
     runtime_extra: str | None = None  # preload: the extra under which NVIDIA packages are declared
     optional_sonames: tuple[str, ...] = ()  # preload: sonames loaded only when present (globs)
     torch_given: str | None = None  # `check --torch`: the torch a wheel built elsewhere was compiled against
+    library_rules: tuple[LibraryRule, ...] = ()  # [[check.libraries]] that apply to this row
+    train_archs: tuple[tuple[Train, ArchList], ...] = ()  # the policy's list per train on this platform (per-train)
 
 
 @dataclass(frozen=True)
@@ -465,46 +468,138 @@ def _grouped(found: list[tuple[str, str]]) -> list[str]:
 
 
 def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
-    """Every library with device code covers the row on its own, both ways, PTX included."""
+    """Every library with device code covers its list on its own, both ways, PTX included: the
+    row's, or what the first [[check.libraries]] rule matching it says (its own list, its train's
+    list, or none for a vendored library)."""
     name = "device-code-covers-row"
     libs = [lib for lib in info.libraries if lib.has_device_code]
     if exp.cuda is None or exp.archs is None:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
-    want_elf = set(exp.archs.cubin_names)
-    want_ptx = set(exp.archs.ptx_names)
     if not libs:
-        return CheckResult(name, False, [f"inspected no library with device code; expected {sorted(want_elf)}"])
+        return CheckResult(name, False, [f"inspected no library with device code; expected {sorted(exp.archs.cubin_names)}"])
     details: list[str] = []
+    held: dict[str, list[str]] = {}  # what a list is called -> the libraries that carry it exactly
+    wants: dict[str, ArchList] = {}
+    notes: list[str] = []
+    trains = dict(exp.train_archs)
     for lib in libs:
-        have_elf, have_ptx = set(lib.cubins), set(lib.ptx)
-        missing = sorted(want_elf - have_elf, key=_arch_key)
-        extra = sorted(have_elf - want_elf, key=_arch_key)
-        missing_ptx = sorted(want_ptx - have_ptx, key=_arch_key)
-        extra_ptx = sorted(have_ptx - want_ptx, key=_arch_key)
-        if missing:
-            details.append(f"{lib.path}: missing device code for {', '.join(missing)} (a GPU of that architecture "
-                           "gets 'no kernel image is available')")
-        if extra:
-            details.append(f"{lib.path}: device code for {', '.join(extra)}, which the row does not list")
-        relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
-        if relocatable:
-            details.append(f"{lib.path}: PTX for {', '.join(relocatable)} exists only in __nv_relfatbin, the relocatable "
-                           "device code that separable compilation (CUDA_SEPARABLE_COMPILATION ON, nvcc -rdc=true) "
-                           "leaves for the device linker; the runtime never JIT-compiles it, so a newer GPU gets "
-                           "'no kernel image is available'. Fix: turn separable compilation off where it is not "
-                           "needed, or have the device link embed PTX (CUDA_RESOLVE_DEVICE_SYMBOLS with "
-                           f"-gencode=arch=compute_XX,code=compute_XX in the device link flags)")
-        missing_ptx = [a for a in missing_ptx if a not in relocatable]
-        if missing_ptx:
-            details.append(f"{lib.path}: missing PTX for {', '.join(missing_ptx)} (newer GPUs cannot JIT-compile it)")
-        if extra_ptx:
-            details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which the row does not mark +PTX")
+        want, label, suffix = exp.archs, "the row", ""
+        rule, digits = _library_rule(exp, lib.path)
+        if rule is not None and rule.vendored:
+            notes.append(f"{lib.path}: vendored, not held to the row's list: {rule.reason} [{rule.source}] "
+                         f"(carries {_arch_text(lib)})")
+            continue
+        if rule is not None and rule.archs is not None:
+            want, label, suffix = rule.archs, "its own list", f" [{rule.source}]"
+        elif rule is not None and rule.per_train:
+            train = _train_of_digits(digits)
+            found = trains.get(train) if train is not None else None
+            if found is None or train is None:
+                what = f"CUDA {train.dotted}" if train is not None else f"the train {digits!r}"
+                details.append(f"{lib.path}: its name says {what}, but the policy has no architecture list for it on "
+                               f"{exp.platform} [{rule.source}]; fix: publish the train with its list, or put a "
+                               "[[check.libraries]] rule with its own archs before this one")
+                continue
+            want, label, suffix = found, f"CUDA {train.dotted}'s list", ""
+        problems = _compare_device_code(lib, want, label)
+        details += [p + suffix for p in problems]
+        if not problems:
+            key = label + suffix
+            held.setdefault(key, []).append(lib.path)
+            wants[key] = want
     ok = not details
     if ok:
-        details.append(f"{len(libs)} libraries each carry exactly {' '.join(sorted(want_elf, key=_arch_key))}"
-                       + (f" with PTX {' '.join(sorted(want_ptx, key=_arch_key))}" if want_ptx else ""))
-    return CheckResult(name, ok, details)
+        for label, paths in held.items():
+            want = wants[label]
+            where = "" if label == "the row" else f": {label}"
+            details.append(f"{len(paths)} {'library carries' if len(paths) == 1 else 'libraries each carry'} exactly "
+                           f"{' '.join(sorted(want.cubin_names, key=_arch_key))}"
+                           + (f" with PTX {' '.join(sorted(want.ptx_names, key=_arch_key))}" if want.ptx_names else "")
+                           + where)
+    return CheckResult(name, ok, details + notes)
+
+
+def _library_rule(exp: Expectation, path: str) -> tuple[LibraryRule | None, str | None]:
+    for rule in exp.library_rules:
+        hit, digits = rule.match(path)
+        if hit:
+            return rule, digits
+    return None, None
+
+
+def _train_of_digits(digits: str | None) -> Train | None:
+    if digits is None:
+        return None
+    try:
+        return Train.parse("cu" + digits)
+    except ValueError:
+        return None
+
+
+def _arch_text(lib: LibraryInfo) -> str:
+    elf = " ".join(sorted(set(lib.cubins), key=_arch_key)) or "-"
+    ptx = " ".join(sorted(set(lib.ptx), key=_arch_key)) or "-"
+    return f"elf {elf}; ptx {ptx}"
+
+
+def _compare_device_code(lib: LibraryInfo, archs: ArchList, label: str) -> list[str]:
+    """What one library lacks or adds against one list."""
+    want_elf, want_ptx = set(archs.cubin_names), set(archs.ptx_names)
+    details: list[str] = []
+    have_elf, have_ptx = set(lib.cubins), set(lib.ptx)
+    missing = sorted(want_elf - have_elf, key=_arch_key)
+    extra = sorted(have_elf - want_elf, key=_arch_key)
+    missing_ptx = sorted(want_ptx - have_ptx, key=_arch_key)
+    extra_ptx = sorted(have_ptx - want_ptx, key=_arch_key)
+    if missing:
+        details.append(f"{lib.path}: missing device code for {', '.join(missing)} (a GPU of that architecture "
+                       "gets 'no kernel image is available')")
+    if extra:
+        details.append(f"{lib.path}: device code for {', '.join(extra)}, which {label} does not list")
+    relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
+    if relocatable:
+        details.append(f"{lib.path}: PTX for {', '.join(relocatable)} exists only in __nv_relfatbin, the relocatable "
+                       "device code that separable compilation (CUDA_SEPARABLE_COMPILATION ON, nvcc -rdc=true) "
+                       "leaves for the device linker; the runtime never JIT-compiles it, so a newer GPU gets "
+                       "'no kernel image is available'. Fix: turn separable compilation off where it is not "
+                       "needed, or have the device link embed PTX (CUDA_RESOLVE_DEVICE_SYMBOLS with "
+                       f"-gencode=arch=compute_XX,code=compute_XX in the device link flags)")
+    missing_ptx = [a for a in missing_ptx if a not in relocatable]
+    if missing_ptx:
+        details.append(f"{lib.path}: missing PTX for {', '.join(missing_ptx)} (newer GPUs cannot JIT-compile it)")
+    if extra_ptx:
+        details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which {label} does not mark +PTX")
+    return details
+
+
+def unused_exceptions(exp: Expectation, info: Artifact) -> list[dict[str, str]]:
+    """Every exception of the policy that applies to this row and matched nothing in the artifact:
+    a stale or mistyped one would otherwise look like it works."""
+    out: list[dict[str, str]] = []
+    elf = [lib for lib in info.libraries if lib.format == "elf"]
+    for exc in exp.rpath_exceptions:
+        if not any(_exception_matches(exc, lib, entry) for lib in elf for entry in lib.rpaths):
+            what = f"entry = {exc.entry!r}" if exc.entry is not None else f"reaches = {exc.reaches!r}"
+            out.append({"source": exc.source, "rule": f"RPATH exception {what}", "reason": exc.reason})
+    for rule in exp.files:
+        for glob in rule.files:
+            names = info.members if rule.kind == "required" else [lib.path for lib in info.libraries]
+            if not any(fnmatch.fnmatchcase(m, glob) for m in names):
+                out.append({"source": rule.source, "rule": f"{rule.kind} files {glob!r}", "reason": rule.reason})
+    for lrule in exp.library_rules:
+        if not any(lrule.match(lib.path)[0] for lib in info.libraries):
+            out.append({"source": lrule.source, "rule": f"libraries files {list(lrule.files)!r}", "reason": lrule.reason})
+    return out
+
+
+def _exception_matches(exc: RpathException, lib: LibraryInfo, entry: str) -> bool:
+    resolved: str | None = None
+    origin = _install_dir(lib.path)
+    if _origin_entry(entry) and origin is not None:
+        rel = entry.replace("${ORIGIN}", "$ORIGIN")[len("$ORIGIN"):].lstrip("/")
+        resolved = posixpath.normpath(posixpath.join(origin, rel)) if rel else origin
+    return rpath_exception([exc], lib.path, entry, resolved) is not None
 
 
 def check_windows_imports(exp: Expectation, info: Artifact) -> CheckResult:

@@ -29,6 +29,7 @@ from buildrows.policy.model import (
     Ci,
     Driver,
     FileRule,
+    LibraryRule,
     Machine,
     Os,
     Policy,
@@ -220,7 +221,8 @@ class _Resolver:
             if r.name in seen:
                 self.problem(("empty", r.name), f"row {r.name} is declared twice", hint="give the empty row its own name")
             seen.add(r.name)
-        for rule in check.files:
+        scoped: list[FileRule | LibraryRule] = [*check.files, *check.libraries]
+        for rule in scoped:
             for g in rule.rows:
                 if not any(fnmatch.fnmatchcase(r.name, g) for r in rows):
                     self.problem(("check",), f"rows = {g!r} ({rule.source}) matches no row of the policy",
@@ -459,7 +461,51 @@ class _Resolver:
                 rules.append(FileRule(kind=cast(Any, kind), files=tuple(r["files"]), reason=r["reason"].strip(),
                                       source=self.where(path), rows=tuple(r.get("rows", ())),
                                       allow=tuple(r.get("allow", ()))))
-        return CheckPolicy(tuple(exceptions), tuple(rules))
+        return CheckPolicy(tuple(exceptions), tuple(rules), self._library_rules(raw.get("libraries", [])))
+
+    def _library_rules(self, raw: list[dict[str, Any] | None]) -> tuple[LibraryRule, ...]:
+        """[[check.libraries]]: exactly one of archs, per-train, vendored; one problem per mistake."""
+        out: list[LibraryRule] = []
+        for i, r in enumerate(raw):
+            if r is None:
+                continue
+            path = ("check", "libraries", i)
+            if not r["files"] or any(not f.strip() for f in r["files"]):
+                self.problem((*path, "files"), "files must list at least one non-empty glob",
+                             hint="e.g. files = [\"mypkg.libs/libnvjpeg*.so*\"]")
+                continue
+            kinds = [k for k in ("archs", "per-train", "vendored") if r.get(k) not in (None, False)]
+            if len(kinds) != 1:
+                self.problem(path, "a library rule says exactly one of archs, per-train = true or vendored = true"
+                             + (f" (here {', '.join(kinds)})" if kinds else ""),
+                             hint="archs = \"7.0 8.0\" (their own list), per-train = true (each library's train's "
+                                  "list, {cu} in files) or vendored = true (not the project's list)")
+                continue
+            if "ptx" in r and "archs" not in r:
+                self.problem((*path, "ptx"), "ptx is only used with archs", hint="remove ptx, or give archs")
+                continue
+            if r.get("per-train") and not any("{cu}" in f for f in r["files"]):
+                self.problem((*path, "files"), "per-train needs {cu} in files, where the library's name carries its train",
+                             hint="e.g. files = [\"mypkg/libmypkg_cuda{cu}.so\"] (matches _cuda128.so as CUDA 12.8)")
+                continue
+            if not r.get("per-train") and any("{cu}" in f for f in r["files"]):
+                self.problem((*path, "files"), "{cu} only means something with per-train = true",
+                             hint="add per-train = true, or write the name as a glob")
+                continue
+            archs = None
+            if "archs" in r:
+                try:
+                    archs = parse_arch_list(r["archs"], ptx=r.get("ptx", "newest"))
+                except ArchError as e:
+                    self.problem((*path, "ptx" if "ptx" in r and (e.token == r["ptx"] or "ptx =" in str(e)) else "archs"),
+                                 str(e), hint=e.hint)
+                    continue
+            if self._no_reason(r, path):
+                continue
+            out.append(LibraryRule(files=tuple(r["files"]), reason=r["reason"].strip(), source=self.where(path),
+                                   archs=archs, per_train=bool(r.get("per-train")), vendored=bool(r.get("vendored")),
+                                   rows=tuple(r.get("rows", ()))))
+        return tuple(out)
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:
         if not e["reason"].strip():

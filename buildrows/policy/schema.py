@@ -224,12 +224,27 @@ NO_CUDA = Table(
     required=("files", "reason"),
 )
 
+LIBRARY_RULE = Table(
+    DOCS["libraries"],
+    {
+        "files": StrList(DOCS["libraries.files"]),
+        "archs": StrOrList(DOCS["libraries.archs"]),
+        "ptx": Str(DOCS["libraries.ptx"]),
+        "per-train": Bool(DOCS["libraries.per-train"]),
+        "vendored": Bool(DOCS["libraries.vendored"]),
+        "rows": StrList(DOCS["libraries.rows"]),
+        "reason": Str(DOCS["libraries.reason"]),
+    },
+    required=("files", "reason"),
+)
+
 CHECK = Table(
     "What the wheel check holds this project's wheels to beyond the defaults, each with its reason.",
     {
         "rpath-exceptions": ArrayOf("RPATH/RUNPATH entries kept on purpose.", RPATH_EXCEPTION),
         "required": ArrayOf("Files the wheel must ship.", REQUIRED_FILES),
         "no-cuda": ArrayOf("Libraries that must link no CUDA library.", NO_CUDA),
+        "libraries": ArrayOf(DOCS["libraries"], LIBRARY_RULE),
     },
 )
 
