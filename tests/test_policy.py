@@ -228,6 +228,9 @@ def test_example_policy_validates_against_the_json_schema() -> None:
 
     schema = json.loads((REPO / "buildrows" / "data" / "buildrows.schema.json").read_text())
     jsonschema.validate(tomllib.loads(EXAMPLE_POLICY.read_text()), schema)
+    for real in sorted((REPO / "tests" / "data" / "real-wheels").glob("*.toml")):
+        if real.name != "wheels.toml":  # the pinned wheel list, not a policy
+            jsonschema.validate(tomllib.loads(real.read_text()), schema)
 
 
 def test_parser_build_imports_nothing_heavy() -> None:
@@ -334,3 +337,20 @@ def test_show_lists_the_checks_promises(cli: Callable[..., Result]) -> None:
     assert "check.required" in r.out and "executorch/lib/libexecutorch_backend_cuda.so" in r.out
     assert "check.rpath_exception      entry /lib/intel64: arrives from PyTorch's exported link interface" in r.out
     assert "check.runtime_mode         dynamic" in r.out
+
+
+def test_show_lists_the_new_check_rules(cli: Callable[..., Result]) -> None:
+    """The reason of a preload/torch-runtime mode, climbs-out exceptions and library rules (issue 20)."""
+    real = REPO / "tests" / "data" / "real-wheels"
+    r = cli("--config", str(real / "bitsandbytes.toml"), "show", "linux-x86_64-cu128-py312")
+    assert r.code == 0, r.err
+    assert "check.runtime_mode         torch-runtime (bitsandbytes/cextension.py loads" in r.out
+    assert ("check.libraries            bitsandbytes/libbitsandbytes_cuda{cu}.so: its train's list: one kernel library "
+            "per CUDA train") in r.out
+    assert "archs 6.0 7.0 7.5 8.0 8.6 8.9 9.0 (no PTX): trains older than" in r.out
+    r = cli("--config", str(real / "jax-cuda12-plugin.toml"), "show", "linux-x86_64-cu129-py312", "--json")
+    check = json.loads(r.out)["check"]
+    assert check["rpath_exceptions"][0]["climbs_out"] is True
+    assert check["runtime_reason"].startswith("the plugin dlopens")
+    r = cli("--config", str(real / "torchvision.toml"), "show", "linux-x86_64-cu128-py312", "--json")
+    assert json.loads(r.out)["check"]["libraries"][0]["vendored"] is True
