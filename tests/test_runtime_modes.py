@@ -86,8 +86,25 @@ def test_preload_needs_no_rpath_and_accepts_entries_into_declared_packages() -> 
     assert "RPATH entries reach the directories of the declared nvidia-cublas-cu12" in r.details
     r = check_rpath(_exp("preload", T12), _wheel(libs, []))
     assert not r.ok
-    assert ("pkg/_dl.so: '$ORIGIN/../nvidia/cublas/lib' resolves to site-packages/nvidia/cublas/lib, which neither "
-            "the wheel nor the CUDA runtime provides") in r.details[0]
+    assert r.details[0] == ("pkg/_dl.so: '$ORIGIN/../nvidia/cublas/lib' resolves to site-packages/nvidia/cublas/lib, "
+                            "which no NVIDIA package the wheel declares unconditionally installs; fix: declare "
+                            "nvidia-cublas-cu12 unconditionally, or drop the entry")
+    other = [_lib("pkg/_dl.so", rpath=("$ORIGIN/../vendor/lib",))]
+    r = check_rpath(_exp("preload", T12), _wheel(other, []))
+    assert "which neither the wheel nor the CUDA runtime provides" in r.details[0]
+
+
+@pytest.mark.parametrize(("entries", "globs"), [
+    (["$ORIGIN/../../nvidia/cublas/lib", "$ORIGIN/../../nvidia/cudnn/lib"], ["$ORIGIN/../../nvidia/*/lib"]),
+    (["/usr/local/cuda-11.8/targets/x86_64-linux/lib", "/usr/local/cuda-13.0/targets/x86_64-linux/lib"],
+     ["/usr/local/*/targets/x86_64-linux/lib"]),
+    (["/a/b/c", "/x/y/z"], ["/a/b/c", "/x/y/z"]),  # differ in more than one component: kept as written
+    (["/opt/lib"], ["/opt/lib"]),
+])
+def test_init_generalises_entries_that_differ_in_one_component(entries: list[str], globs: list[str]) -> None:
+    from buildrows.policy.from_wheel import _generalise
+
+    assert _generalise(entries) == globs
 
 
 CLIMB = RpathException("the plugin's other layout", "policy:1", entry="$ORIGIN/../../nvidia/*/lib", climbs_out=True)

@@ -224,6 +224,14 @@ def _declared_dirs(exp: Expectation, info: Artifact) -> dict[str, str]:
             if p in known}
 
 
+def _package_of_dir(directory: str, major: int) -> str | None:
+    """An NVIDIA package of this CUDA major that installs into `directory`, if the table knows one."""
+    from buildrows.check.nvidia import packages
+
+    hits = [p.name for p in packages().values() if p.dir == directory and _package_major(p.name) == major]
+    return hits[0] if hits else None
+
+
 def _package_major(name: str) -> int | None:
     from buildrows.check.nvidia import packages
 
@@ -374,6 +382,14 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
                 if resolved in preload_dirs:
                     reached_packages.add(preload_dirs[resolved])
                 continue
+            if exp.mode == "preload":
+                offer = _package_of_dir(resolved, exp.cuda.major if exp.cuda else 0)
+                if offer:
+                    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
+                    found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which no NVIDIA package "
+                                            f"the wheel declares {scope} installs; fix: declare {offer} {scope}, "
+                                            "or drop the entry"))
+                    continue
             runtime = f"the CUDA runtime ({target})" if target else "the CUDA runtime"
             found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which neither the wheel "
                                     f"nor {runtime} provides; list it under [[check.rpath-exceptions]] "
