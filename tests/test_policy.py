@@ -126,7 +126,26 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
          "[project.env-switches[1]]: 'FORCE-CUDA' is not an environment variable name"),
         # the check's promises (SPEC §8, real projects)
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "shared"'), 2,
-         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', got 'shared'"),
+         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', 'preload', 'torch-runtime', got 'shared'"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "preloaded"'), 2,
+         "fix: write mode = \"preload\""),
+        # the modes that say the project loads CUDA itself need their reason (issue 20)
+        (('[cuda.runtime.13]\nmode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+          'library-dir = "nvidia/cu13/lib"', '[cuda.runtime.13]\nmode = "preload"'), 2,
+         "[cuda.runtime.13.reason]: mode 'preload' needs a reason"),
+        (('[cuda.runtime.13]\nmode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+          'library-dir = "nvidia/cu13/lib"', '[cuda.runtime.13]\nmode = "torch-runtime"\nreason = " "'), 2,
+         "[cuda.runtime.13.reason]: mode 'torch-runtime' needs a reason"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\nextra = "with-cuda"'), 2,
+         "[cuda.runtime.13.extra]: extra is only used when mode is \"preload\" (here 'dynamic')"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\noptional = "libnccl*"'), 2,
+         "[cuda.runtime.13.optional]: expected a list of strings"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\nreasons = "x"'), 2,
+         "unknown key 'reasons'\n    fix: did you mean 'reason'?"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nclimbs-out = true'), 2,
+         "[check.rpath-exceptions[0].climbs-out]: climbs-out accepts entries as written, so it needs entry"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nclimbs_out = true'), 2,
+         "unknown key 'climbs_out'\n    fix: did you mean 'climbs-out'?"),
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "static"'), 2,
          "library-dir is only used when mode is \"dynamic\" (here 'static')\n    fix: remove library-dir"),
         (('pull-request = ["13.0"]', 'pull-request = ["13.1"]'), 2,
@@ -209,6 +228,9 @@ def test_example_policy_validates_against_the_json_schema() -> None:
 
     schema = json.loads((REPO / "buildrows" / "data" / "buildrows.schema.json").read_text())
     jsonschema.validate(tomllib.loads(EXAMPLE_POLICY.read_text()), schema)
+    for real in sorted((REPO / "tests" / "data" / "real-wheels").glob("*.toml")):
+        if real.name != "wheels.toml":  # the pinned wheel list, not a policy
+            jsonschema.validate(tomllib.loads(real.read_text()), schema)
 
 
 def test_parser_build_imports_nothing_heavy() -> None:
@@ -370,3 +392,20 @@ def test_one_error_per_train_mistake(trains: list[str], pr: str, messages: list[
     for m in messages:
         assert m in r.err
     assert "not on the train allowlist" not in r.err and "does not publish" not in r.err
+
+
+def test_show_lists_the_new_check_rules(cli: Callable[..., Result]) -> None:
+    """The reason of a preload/torch-runtime mode, climbs-out exceptions and library rules (issue 20)."""
+    real = REPO / "tests" / "data" / "real-wheels"
+    r = cli("--config", str(real / "bitsandbytes.toml"), "show", "linux-x86_64-cu128-py312")
+    assert r.code == 0, r.err
+    assert "check.runtime_mode         torch-runtime (bitsandbytes/cextension.py loads" in r.out
+    assert ("check.libraries            bitsandbytes/libbitsandbytes_cuda{cu}.so: its train's list: one kernel library "
+            "per CUDA train") in r.out
+    assert "archs 6.0 7.0 7.5 8.0 8.6 8.9 9.0 (no PTX): trains older than" in r.out
+    r = cli("--config", str(real / "jax-cuda12-plugin.toml"), "show", "linux-x86_64-cu129-py312", "--json")
+    check = json.loads(r.out)["check"]
+    assert check["rpath_exceptions"][0]["climbs_out"] is True
+    assert check["runtime_reason"].startswith("the plugin dlopens")
+    r = cli("--config", str(real / "torchvision.toml"), "show", "linux-x86_64-cu128-py312", "--json")
+    assert json.loads(r.out)["check"]["libraries"][0]["vendored"] is True

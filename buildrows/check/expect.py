@@ -3,9 +3,10 @@ command line says (`CheckRequest`), and `check_wheel`, which reads the artifact 
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from buildrows.errors import BadInput, Refused
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from buildrows.binaries.wheelread import WheelName
     from buildrows.check.judges import Artifact, CheckResult, Expectation
     from buildrows.policy.archs import ArchList, Train
-    from buildrows.policy.model import Policy, Row
+    from buildrows.policy.model import Policy, Row, Runtime
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class CheckRequest:
     config: str | None = None
     json: bool = False
     ptx: str | None = None  # "none", "newest" or one architecture: overrides the list's PTX choice
+    torch: str | None = None  # the torch the wheel was compiled against, for a wheel without a build record
 
 
 def policy_for(args: CheckRequest) -> Policy | None:
@@ -85,6 +87,22 @@ def _row_archs(args: CheckRequest, row: Row) -> ArchList | None:
     return archs
 
 
+def _runtime_fields(rt: Runtime | None) -> dict[str, Any]:
+    """What the row's runtime table adds to the expectation beyond requirements and library-dir."""
+    if rt is None:
+        return {"mode": "dynamic"}
+    return {"mode": rt.mode, "mode_reason": rt.reason, "runtime_extra": rt.extra, "optional_sonames": rt.optional}
+
+
+def _train_archs(policy: Policy, platform: str) -> tuple[tuple[Train, ArchList], ...]:
+    """Each train's architecture list on one platform (for per-train library rules)."""
+    out: dict[Train, ArchList] = {}
+    for r in policy.rows:
+        if r.platform == platform and r.cuda is not None and r.archs is not None and r.cuda not in out:
+            out[r.cuda] = r.archs
+    return tuple(out.items())
+
+
 def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, loose: bool) -> Expectation:
     from buildrows.check.judges import Expectation
 
@@ -92,10 +110,12 @@ def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, 
     rt = row.runtime
     return Expectation(row.name, row.platform, row.cuda, archs,
                        rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions,
                        files=tuple(r for r in policy.check.files if r.applies_to(row.name)),
-                       machine=machine, loose=loose)
+                       machine=machine, loose=loose,
+                       library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row.name)),
+                       train_archs=_train_archs(policy, row.platform))
 
 
 def _row_given(args: CheckRequest, policy: Policy | None) -> Row:
@@ -174,10 +194,12 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
                            "    fix: pass --archs '8.0 9.0 ...' or --row ROW --config POLICY")
         archs = _archs(args.archs, train, args.ptx)
     return Expectation(row, platform, train, archs, rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions if policy else (),
                        files=tuple(r for r in policy.check.files if r.applies_to(row)) if policy else (),
-                       machine=machine)
+                       machine=machine,
+                       library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row)) if policy else (),
+                       train_archs=_train_archs(policy, platform) if policy else ())
 
 
 def _py(version: str) -> tuple[int, int]:
@@ -214,7 +236,7 @@ def loose_expectation(args: CheckRequest, info: LooseInfo, policy: Policy | None
     return Expectation(f"{platform}-{train.cu if train else 'cpu'} (loose files)", platform, train,
                        _archs(args.archs, train, args.ptx) if train is not None and args.archs else None,
                        rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions if policy else (),
                        machine=machine, machine_from=f"{first.path if first else 'the first library'} is built for",
                        loose=True)
@@ -232,6 +254,26 @@ def unreadable_fix(e: Exception) -> str:
     return "the wheel is malformed: build it again (`buildrows build`), or report it to the tool that wrote it"
 
 
+def _with_torch(args: CheckRequest, exp: Expectation) -> Expectation:
+    """--torch VERSION: validated here, judged by torch-matches-build (mode "torch" only)."""
+    import dataclasses
+
+    from packaging.version import InvalidVersion, Version
+
+    if args.torch is None:
+        return exp
+    try:
+        Version(args.torch)
+    except InvalidVersion:
+        raise BadInput(f"--torch: {args.torch!r} is not a version\n    fix: pass the torch version the wheel was "
+                       "built against, e.g. --torch 2.8.0") from None
+    if exp.mode != "torch":
+        raise BadInput(f"--torch {args.torch}: the row {exp.row} is not a PyTorch extension's (its runtime mode is "
+                       f"{exp.mode!r}), so no torch pin is judged\n    fix: drop --torch, or set mode = \"torch\" "
+                       f"under [cuda.runtime.{exp.cuda.major if exp.cuda else 'N'}]")
+    return dataclasses.replace(exp, torch_given=args.torch)
+
+
 def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple[Expectation, Artifact, list[CheckResult]]:
     """Read WHEEL (a .whl, a shared library or a directory) and judge it."""
     from buildrows.binaries.binfmt import BinaryFormatError
@@ -243,7 +285,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
         parse_wheel_filename,
         read_wheel,
     )
-    from buildrows.check.judges import run_checks
+    from buildrows.check.judges import needs_symbols, run_checks
 
     if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
         try:
@@ -263,14 +305,22 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     except OSError as e:
         raise BadInput(f"{wheel}: cannot read: {e}") from e
     # The row comes from the name alone: a tag problem is reported before any library is inflated.
-    exp = expectation(args, wheel, name, policy)
+    exp = _with_torch(args, expectation(args, wheel, name, policy))
     try:
         info = read_wheel(wheel)
     except (WheelError, BinaryFormatError, FatbinError) as e:
         raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     except OSError as e:
         raise BadInput(f"{wheel}: cannot read: {e}") from e
-    results = run_checks(exp, info)
+    symbols = None
+    if needs_symbols(exp):
+        from buildrows.binaries.symbols import wheel_imported_symbols
+
+        try:
+            symbols = wheel_imported_symbols(wheel, [lib.path for lib in info.libraries if lib.format == "elf"])
+        except (BinaryFormatError, OSError, zipfile.BadZipFile) as e:
+            raise BadInput(f"{wheel}: cannot read the libraries' symbols: {e}\n    fix: {unreadable_fix(e)}") from e
+    results = run_checks(exp, info, symbols)
     if args.row:
         results = tag_results(args, wheel.name, _row_given(args, policy)) + results
     return exp, info, results

@@ -26,14 +26,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda", metavar="TRAIN",
                    help="the wheel's CUDA train (13.0 or cu130) when its name carries no +cuXYZ tag")
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
+    p.add_argument("--torch", metavar="VERSION",
+                   help="the torch a PyTorch extension was compiled against (e.g. 2.8.0), for a wheel with no "
+                        "buildrows build record")
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.check.expect import CheckRequest, check_wheel, policy_for
-    from buildrows.check.judges import library_json
+    from buildrows.check.judges import library_json, unused_exceptions
 
     req = CheckRequest(args.wheel, args.row, args.archs, args.cuda, getattr(args, "config", None), args.json,
-                       ptx=args.ptx)
+                       ptx=args.ptx, torch=args.torch)
     wheel = Path(args.wheel)
     try:
         exp, info, results = check_wheel(req, wheel, policy_for(req))
@@ -43,6 +46,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         raise
 
     ok = all(r.ok for r in results)
+    unused = unused_exceptions(exp, info)
     if args.json:
         ui.print(json.dumps({
             "ok": ok,
@@ -52,6 +56,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             "expected": {"elf": exp.archs.cubin_names if exp.archs else [], "ptx": exp.archs.ptx_names if exp.archs else []},
             "checks": [r.json() for r in results],
             "libraries": library_json(info.libraries),
+            "unused_exceptions": unused,
         }, indent=2))
     else:
         ui.print(f"{wheel.name}: row {exp.row}")
@@ -59,6 +64,11 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             ui.print(f"  [{'PASS' if r.ok else 'FAIL'}] {r.name}")
             for d in r.details:
                 ui.print(f"         {d}")
+        if unused:
+            ui.print(f"  [NOTE] {len(unused)} {'exception' if len(unused) == 1 else 'exceptions'} of the policy matched "
+                     "nothing in this wheel (stale or mistyped?)")
+            for u in unused:
+                ui.print(f"         {u['rule']}: {u['reason']} [{u['source']}]")
         ui.print(f"verdict: {'PASS' if ok else 'FAIL'}")
     if not ok:
         failed = ", ".join(r.name for r in results if not r.ok)

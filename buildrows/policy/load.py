@@ -25,11 +25,13 @@ from buildrows.policy.archs import (
 )
 from buildrows.policy.model import (
     DEFAULT_WRITE_REFS,
+    MODES_WITH_REASON,
     CheckPolicy,
     Ci,
     CompilerCacheSettings,
     Driver,
     FileRule,
+    LibraryRule,
     Machine,
     Os,
     Policy,
@@ -226,7 +228,8 @@ class _Resolver:
             if r.name in seen:
                 self.problem(("empty", r.name), f"row {r.name} is declared twice", hint="give the empty row its own name")
             seen.add(r.name)
-        for rule in check.files:
+        scoped: list[FileRule | LibraryRule] = [*check.files, *check.libraries]
+        for rule in scoped:
             for g in rule.rows:
                 if not any(fnmatch.fnmatchcase(r.name, g) for r in rows):
                     self.problem(("check",), f"rows = {g!r} ({rule.source}) matches no row of the policy",
@@ -413,12 +416,17 @@ class _Resolver:
                 continue
             base = out.get(int(k))
             mode = cast(RuntimeMode, v.get("mode", "dynamic"))
+            reason = v.get("reason", "").strip()
+            if not self._runtime_keys_fit(k, v, mode, reason):
+                continue
             if mode != "dynamic":
-                # Linked in, or brought by torch: nothing to declare or reach unless the policy says so.
+                # Linked in, brought by torch or loaded by the project: nothing to declare or reach
+                # unless the policy says so.
                 if "library-dir" in v:
                     self.problem(("cuda", "runtime", k, "library-dir"), f"library-dir is only used when mode is \"dynamic\" (here {mode!r})",
                                  hint="remove library-dir, or set mode = \"dynamic\"")
-                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode)
+                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode,
+                                      reason=reason, extra=v.get("extra"), optional=tuple(v.get("optional", ())))
                 continue
             reqs = v.get("requirements", list(base.requirements) if base else None)
             libdir = v.get("library-dir", base.library_dir if base and base.library_dir else None)
@@ -427,6 +435,28 @@ class _Resolver:
                 continue
             out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)), mode)
         return out
+
+    def _runtime_keys_fit(self, k: str, v: dict[str, Any], mode: RuntimeMode, reason: str) -> bool:
+        """A mode that says the project loads CUDA itself needs its reason; extra and optional
+        only mean something in preload mode. One problem per mistake."""
+        path = ("cuda", "runtime", k)
+        ok = True
+        if mode in MODES_WITH_REASON and not reason:
+            self.problem((*path, "reason"), f"mode {mode!r} needs a reason: the check trusts the project to load "
+                                            "CUDA itself, so the policy says how",
+                         hint=f"add reason = \"...\" under [{self.key(*path)}], e.g. "
+                              + ("\"cuda-pathfinder loads the NVIDIA wheels' libraries at import\"" if mode == "preload"
+                                 else "\"loaded with ctypes after `import torch`, which brings the CUDA runtime\""))
+            ok = False
+        for key in ("extra", "optional"):
+            if key in v and mode != "preload":
+                self.problem((*path, key), f"{key} is only used when mode is \"preload\" (here {mode!r})",
+                             hint=f"remove {key}, or set mode = \"preload\"")
+                ok = False
+        if "reason" in v and not reason:
+            self.problem((*path, "reason"), "reason is empty", hint="say why the project loads CUDA this way")
+            ok = False
+        return ok
 
     def _check(self, raw: dict[str, Any]) -> CheckPolicy:
         exceptions: list[RpathException] = []
@@ -444,11 +474,17 @@ class _Resolver:
                 self.problem((*path, "reaches"), f"{reaches!r} is not a directory relative to site-packages",
                              hint="write where the entry lands, e.g. \"torch/lib\"; use entry = \"...\" for a literal entry")
                 continue
+            if e.get("climbs-out") and "entry" not in e:
+                self.problem((*path, "climbs-out"), "climbs-out accepts entries as written, so it needs entry",
+                             hint="write entry = \"$ORIGIN/../../nvidia/*/lib\" (the entries that climb out), "
+                                  "and drop reaches")
+                continue
             if self._no_reason(e, path):
                 continue
             exceptions.append(RpathException(reason=e["reason"].strip(), source=self.where(path), entry=e.get("entry"),
                                              reaches=reaches.strip("/") if reaches is not None else None,
-                                             libraries=tuple(e.get("libraries", ()))))
+                                             libraries=tuple(e.get("libraries", ())),
+                                             climbs_out=bool(e.get("climbs-out", False))))
         rules: list[FileRule] = []
         for kind in ("required", "no-cuda"):
             for i, r in enumerate(raw.get(kind, [])):
@@ -464,7 +500,51 @@ class _Resolver:
                 rules.append(FileRule(kind=cast(Any, kind), files=tuple(r["files"]), reason=r["reason"].strip(),
                                       source=self.where(path), rows=tuple(r.get("rows", ())),
                                       allow=tuple(r.get("allow", ()))))
-        return CheckPolicy(tuple(exceptions), tuple(rules))
+        return CheckPolicy(tuple(exceptions), tuple(rules), self._library_rules(raw.get("libraries", [])))
+
+    def _library_rules(self, raw: list[dict[str, Any] | None]) -> tuple[LibraryRule, ...]:
+        """[[check.libraries]]: exactly one of archs, per-train, vendored; one problem per mistake."""
+        out: list[LibraryRule] = []
+        for i, r in enumerate(raw):
+            if r is None:
+                continue
+            path = ("check", "libraries", i)
+            if not r["files"] or any(not f.strip() for f in r["files"]):
+                self.problem((*path, "files"), "files must list at least one non-empty glob",
+                             hint="e.g. files = [\"mypkg.libs/libnvjpeg*.so*\"]")
+                continue
+            kinds = [k for k in ("archs", "per-train", "vendored") if r.get(k) not in (None, False)]
+            if len(kinds) != 1:
+                self.problem(path, "a library rule says exactly one of archs, per-train = true or vendored = true"
+                             + (f" (here {', '.join(kinds)})" if kinds else ""),
+                             hint="archs = \"7.0 8.0\" (their own list), per-train = true (each library's train's "
+                                  "list, {cu} in files) or vendored = true (not the project's list)")
+                continue
+            if "ptx" in r and "archs" not in r:
+                self.problem((*path, "ptx"), "ptx is only used with archs", hint="remove ptx, or give archs")
+                continue
+            if r.get("per-train") and not any("{cu}" in f for f in r["files"]):
+                self.problem((*path, "files"), "per-train needs {cu} in files, where the library's name carries its train",
+                             hint="e.g. files = [\"mypkg/libmypkg_cuda{cu}.so\"] (matches _cuda128.so as CUDA 12.8)")
+                continue
+            if not r.get("per-train") and any("{cu}" in f for f in r["files"]):
+                self.problem((*path, "files"), "{cu} only means something with per-train = true",
+                             hint="add per-train = true, or write the name as a glob")
+                continue
+            archs = None
+            if "archs" in r:
+                try:
+                    archs = parse_arch_list(r["archs"], ptx=r.get("ptx", "newest"))
+                except ArchError as e:
+                    self.problem((*path, "ptx" if "ptx" in r and (e.token == r["ptx"] or "ptx =" in str(e)) else "archs"),
+                                 str(e), hint=e.hint)
+                    continue
+            if self._no_reason(r, path):
+                continue
+            out.append(LibraryRule(files=tuple(r["files"]), reason=r["reason"].strip(), source=self.where(path),
+                                   archs=archs, per_train=bool(r.get("per-train")), vendored=bool(r.get("vendored")),
+                                   rows=tuple(r.get("rows", ()))))
+        return tuple(out)
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:
         if not e["reason"].strip():
