@@ -50,24 +50,23 @@ class RealWheel:
     url: str
     sha256: str
     policy: str
-    row: str
+    cuda: str  # the train: published wheels carry no +cuXYZ tag, so `check --cuda` states it
     message: str
     args: tuple[str, ...] = ()
     broken: tuple[str, str] | None = None
     broken_args: tuple[str, ...] = ()
+    row: str | None = None  # only for a wheel whose tags do not name its row
 
-    @property
-    def train(self) -> str:
-        digits = re.search(r"-cu(\d+)-", self.row)
-        assert digits is not None
-        return f"{digits.group(1)[:-1]}.{digits.group(1)[-1]}"
+    def target(self) -> list[str]:
+        """How `check` is told the row: inferred from the tags with --cuda, or --row where they cannot say."""
+        return ["--row", self.row, "--cuda", self.cuda] if self.row else ["--cuda", self.cuda]
 
 
 def wheels() -> list[RealWheel]:
     raw = tomllib.loads((DATA / "wheels.toml").read_text(encoding="utf-8"))
-    return [RealWheel(w["shape"], w["file"], w["url"], w["sha256"], w["policy"], w["row"], w["message"],
+    return [RealWheel(w["shape"], w["file"], w["url"], w["sha256"], w["policy"], w["cuda"], w["message"],
                       tuple(w.get("args", ())), (w["broken"][0], w["broken"][1]) if "broken" in w else None,
-                      tuple(w.get("broken-args", ()))) for w in raw["wheel"]]
+                      tuple(w.get("broken-args", ())), w.get("row")) for w in raw["wheel"]]
 
 
 def cache_dir() -> Path:
@@ -170,7 +169,7 @@ def audit(wheel: RealWheel, path: Path, work: Path) -> Outcome:
     from buildrows.check.judges import library_json
 
     o = Outcome(wheel)
-    base = ["check", str(path), "--row", wheel.row]
+    base = ["check", str(path), *wheel.target()]
     o.check = buildrows("--config", str(DATA / wheel.policy), *base, *wheel.args)
     o.passed = o.check.code == 0 and "verdict: PASS" in o.check.out
     broken_dir = work / "broken"
@@ -182,7 +181,7 @@ def audit(wheel: RealWheel, path: Path, work: Path) -> Outcome:
     project.mkdir(parents=True, exist_ok=True)
     (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\n'
                                             'build-backend = "setuptools.build_meta"\n', encoding="utf-8")
-    o.init = buildrows("init", "--from-wheel", str(path), "--cuda", wheel.train, cwd=project)
+    o.init = buildrows("init", "--from-wheel", str(path), "--cuda", wheel.cuda, cwd=project)
     if o.init.code == 0:
         rt = buildrows("--config", str(project / "buildrows.toml"), *base, *wheel.args)
         o.round_trip = rt.code == 0 and "verdict: PASS" in rt.out

@@ -12,6 +12,7 @@ import pytest
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
 from buildrows.check.judges import Expectation, check_device_code, unused_exceptions
+from buildrows.check.sonames import check_soname_majors
 from buildrows.policy.archs import ArchList, Train, parse_arch_list
 from buildrows.policy.model import FileRule, LibraryRule, RpathException
 from tests.conftest import Result
@@ -67,6 +68,34 @@ def test_library_rules(libs: list[LibraryInfo], rules: tuple[LibraryRule, ...], 
     r = check_device_code(_exp(*rules), _wheel(libs))
     assert r.ok is ok, r.details
     assert message in r.details, r.details
+
+
+@pytest.mark.parametrize(("libs", "rules", "ok", "message"), [
+    # a per-train library is held to its own train's majors: libcudart.so.13 is right for lib_cuda130.so on a 12.8 row
+    ([_lib("pkg/lib_cuda128.so", needed=("libcudart.so.12",)), _lib("pkg/lib_cuda130.so", needed=("libcudart.so.13",))],
+     (PER_TRAIN,), True, "held to their own train's majors ([[check.libraries]] per-train): pkg/lib_cuda130.so (CUDA 13.0)"),
+    # ... and only to its own: CUDA 12's runtime in the 13.0 library fails, naming its train
+    ([_lib("pkg/lib_cuda130.so", needed=("libcudart.so.12",))], (PER_TRAIN,), False,
+     "pkg/lib_cuda130.so: links libcudart.so.12 (cudart (the CUDA runtime) of CUDA 12), but the row is CUDA 13.0, "
+     "which ships libcudart.so.13"),
+    # without the rule the row's major holds
+    ([_lib("pkg/lib_cuda130.so", needed=("libcudart.so.13",))], (), False,
+     "pkg/lib_cuda130.so: links libcudart.so.13 (cudart (the CUDA runtime) of CUDA 13), but the row is CUDA 12.8"),
+    # a vendored library brings its own CUDA: a shipped other-major library, and what it NEEDS beside it, is a note
+    ([_lib("pkg.libs/libnvjpeg.8dd2.so.13", needed=("libcudart.e8e8b82a.so.13",)),
+      _lib("pkg.libs/libcudart.e8e8b82a.so.13")],
+     (LibraryRule(("pkg.libs/*",), "NVIDIA's", "check.libraries[0]", vendored=True),), True,
+     "vendored, reported not failed: pkg.libs/libnvjpeg.8dd2.so.13: links libcudart.e8e8b82a.so.13"),
+    # ... but what it NEEDS from the environment is still the row's CUDA
+    ([_lib("pkg.libs/libnvjpeg.8dd2.so.12", needed=("libcublas.so.13",))], (VENDORED,), False,
+     "pkg.libs/libnvjpeg.8dd2.so.12: links libcublas.so.13 (cuBLAS of CUDA 13), but the row is CUDA 12.8, which ships "
+     "libcublas.so.12"),
+])
+def test_soname_majors_follow_library_rules(libs: list[LibraryInfo], rules: tuple[LibraryRule, ...], ok: bool,
+                                            message: str) -> None:
+    r = check_soname_majors(_exp(*rules), _wheel(libs))
+    assert r.ok is ok, r.details
+    assert any(message in d for d in r.details), r.details
 
 
 def test_every_exception_that_matched_nothing_is_reported() -> None:

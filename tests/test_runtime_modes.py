@@ -161,7 +161,8 @@ def test_torch_abi_tells_stable_from_cxx() -> None:
 
 def test_nvidia_table() -> None:
     assert carriers("libcublasLt.so.12") == ["nvidia-cublas-cu12"]
-    assert carriers("libcurand.so.10") == ["nvidia-curand-cu12", "nvidia-curand"]
+    assert carriers("libcurand.so.10") == ["nvidia-curand-cu12", "nvidia-curand", "nvidia-curand-cu11"]
+    assert carriers("libcudart.so.11.0") == ["nvidia-cuda-runtime-cu11"]
     assert carriers("libnotnvidia.so.1") == []
     declared = declared_nvidia([CTK, "nvidia-nccl-cu13; extra == \"ctk\"", "numpy"], "linux-x86_64", "ctk", 13)
     assert sorted(declared) == ["nvidia-cublas", "nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "nvidia-nccl-cu13"]

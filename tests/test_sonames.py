@@ -181,3 +181,23 @@ def test_a_library_of_a_major_the_train_lacks(tmp_path: Path, cli: Callable[...,
     assert check["details"] == [
         "fx.libs/libnvJitLink.so.12: is nvJitLink of CUDA 12 (libnvJitLink.so.12), but the row is CUDA 11.8, "
         "which has no nvJitLink; fix: drop it, or check the wheel against a CUDA 12.x row"]
+
+
+def test_nvidia_packages_agree_with_the_soname_majors() -> None:
+    """buildrows/data/nvidia_packages.toml (which package carries which soname, for preload mode)
+    and buildrows/data/cuda_sonames.toml (which soname major each CUDA major ships) state one fact
+    twice: every package's versioned NVIDIA sonames must have its CUDA major's soname major."""
+    from buildrows.check.judges import _package_major
+    from buildrows.check.nvidia import packages
+
+    judged = 0
+    for pkg in packages().values():
+        cuda = _package_major(pkg.name)
+        assert cuda is not None, pkg.name
+        for soname in pkg.sonames:
+            s = nvidia_soname(soname)
+            if s is None:
+                continue  # cuDNN, NCCL, NVSHMEM ...: versioned apart from the toolkit
+            judged += 1
+            assert s.expected(cuda) == s.major, f"{pkg.name}: {soname} is not CUDA {cuda}'s ({s.expected(cuda)})"
+    assert judged >= 30

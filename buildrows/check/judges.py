@@ -475,7 +475,7 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     trains = dict(exp.train_archs)
     for lib in libs:
         want, label, suffix = exp.archs, "the row", ""
-        rule, digits = _library_rule(exp, lib.path)
+        rule, digits = library_rule(exp, lib.path)
         if rule is not None and rule.vendored:
             notes.append(f"{lib.path}: vendored, not held to the row's list: {rule.reason} [{rule.source}] "
                          f"(carries {_arch_text(lib)})")
@@ -483,7 +483,7 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         if rule is not None and rule.archs is not None:
             want, label, suffix = rule.archs, "its own list", f" [{rule.source}]"
         elif rule is not None and rule.per_train:
-            train = _train_of_digits(digits)
+            train = train_of_digits(digits)
             found = trains.get(train) if train is not None else None
             if found is None or train is None:
                 what = f"CUDA {train.dotted}" if train is not None else f"the train {digits!r}"
@@ -510,7 +510,8 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     return CheckResult(name, ok, details + notes)
 
 
-def _library_rule(exp: Expectation, path: str) -> tuple[LibraryRule | None, str | None]:
+def library_rule(exp: Expectation, path: str) -> tuple[LibraryRule | None, str | None]:
+    """The first [[check.libraries]] rule that matches `path`, with the {cu} digits it carries."""
     for rule in exp.library_rules:
         hit, digits = rule.match(path)
         if hit:
@@ -518,7 +519,8 @@ def _library_rule(exp: Expectation, path: str) -> tuple[LibraryRule | None, str 
     return None, None
 
 
-def _train_of_digits(digits: str | None) -> Train | None:
+def train_of_digits(digits: str | None) -> Train | None:
+    """The train a per-train library's name carries (118 -> 11.8), None if none or not a train."""
     if digits is None:
         return None
     try:

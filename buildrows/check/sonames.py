@@ -145,18 +145,38 @@ def _problem(s: NvidiaSoname, cuda_major: int, train: str, shipped: bool) -> str
 
 def check_soname_majors(exp: Expectation, info: Artifact) -> CheckResult:
     """Every NVIDIA soname a library NEEDS, and every NVIDIA library the wheel ships (private copies
-    included), has the soname major of the row's CUDA major."""
-    from buildrows.check.judges import CheckResult
+    included), has the soname major of the row's CUDA major.
+
+    `[[check.libraries]]` rules decide whose major a library is held to:
+    - a `per-train` library (libbitsandbytes_cuda118.so) is held to ITS train's major, the one its
+      name carries: it is loaded only where that CUDA is (torch's CUDA picks it), so
+      libcudart.so.11.0 is right for it on a CUDA 12.8 row;
+    - a `vendored` library (and a library a vendored rule matches, e.g. a bundled libcudart copy)
+      brings its own CUDA: what it ships, and what it NEEDS that the wheel ships beside it, is
+      reported (a note), not failed. What it NEEDS from the environment is still held to the row,
+      because the row's CUDA is what the environment has.
+    """
+    from buildrows.check.judges import CheckResult, library_rule, train_of_digits
 
     name = "cuda-soname-majors"
     assert exp.cuda is not None
-    major, train = exp.cuda.major, exp.cuda.dotted
     found: list[tuple[str, str]] = []  # (library, problem), grouped below: a torch-sized wheel repeats them
+    noted: list[tuple[str, str]] = []  # the same for vendored libraries: reported, not failed
     seen: dict[str, NvidiaSoname] = {}
     private: list[str] = []
+    shipped_names = {posixpath.basename(lib.path) for lib in info.libraries}
+    own_trains: list[str] = []  # per-train libraries of another train than the row's, in wheel order
     for lib in info.libraries:
         windows = lib.format == "pe"
         read = nvidia_dll if windows else nvidia_soname
+        rule, digits = library_rule(exp, lib.path)
+        cuda = exp.cuda
+        if rule is not None and rule.per_train:
+            cuda = train_of_digits(digits) or exp.cuda  # an unknown train fails device-code already
+            if cuda != exp.cuda:
+                own_trains.append(f"{lib.path} (CUDA {cuda.dotted})")
+        vendored = rule is not None and rule.vendored
+        major, train = cuda.major, cuda.dotted
         shipped = read(lib.path)
         if shipped is not None:
             seen[posixpath.basename(shipped.text)] = shipped
@@ -164,7 +184,7 @@ def check_soname_majors(exp: Expectation, info: Artifact) -> CheckResult:
                 private.append(f"{lib.path} ({shipped.library}, {shipped.plain})")
             problem = _problem(shipped, major, train, shipped=True)
             if problem:
-                found.append((lib.path, problem))
+                (noted if vendored else found).append((lib.path, problem))
         for needed in (*lib.imports, *lib.delay_imports) if windows else lib.needed:
             s = read(needed)
             if s is None:
@@ -172,15 +192,21 @@ def check_soname_majors(exp: Expectation, info: Artifact) -> CheckResult:
             seen[s.text] = s
             problem = _problem(s, major, train, shipped=False)
             if problem:
-                found.append((lib.path, problem))
+                beside = posixpath.basename(needed) in shipped_names  # the wheel brings it: loads from there
+                (noted if vendored and beside else found).append((lib.path, problem))
     details = _grouped(found)
     if private:
         details.append("private copies (renamed by auditwheel or torch's relocation): " + ", ".join(private))
+    if own_trains:
+        details.append("held to their own train's majors ([[check.libraries]] per-train): " + ", ".join(own_trains))
     if not found:
         if seen:
-            details.insert(0, f"CUDA {train}: " + ", ".join(sorted(seen)) + f" are CUDA {major}'s")
+            names = ", ".join(sorted(seen))
+            whose = "the majors each library is held to" if own_trains or noted else f"CUDA {exp.cuda.major}'s"
+            details.insert(0, f"CUDA {exp.cuda.dotted}: {names} are {whose}")
         else:
             details.insert(0, "no library links or ships an NVIDIA library with a versioned name")
+    details += [f"vendored, reported not failed: {line}" for line in _grouped(noted)]
     return CheckResult(name, not found, details)
 
 
