@@ -48,6 +48,10 @@ class WheelFacts:
     own_lists: list[ListGroup] = field(default_factory=list)
     vendored: list[str] = field(default_factory=list)
     rpath_entries: list[tuple[str, bool]] = field(default_factory=list)  # (entry glob, climbs out)
+    # One kernel library per CUDA train (libbitsandbytes_cuda118.so ... _cuda130.so): the {cu} glob,
+    # and each train's list as its library carries it; empty when the wheel has no such set.
+    per_train_glob: str = ""
+    per_train: dict[Train, ListGroup] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
 
 
@@ -56,13 +60,45 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
     facts = WheelFacts()
     libs = list(info.libraries)
     facts.vendored = sorted(lib.path for lib in libs if lib.has_device_code and _bundled_nvidia(lib.path))
-    groups = _groups([lib for lib in libs if lib.has_device_code and lib.path not in facts.vendored])
-    if groups:
+    coded = [lib for lib in libs if lib.has_device_code and lib.path not in facts.vendored]
+    facts.per_train_glob, per_train = _per_train(coded, train)
+    if per_train:  # the row's train's library gives the row's list; the others are held to theirs
+        facts.per_train = {t: _groups([lib])[0] for t, lib in per_train.items()}
+        facts.row = facts.per_train[train]
+        coded = [lib for lib in coded if lib not in per_train.values()]
+    groups = _groups(coded)
+    if groups and facts.row is None:
         facts.row = max(groups, key=lambda g: (len(g.paths), len(g.elf)))
-        facts.own_lists = [g for g in groups if g is not facts.row]
+    facts.own_lists = [g for g in groups if g is not facts.row]
     _mode(facts, info, wheel, train, platform)
     facts.rpath_entries = _rpath_entries(facts, info, train, platform)
     return facts
+
+
+# A library whose name carries a CUDA train: lib_cuda128.so, ops_cu130.so (the digits are the train).
+_TRAIN_IN_NAME = re.compile(r"^(?P<head>.*cu(?:da)?)(?P<digits>\d{3})(?P<tail>[^/\d][^/]*)$")
+
+
+def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, LibraryInfo]]:
+    """The largest set of libraries that differ only in a train in their name, one per known train,
+    the row's train among them: a wheel that ships one kernel library per CUDA train."""
+    from buildrows.policy.archs import Train as TrainType
+    from buildrows.policy.archs import train_table
+
+    known = train_table()
+    sets: dict[str, dict[TrainType, LibraryInfo]] = {}
+    for lib in libs:
+        m = _TRAIN_IN_NAME.match(lib.path)
+        if not m:
+            continue
+        try:
+            t = TrainType.parse("cu" + m.group("digits"))
+        except ValueError:
+            continue
+        if t in known:
+            sets.setdefault(m.group("head") + "{cu}" + m.group("tail"), {})[t] = lib
+    best = max(((g, by) for g, by in sets.items() if len(by) >= 2 and train in by), key=lambda x: len(x[1]), default=None)
+    return best if best is not None else ("", {})
 
 
 def _bundled_nvidia(path: str) -> bool:
@@ -190,17 +226,33 @@ def list_text(group: ListGroup) -> tuple[str, bool]:
 
 
 def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]:
-    """[cuda.runtime.N] for a mode other than the default."""
+    """[cuda.runtime.N] for a mode other than the default: one per CUDA major of the trains."""
     if facts.mode == "dynamic":
         return []
-    lines = ["", f"[{prefix}cuda.runtime.{train.major}]", f"mode = {_q(facts.mode)}"]
-    if facts.reason:
-        lines.append(f"reason = {_q(facts.reason)}")
-    if facts.extra:
-        lines.append(f"extra = {_q(facts.extra)}")
-    if facts.optional:
-        lines.append("optional = [" + ", ".join(_q(o) for o in facts.optional) + "]")
+    lines: list[str] = []
+    for major in sorted({train.major, *(t.major for t in facts.per_train)}):
+        lines += ["", f"[{prefix}cuda.runtime.{major}]", f"mode = {_q(facts.mode)}"]
+        if facts.reason:
+            lines.append(f"reason = {_q(facts.reason)}")
+        if facts.extra:
+            lines.append(f"extra = {_q(facts.extra)}")
+        if facts.optional:
+            lines.append("optional = [" + ", ".join(_q(o) for o in facts.optional) + "]")
     return lines
+
+
+def trains_of(facts: WheelFacts | None, train: Train) -> list[Train]:
+    """The trains the policy publishes: the row's, and each per-train library's."""
+    return sorted({train, *(facts.per_train if facts else ())}, key=lambda t: (t.major, t.minor))
+
+
+def train_lists(facts: WheelFacts, train: Train) -> list[tuple[list[Train], str, bool]]:
+    """The other trains' lists of a per-train wheel, as (trains, list text, ptx none), trains sharing one list together."""
+    by: dict[tuple[str, bool], list[Train]] = {}
+    for t, group in facts.per_train.items():
+        if t != train:
+            by.setdefault(list_text(group), []).append(t)
+    return [(sorted(ts, key=lambda t: (t.major, t.minor)), text, none) for (text, none), ts in by.items()]
 
 
 def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
@@ -211,6 +263,9 @@ def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
         if climbs:
             lines.append("climbs-out = true")
         lines.append(f"reason = {_q('init found it in the wheel; review: say why it is kept, or drop it from the build')}")
+    if facts.per_train:
+        lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(facts.per_train_glob)}]", "per-train = true",
+                  f"reason = {_q('init saw one library per CUDA train; review: say how the one that loads is chosen')}"]
     if facts.vendored:
         lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.vendored) + "]",
                   "vendored = true", f"reason = {_q('init saw a bundled NVIDIA library (its architectures are NVIDIA choice)')}"]

@@ -17,7 +17,15 @@ from typing import Protocol
 
 from buildrows.errors import BadInput
 from buildrows.policy.archs import ArchList, Train
-from buildrows.policy.from_wheel import WheelFacts, check_toml, infer, list_text, runtime_toml
+from buildrows.policy.from_wheel import (
+    WheelFacts,
+    check_toml,
+    infer,
+    list_text,
+    runtime_toml,
+    train_lists,
+    trains_of,
+)
 from buildrows.policy.model import Driver
 
 #: Python versions a starting policy builds (the seed's allowlist); the running one is added.
@@ -112,12 +120,13 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     else:
         lines.append("# cuda-option = \"MYPROJ_BUILD_CUDA\"  # the project's CMake switch for CUDA, if it has one")
     lines += ["", "[python]", "versions = [" + ", ".join(_q(v) for v in pythons) + "]"]
+    trains = ", ".join(_q(t.dotted) for t in trains_of(cuda.facts, cuda.train)) if cuda is not None else ""
     if cuda is not None:
-        lines += ["", "[cuda]", f"trains = [{_q(cuda.train.dotted)}]"]
+        lines += ["", "[cuda]", f"trains = [{trains}]"]
         if cuda.facts is not None:
             lines += runtime_toml(cuda.facts, cuda.train)
     lines += ["", f"[platforms.{platform}]"]
-    lines.append(f"trains = [{_q(cuda.train.dotted)}]" if cuda is not None else
+    lines.append(f"trains = [{trains}]" if cuda is not None else
                  "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")
     if cpu or cuda is None:
         lines.append("cpu = true  # CPU rows too (CUDA off)")
@@ -126,6 +135,10 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
                   f"archs = {_q(cuda.text)}"]
         if cuda.ptx_none:
             lines.append('ptx = "none"  # the wheel ships no PTX common to its libraries')
+        for others, text, ptx_none in train_lists(cuda.facts, cuda.train) if cuda.facts is not None else []:
+            lines += ["", "# the list its library for these trains carries (one kernel library per train)",
+                      f"[[platforms.{platform}.cuda]]", "trains = [" + ", ".join(_q(t.dotted) for t in others) + "]",
+                      f"archs = {_q(text)}"] + (['ptx = "none"'] if ptx_none else [])
         if cuda.facts is not None:
             lines += check_toml(cuda.facts)
     return "\n".join(lines) + "\n"
@@ -238,6 +251,9 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
         others += [f"{len(facts.vendored)} bundled NVIDIA librar{'ies' if len(facts.vendored) != 1 else 'y'}"] if facts.vendored else []
         source = (f"from {wheel.name}: the list {n} of its librar{'ies' if n != 1 else 'y'} carry"
                   + (f"; {' and '.join(others)} get their own [[check.libraries]] rules" if others else ""))
+        if facts.per_train:
+            source = (f"from {wheel.name}: the list its CUDA {train.dotted} library carries; the libraries of "
+                      f"{len(facts.per_train) - 1} other trains are held to their trains' lists (per-train rule)")
         from buildrows.policy.archs import parse_arch_list
 
         archs = parse_arch_list(text, ptx="none" if ptx_none else "newest")
