@@ -24,6 +24,12 @@ KERNEL = r"""
 extern "C" __global__ void scale(float* x) { x[threadIdx.x] *= 2.0f; }
 extern "C" int launch(float* x) { scale<<<1, 32>>>(x); return (int)cudaDeviceSynchronize(); }
 """
+# A PyTorch extension as its library imports torch: libtorch's C++ API (a mangled c10:: symbol,
+# tied to one torch minor) or only torch's stable C ABI (aoti_torch_*). Left undefined: a shared
+# library may import what the process (torch) provides.
+TORCH_CXX = KERNEL + 'namespace c10 { void fixture_check(); }\nextern "C" void uses_libtorch() { c10::fixture_check(); }\n'
+TORCH_STABLE = KERNEL + ('extern "C" int aoti_torch_get_device_type(void* t, int* d);\n'
+                         'extern "C" int uses_stable(void* t, int* d) { return aoti_torch_get_device_type(t, d); }\n')
 CPU_SOURCE = "int answer(void) { return 42; }\n"
 # A host-only library that calls the runtime: built with -nodlink, so it carries no device code
 # (nvcc's device link step otherwise embeds a default-architecture cubin in every library).
@@ -51,7 +57,8 @@ GENCODES: dict[str, list[str]] = {
 
 @dataclass(frozen=True)
 class Lib:
-    """One library of a fixture: `kind` "kernel" (device code for `gencode`), "host" (calls the
+    """One library of a fixture: `kind` "kernel" (device code for `gencode`), "torch-cxx" / "torch-stable"
+    (a kernel that imports libtorch's C++ API / only torch's stable C ABI), "host" (calls the
     runtime, no device code) or "cpu" (plain C); linked to cudart `shared` or `static`."""
 
     kind: str = "kernel"
@@ -172,7 +179,8 @@ def win_et(name: str, fails: tuple[str, ...], **kw: object) -> Fixture:
 
 TORCH_RECORD: dict[str, str | None] = {"row": "linux-x86_64-cu130-py311", "cuda": "13.0", "torch": "2.14.1",
                                        "torch_cuda": "13.0"}
-TORCH_EXT = {"tx/_C.so": Lib("kernel")}  # torch.utils.cpp_extension sets no RPATH: torch loads cudart
+TORCH_EXT = {"tx/_C.so": Lib("torch-cxx")}  # torch.utils.cpp_extension sets no RPATH: torch loads cudart
+TORCH_STABLE_EXT = {"tx/_C.so": Lib("torch-stable")}
 
 PROMISE_FIXTURES = [
     et("et-good", ()),
@@ -204,6 +212,12 @@ PROMISE_FIXTURES = [
             requires=("torch==2.14.*",), record={**TORCH_RECORD, "torch_cuda": "12.6"}, policy="torch"),
     Fixture("torch-ext-no-record", ("torch-matches-build",), dist="tx", files=TORCH_EXT,
             requires=("torch==2.14.*",), policy="torch"),
+    # torch's stable C ABI only: torch>=X with no upper bound is right, and needs no build record
+    Fixture("torch-stable-ext", (), dist="tx", files=TORCH_STABLE_EXT, requires=("torch>=2.10",), policy="torch"),
+    Fixture("torch-stable-no-lower-bound", ("torch-matches-build",), dist="tx", files=TORCH_STABLE_EXT,
+            requires=("torch",), policy="torch"),
+    Fixture("torch-mode-without-torch", ("torch-matches-build",), dist="tx", files={"tx/_C.so": Lib("kernel")},
+            requires=("torch>=2.10",), policy="torch"),
     Fixture("torch-ext-under-dynamic", ("runtime-declared", "runtime-reached"), dist="tx", files=TORCH_EXT,
             requires=("torch==2.14.*",), record=TORCH_RECORD, policy="dynamic"),
 ]
@@ -323,9 +337,9 @@ def build_lib(work: Path, lib: Lib, nvcc: str) -> Path:
     out = work / f"lib-{lib.kind}-{lib.gencode}-{key}.so"
     if out.exists():
         return out
-    if lib.kind == "kernel":
-        src = work / "kernel.cu"
-        src.write_text(KERNEL)
+    if lib.kind in ("kernel", "torch-cxx", "torch-stable"):
+        src = work / f"{lib.kind}.cu"
+        src.write_text({"kernel": KERNEL, "torch-cxx": TORCH_CXX, "torch-stable": TORCH_STABLE}[lib.kind])
     else:
         src = work / "host.c"
         src.write_text(HOST_SOURCE)

@@ -220,9 +220,11 @@ def make_elf(
     needed: Sequence[str] = (),
     rpath: str | None = None,
     runpath: str | None = None,
+    load_flags: int = 4,
 ) -> bytes:
     """A minimal little-endian ELF64 shared object: the named sections, and a PT_DYNAMIC
-    segment (inside one PT_LOAD mapping the whole file at address 0) when links are given."""
+    segment (inside one PT_LOAD mapping the whole file at address 0, with `load_flags`: 4 read-only,
+    5 read+execute as NVIDIA links its libraries, 6 read+write) when links are given."""
     ehdr_size, phdr_size, shdr_size = 64, 56, 64
     dynamic = bool(needed or rpath or runpath)
     phnum = 2 if dynamic else 0
@@ -278,7 +280,7 @@ def make_elf(
     )  # fmt: skip
     out[:ehdr_size] = header
     if dynamic:
-        load = struct.pack("<IIQQQQQQ", 1, 4, 0, 0, 0, len(out), len(out), 0x1000)
+        load = struct.pack("<IIQQQQQQ", 1, load_flags, 0, 0, 0, len(out), len(out), 0x1000)
         dyn = struct.pack("<IIQQQQQQ", 2, 6, dyn_off, dyn_off, dyn_off, dyn_size, dyn_size, 8)
         out[ehdr_size : ehdr_size + 2 * phdr_size] = load + dyn
     return bytes(out)

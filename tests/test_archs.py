@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from buildrows.policy.archs import Arch, ArchError, Train, parse_arch_list
@@ -102,3 +104,31 @@ def test_train_parse(text: str, train: Train) -> None:
 def test_train_parse_refuses(text: str) -> None:
     with pytest.raises(ValueError, match="is not a CUDA train"):
         Train.parse(text)
+
+
+@pytest.mark.parametrize(
+    ("train", "compiles", "cannot"),
+    [
+        # NVIDIA's release notes: 11.8 adds 8.9 and 9.0 and keeps Kepler; 12.0 drops 3.5/3.7 and adds 9.0a;
+        # 12.8 adds 10.0, 10.1, 12.0; 12.9 adds 10.3, 12.1 and family variants; 13.0 drops below 7.5, 10.1 -> 11.0
+        (Train(11, 8), "3.5 3.7 5.0 8.7 8.9 9.0", ["9.0a", "10.0"]),
+        (Train(12, 0), "5.0 8.9 9.0 9.0a", ["3.7", "10.0"]),
+        (Train(12, 1), "5.0 9.0a", ["10.0"]),
+        (Train(12, 2), "5.0 9.0a", ["10.0"]),
+        (Train(12, 3), "5.0 9.0a", ["10.0"]),
+        (Train(12, 4), "5.0 9.0a", ["10.0"]),
+        (Train(12, 5), "5.0 9.0a", ["10.0"]),
+        (Train(12, 6), "5.0 9.0a", ["10.0"]),
+        (Train(12, 8), "5.0 10.0a 10.1 12.0a", ["10.3", "10.0f"]),
+        (Train(12, 9), "5.0 10.3 12.1 10.0f 12.1a", ["11.0"]),
+        (Train(13, 0), "7.5 11.0 12.1f", ["7.0", "10.1"]),
+        (Train(13, 1), "7.5 11.0", ["7.0"]),
+        (Train(13, 2), "7.5 11.0", ["7.0"]),
+        (Train(13, 4), "7.5 11.0", ["7.0"]),
+    ],
+)
+def test_every_train_from_11_8_compiles_what_nvidia_says(train: Train, compiles: str, cannot: list[str]) -> None:
+    parse_arch_list(compiles, train=train)
+    for token in cannot:
+        with pytest.raises(ArchError, match=f"'{re.escape(token)}': CUDA {train.dotted} cannot compile"):
+            parse_arch_list(f"{compiles} {token}", train=train)

@@ -154,9 +154,7 @@ def test_a_bug_in_one_row_is_that_rows_exit_1_and_the_summary_still_prints(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from buildrows.build import (
-        orchestrate as build,  # provide() lives in the build stage since the layout change
-    )
+    from buildrows.build import orchestrate as build
     from buildrows.cli import main
     from buildrows.ui import UI
 

@@ -89,7 +89,8 @@ def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) 
     assert report["row"] == "linux-x86_64-cu130-py311"
     assert report["libraries"] == {"fx/_core.so": {"elf": ["sm_75", "sm_90"], "ptx": ["sm_90"]}}
     assert [c["name"] for c in report["checks"]] == [
-        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "binary-machine"]
+        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "binary-machine",
+        "cuda-soname-majors"]
 
 
 def test_row_inferred_from_wheel_name_and_policy(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
@@ -234,7 +235,11 @@ PROMISE_MESSAGES = {
                              "against (2.14.1); declare torch==2.14.*",
     "torch-ext-cu126-torch": "built against torch 2.14.1 for CUDA 12.6, but the row is CUDA 13.0",
     "torch-ext-no-record": "the wheel has no build record (.dist-info/buildrows.json), so which torch it was compiled "
-                           "against is unknown",
+                           "against is unknown\n         fix: give it: `buildrows check WHEEL --torch 2.8.0` (the "
+                           "torch the wheel was built against), or build it with `buildrows build`, which records it",
+    "torch-stable-no-lower-bound": "Requires-Dist 'torch': no lower bound: torch's stable ABI grows with each release, "
+                                   "so declare torch>=X.Y",
+    "torch-mode-without-torch": "mode \"torch\", but no library links libtorch or imports torch's C++ or stable C ABI",
     "win-et-missing-import-library": "missing executorch/lib/executorch_backend_cuda.lib: the policy requires it "
                                      "(a C++ application links executorch::backend_cuda",
     "win-et-dll-imports-cudart": "executorch/lib/executorch_backend_cuda.dll links cudart64_13.dll, but must link no "
@@ -282,7 +287,33 @@ def test_torch_pin_passes_and_says_what_it_compared(wheels: dict[str, Path], cli
     fx = next(f for f in mcf.PROMISE_FIXTURES if f.name == "torch-ext")
     r = cli(*_policy_args(fx, wheels), "check", str(wheels["torch-ext"]))
     assert r.code == 0, r.out
-    assert "requires torch==2.14.*: admits the recorded torch 2.14.1 (CUDA 13.0) and no other minor version" in r.out
+    assert "requires torch==2.14.*: admits torch 2.14.1 (CUDA 13.0), recorded, and no other minor version" in r.out
+    assert "tx/_C.so imports libtorch's C++ API (1 symbols, e.g. _ZN3c1013fixture_checkEv)" in r.out
+
+
+@pytest.mark.parametrize(("name", "args", "code", "message"), [
+    # a wheel built elsewhere: the torch it compiled against comes from the command line
+    ("torch-ext-no-record", ["--torch", "2.14.1"], 0, "requires torch==2.14.*: admits torch 2.14.1, given with --torch,"),
+    ("torch-ext-no-record", ["--torch", "2.13.0"], 5, "==2.14.* does not admit the torch the wheel was built against (2.13.0)"),
+    ("torch-ext", ["--torch", "2.13.0"], 5, "--torch 2.13.0 contradicts the build record, which says torch 2.14.1"),
+    ("torch-ext", ["--torch", "two"], 2, "--torch: 'two' is not a version"),
+    ("torch-stable-ext", [], 0, "1 libraries import only torch's stable C ABI (1 aoti_torch_*/torch_* symbols, "
+                                "no libtorch C++ symbol)"),
+    ("torch-stable-ext", ["--torch", "2.9.1"], 5, ">=2.10 does not admit torch 2.9.1, which the wheel was built against"),
+])
+def test_torch_version_from_the_command_line(name: str, args: list[str], code: int, message: str,
+                                             wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    fx = next(f for f in mcf.PROMISE_FIXTURES if f.name == name)
+    r = cli(*_policy_args(fx, wheels), "check", str(wheels[name]), *args)
+    assert r.code == code, r.out + r.err
+    assert message in r.out + r.err
+    assert "Traceback" not in r.err
+
+
+def test_torch_flag_refused_outside_torch_mode(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels["good"]), "--archs", mcf.ROW_ARCHS, "--torch", "2.8.0")
+    assert r.code == 2
+    assert "--torch 2.8.0: the row linux-x86_64-cu130-py311 is not a PyTorch extension's (its runtime mode is 'dynamic')" in r.err
 
 
 def test_separable_compilation_is_explained(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
@@ -335,7 +366,7 @@ def test_loose_library_and_install_tree(wheels: dict[str, Path], cli: Callable[.
     assert r.code == 0, r.out + r.err
     report = json.loads(r.out)
     assert [c["name"] for c in report["checks"]] == [
-        "cuda-libraries-present", "runtime-reached", "device-code-covers-row", "binary-machine"]
+        "cuda-libraries-present", "runtime-reached", "device-code-covers-row", "binary-machine", "cuda-soname-majors"]
     r = cli("check", str(tree), "--cuda", "13.0", "--archs", "9.0")
     assert r.code == 5
     assert "lib/libfx.so: device code for sm_75, which the row does not list" in r.out

@@ -161,3 +161,80 @@ def test_init_then_build_gives_a_first_checked_wheel(tmp_path: Path, cli: Callab
     assert wheel.is_file()
     assert f"{wheel}  (" in r.out and f"[linux-x86_64-cu130-py{PYT}: check PASS]" in r.out
     assert "  verdict: PASS" in r.err and "check took " in r.err and "doctor took " in r.err
+
+
+# init --from-wheel on wheels of the shapes real CUDA projects publish (issue 20): the policy it
+# writes must pass `check` on the wheel it was written from. (files: member -> Lib; requires; what
+# the policy must say; extra check arguments)
+_RT = "nvidia-cuda-runtime>=13,<14"
+ROUND_TRIP = {
+    "torch-cxx": ({"tx/_C.so": mcf.Lib("torch-cxx")}, ("torch==2.14.*",), 'mode = "torch"', ["--torch", "2.14.1"]),
+    "torch-stable": ({"tx/_C.so": mcf.Lib("torch-stable")}, ("torch>=2.10",), 'mode = "torch"', []),
+    "torch-runtime": ({"tx/libk_cuda130.so": mcf.Lib("kernel", rpath="/usr/local/cuda-13.0/lib64")}, ("torch>=2.3,<3",),
+                      'mode = "torch-runtime"', []),
+    "preload": ({"tx/_C.so": mcf.Lib("kernel")}, (_RT,), 'mode = "preload"', []),
+    "plugin-two-layouts": ({"tx/_C.so": mcf.Lib("kernel", rpath="$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../nvidia/cu13/lib")},
+                           (f"{_RT}; extra == 'with-cuda'",), "climbs-out = true", []),
+    "static": ({"tx/_C.so": mcf.Lib("kernel", cudart="static")}, (), 'mode = "static"', []),
+    "per-library-lists": ({"tx/_a.so": mcf.Lib("kernel", rpath=mcf.GOOD_RPATH),
+                           "tx/_b.so": mcf.Lib("kernel", rpath=mcf.GOOD_RPATH),
+                           "tx/_old.so": mcf.Lib("kernel", "only75", rpath=mcf.GOOD_RPATH)}, (mcf.RUNTIME_13,),
+                          'files = ["tx/_old.so"]\narchs = "7.5"', []),
+    "vendored-nvidia": ({"tx/_C.so": mcf.Lib("kernel", rpath=mcf.GOOD_RPATH),
+                         "tx.libs/libnvjpeg.8dd2b5e6.so.13": mcf.Lib("kernel", "extra")}, (mcf.RUNTIME_13,),
+                        'files = ["tx.libs/libnvjpeg.8dd2b5e6.so.13"]\nvendored = true', []),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ROUND_TRIP))
+def test_init_from_wheel_round_trips(shape: str, tmp_path: Path, cli: Callable[..., Result],
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH")
+    files, requires, says, check_args = ROUND_TRIP[shape]
+    work = tmp_path / "work"
+    work.mkdir()
+    wheel = tmp_path / "tx-1.0+cu130-cp311-cp311-manylinux_2_28_x86_64.whl"
+    mcf.write_wheel(wheel, "tx", "1.0+cu130", {m: mcf.build_lib(work, lib, mcf._nvcc()).read_bytes()
+                                               for m, lib in files.items()}, requires, "cp311-cp311-manylinux_2_28_x86_64")
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    r = cli("init", "--from-wheel", str(wheel))
+    assert r.code == 0, r.err
+    text = (project / "buildrows.toml").read_text()
+    assert says in text, text
+    r = cli("check", str(wheel), "--row", "linux-x86_64-cu130-py311", *check_args)
+    assert r.code == 0, text + r.out + r.err
+    assert "verdict: PASS" in r.out
+
+
+def test_init_from_wheel_writes_a_per_train_rule_for_one_library_per_train(
+        tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    """bitsandbytes' shape: one kernel library per CUDA train. init writes every train with the list its
+    library carries and a per-train rule, so each library's device code AND soname majors are held to its
+    own train (an `archs` rule would leave libk_cuda128.so's libcudart.so.12 failing on the 13.0 row)."""
+    from cuda_tools import fatbin_container, fatbin_entry, make_elf, make_wheel
+
+    def kernel(needed: str, *sms: int) -> bytes:
+        return make_elf([(".nv_fatbin", fatbin_container([fatbin_entry(2, sm) for sm in sms]))], needed=[needed])
+
+    metadata = "Metadata-Version: 2.1\nName: tx\nVersion: 1.0+cu130\nRequires-Dist: torch>=2.3,<3\n"
+    wheel = make_wheel(tmp_path / "tx-1.0+cu130-cp311-cp311-manylinux_2_28_x86_64.whl",
+                       {"tx/libk_cuda128.so": kernel("libcudart.so.12", 80, 90),
+                        "tx/libk_cuda130.so": kernel("libcudart.so.13", 90, 100)}, metadata=metadata)
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    r = cli("init", "--from-wheel", str(wheel))
+    assert r.code == 0, r.err
+    text = (project / "buildrows.toml").read_text()
+    assert 'files = ["tx/libk_cuda{cu}.so"]\nper-train = true' in text, text
+    assert 'trains = ["12.8", "13.0"]' in text and 'trains = ["12.8"]\narchs = "8.0 9.0"' in text, text
+    r = cli("check", str(wheel), "--row", "linux-x86_64-cu130-py311")
+    assert r.code == 0, text + r.out + r.err
+    assert "tx/libk_cuda128.so (CUDA 12.8)" in r.out and "1 library carries exactly sm_80 sm_90: CUDA 12.8's list" in r.out
+    # an `archs` rule holds the device code but not the train: the 12.8 library's runtime fails the 13.0 row
+    (project / "buildrows.toml").write_text(text.replace('files = ["tx/libk_cuda{cu}.so"]\nper-train = true',
+                                                         'files = ["tx/libk_cuda*.so"]\narchs = "8.0 9.0 10.0"\nptx = "none"'))
+    r = cli("check", str(wheel), "--row", "linux-x86_64-cu130-py311")
+    assert r.code == 5
+    assert "tx/libk_cuda128.so: links libcudart.so.12 (cudart (the CUDA runtime) of CUDA 12), but the row is CUDA 13.0" in r.out

@@ -213,3 +213,48 @@ def test_member_changed_before_a_re_read(tmp_path: Path, deflated: bool, message
     path.write_bytes(path.read_bytes()[:1000])
     with pytest.raises(inflate.InflateError, match=message):
         stream.read(200000, 100)
+
+
+@pytest.mark.parametrize("flags", [4, 5, 6], ids=["read-only", "read+execute", "read+write"])
+@pytest.mark.parametrize("order", ["fatbin-first", "fatbin-last"])
+def test_fat_binary_in_any_segment_and_any_section_order_streams(flags: int, order: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """NVIDIA's libraries and CuPy's put .nv_fatbin in the read+execute segment: it is recognised while
+    streaming there too (never read whole into memory), with the in-memory reader's answer."""
+    from buildrows.binaries import libstream
+
+    big = fatbin_container([fatbin_entry(2, 80, payload=b"\x5a" * (3 << 20)), fatbin_entry(2, 90), fatbin_entry(1, 90)])
+    text = (".text", random.Random(3).randbytes(1 << 20))
+    sections = [(".nv_fatbin", big), text] if order == "fatbin-first" else [text, (".nv_fatbin", big)]
+    data = make_elf(sections, needed=["libcudart.so.13"], load_flags=flags)
+    assert _code(data, tmp_path) == (("sm_80", "sm_90"), ("sm_90",))
+
+    def whole(section: bytes) -> object:
+        raise AssertionError(f"a {len(section)}-byte section was read whole")
+
+    monkeypatch.setattr(libstream, "list_device_code", whole)
+    path = tmp_path / "lib.bin"
+    for deflated in (True, False):
+        packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+        path.write_bytes(packer.compress(data) + packer.flush() if deflated else data)
+        stream = MemberStream(lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data),
+                              deflated=deflated, out_chunk=1 << 16, checkpoint_interval=1 << 20)
+        lib = libstream.read_streamed(stream)
+        assert (lib.device_code.cubins, lib.device_code.ptx) == (("sm_80", "sm_90"), ("sm_90",))
+
+
+@pytest.mark.parametrize("deflated", [True, False])
+def test_member_stream_gives_any_range_in_pieces(tmp_path: Path, deflated: bool) -> None:
+    data = random.Random(5).randbytes(3 << 20)
+    path = tmp_path / "m.bin"
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    path.write_bytes(packer.compress(data) + packer.flush() if deflated else data)
+    stream = MemberStream(lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data),
+                          deflated=deflated, out_chunk=1 << 16, checkpoint_interval=1 << 20)
+    for _ in stream.chunks():
+        pass
+    for offset, size in [(0, 10), (12345, 2 << 20), (len(data) - 5, 100), (1 << 20, 1)]:
+        pieces = list(stream.read_pieces(offset, size))
+        assert b"".join(p for _, p in pieces) == data[offset : offset + size]
+        assert all(len(p) <= 1 << 16 for _, p in pieces)
+        assert [o for o, _ in pieces] == [offset + sum(len(p) for _, p in pieces[:i]) for i in range(len(pieces))]

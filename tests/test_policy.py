@@ -126,7 +126,26 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
          "[project.env-switches[1]]: 'FORCE-CUDA' is not an environment variable name"),
         # the check's promises (SPEC §8, real projects)
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "shared"'), 2,
-         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', got 'shared'"),
+         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', 'preload', 'torch-runtime', got 'shared'"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "preloaded"'), 2,
+         "fix: write mode = \"preload\""),
+        # the modes that say the project loads CUDA itself need their reason (issue 20)
+        (('[cuda.runtime.13]\nmode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+          'library-dir = "nvidia/cu13/lib"', '[cuda.runtime.13]\nmode = "preload"'), 2,
+         "[cuda.runtime.13.reason]: mode 'preload' needs a reason"),
+        (('[cuda.runtime.13]\nmode = "dynamic"\nrequirements = ["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'"]\n'
+          'library-dir = "nvidia/cu13/lib"', '[cuda.runtime.13]\nmode = "torch-runtime"\nreason = " "'), 2,
+         "[cuda.runtime.13.reason]: mode 'torch-runtime' needs a reason"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\nextra = "with-cuda"'), 2,
+         "[cuda.runtime.13.extra]: extra is only used when mode is \"preload\" (here 'dynamic')"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\noptional = "libnccl*"'), 2,
+         "[cuda.runtime.13.optional]: expected a list of strings"),
+        (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "dynamic"\nreasons = "x"'), 2,
+         "unknown key 'reasons'\n    fix: did you mean 'reason'?"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nclimbs-out = true'), 2,
+         "[check.rpath-exceptions[0].climbs-out]: climbs-out accepts entries as written, so it needs entry"),
+        (('reaches = "torch/lib"', 'reaches = "torch/lib"\nclimbs_out = true'), 2,
+         "unknown key 'climbs_out'\n    fix: did you mean 'climbs-out'?"),
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "static"'), 2,
          "library-dir is only used when mode is \"dynamic\" (here 'static')\n    fix: remove library-dir"),
         (('pull-request = ["13.0"]', 'pull-request = ["13.1"]'), 2,
@@ -209,6 +228,9 @@ def test_example_policy_validates_against_the_json_schema() -> None:
 
     schema = json.loads((REPO / "buildrows" / "data" / "buildrows.schema.json").read_text())
     jsonschema.validate(tomllib.loads(EXAMPLE_POLICY.read_text()), schema)
+    for real in sorted((REPO / "tests" / "data" / "real-wheels").glob("*.toml")):
+        if real.name != "wheels.toml":  # the pinned wheel list, not a policy
+            jsonschema.validate(tomllib.loads(real.read_text()), schema)
 
 
 def test_parser_build_imports_nothing_heavy() -> None:
@@ -315,3 +337,77 @@ def test_show_lists_the_checks_promises(cli: Callable[..., Result]) -> None:
     assert "check.required" in r.out and "executorch/lib/libexecutorch_backend_cuda.so" in r.out
     assert "check.rpath_exception      entry /lib/intel64: arrives from PyTorch's exported link interface" in r.out
     assert "check.runtime_mode         dynamic" in r.out
+
+
+OLD_TRAINS = """[project]
+name = "fx"
+[python]
+versions = ["3.12"]
+[cuda]
+trains = [{trains}]
+pull-request = ["{pr}"]
+[platforms.linux-x86_64]
+trains = [{trains}]
+[platforms.linux-aarch64]
+trains = [{trains}]
+{lists}
+"""
+
+
+def _old_trains_policy(tmp_path: Path, trains: list[str], pr: str) -> Path:
+    quoted = ", ".join(f'"{t}"' for t in trains)
+    lists = "".join(f'[[platforms.{p}.cuda]]\ntrains = ["{t}"]\narchs = "8.0 9.0"\n'
+                    for p in ("linux-x86_64", "linux-aarch64") for t in trains)
+    path = tmp_path / "buildrows.toml"
+    path.write_text(OLD_TRAINS.format(trains=quoted, pr=pr, lists=lists))
+    return path
+
+
+def test_every_train_from_11_8_makes_rows(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    trains = ["11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9", "13.0"]
+    r = cli("--config", str(_old_trains_policy(tmp_path, trains, "12.4")), "rows")
+    assert r.code == 0, r.err
+    for t in trains:
+        assert f"linux-x86_64-cu{t.replace('.', '')}-py312" in r.out
+
+
+@pytest.mark.parametrize(
+    ("trains", "pr", "messages"),
+    [
+        # one unknown train, named in cuda.trains, two platforms' trains, two lists and pull-request: one error
+        (["12.7", "12.8"], "12.7", ["[cuda.trains[0]]: buildrows does not know which architectures CUDA 12.7 compiles\n"
+                                    "    fix: use a train buildrows knows: 11.8, 12.0, 12.1, 12.2, 12.3, 12.4, 12.5, "
+                                    "12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.4"]),
+        # three mistakes, three errors
+        (["10.2", "11.7", "cu12.8"], "cu12.8", ["[cuda.trains[0]]: buildrows does not know which architectures CUDA 10.2",
+                                              "[cuda.trains[1]]: buildrows does not know which architectures CUDA 11.7",
+                                              "[cuda.trains[2]]: 'cu12.8' is not a CUDA train"]),
+    ],
+)
+def test_one_error_per_train_mistake(trains: list[str], pr: str, messages: list[str], tmp_path: Path,
+                                     cli: Callable[..., Result]) -> None:
+    r = cli("--config", str(_old_trains_policy(tmp_path, trains, pr)), "rows")
+    assert r.code == 2, r.err
+    assert f"({len(messages)} problem{'s' if len(messages) > 1 else ''})" in r.err, r.err
+    for m in messages:
+        assert m in r.err
+    assert "not on the train allowlist" not in r.err and "does not publish" not in r.err
+
+
+def test_show_lists_the_new_check_rules(cli: Callable[..., Result]) -> None:
+    """The reason of a preload/torch-runtime mode, climbs-out exceptions and library rules (issue 20)."""
+    real = REPO / "tests" / "data" / "real-wheels"
+    r = cli("--config", str(real / "bitsandbytes.toml"), "show", "linux-x86_64-cu128-py312")
+    assert r.code == 0, r.err
+    assert "check.runtime_mode         torch-runtime (bitsandbytes/cextension.py loads" in r.out
+    assert ("check.libraries            bitsandbytes/libbitsandbytes_cuda{cu}.so: its train's list: one kernel library "
+            "per CUDA train") in r.out
+    r = cli("--config", str(real / "bitsandbytes.toml"), "show", "linux-x86_64-cu118-py312")  # its 11.8 row
+    assert r.code == 0, r.err
+    assert "check.runtime_mode         torch-runtime (bitsandbytes/cextension.py loads" in r.out
+    r = cli("--config", str(real / "jax-cuda12-plugin.toml"), "show", "linux-x86_64-cu129-py312", "--json")
+    check = json.loads(r.out)["check"]
+    assert check["rpath_exceptions"][0]["climbs_out"] is True
+    assert check["runtime_reason"].startswith("the plugin dlopens")
+    r = cli("--config", str(real / "torchvision.toml"), "show", "linux-x86_64-cu128-py312", "--json")
+    assert json.loads(r.out)["check"]["libraries"][0]["vendored"] is True

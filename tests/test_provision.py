@@ -177,7 +177,7 @@ def test_a_provisioned_toolkit_of_another_train_is_refused(tmp_path: Path) -> No
 
 
 def test_the_built_wheel_must_carry_the_rows_python_tag(tmp_path: Path) -> None:
-    from buildrows.build.orchestrate import python_tag_problem
+    from buildrows.check.tags import python_tag_problem
 
     pol = load_policy(str(EXAMPLE))
     row = pol.row("linux-x86_64-cu132-py312")

@@ -17,7 +17,8 @@ Few candidates are ever live at once, whatever the bytes: the search never looks
 container being read, a header is read as soon as its 16 bytes have passed, and a container's
 search for the next non-zero byte ends at the next header. That guarantee also lets the search be
 cheap where it can: it looks only inside the ranges it is told
-fat binaries are likely in (:meth:`FatbinScanner.limit_to`: an ELF's read-only loaded segments)
+fat binaries are likely in (:meth:`FatbinScanner.limit_to`: an ELF's loaded segments, read-only or
+read+execute alike)
 and not inside a container already being read (a payload is not a container). A container missed
 that way, or a container skipped over that turns out malformed, only means a re-read.
 """
@@ -100,6 +101,12 @@ class FatbinScanner:
     def limit_to(self, regions: list[tuple[int, int]]) -> None:
         """Search only inside these ``(start, end)`` ranges from now on."""
         self.regions = sorted(regions)
+
+    def searched(self, offset: int, size: int) -> bool:
+        """Whether the search looked inside the whole range ``[offset, offset + size)``."""
+        if self.regions is None:
+            return True
+        return any(a <= offset and offset + size <= b for a, b in self.regions)
 
     def feed(self, offset: int, data: bytes) -> None:
         """The next piece of the file (``offset`` must be where the previous one ended)."""

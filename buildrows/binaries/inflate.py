@@ -193,22 +193,34 @@ class MemberStream:
 
         Call after :meth:`chunks` ran to the end (the member's size and CRC are then known good).
         """
+        return b"".join(piece for _, piece in self.read_pieces(offset, size))
+
+    def read_pieces(self, offset: int, size: int) -> Iterator[tuple[int, bytes]]:
+        """``(offset, bytes)`` pieces of ``[offset, offset + size)`` in order, inflated again from the
+        nearest checkpoint and never held together: a range as large as the member costs a chunk of
+        memory, not its size. Call after :meth:`chunks` ran to the end."""
         end = min(offset + size, self.size)
         if offset >= end:
-            return b""
+            return
+        got = offset
         with self.open_file() as fp:
             if not self.deflated:
                 fp.seek(self.data_start + offset)
-                data = fp.read(end - offset)
+                while got < end:
+                    piece = fp.read(min(self.out_chunk, end - got))
+                    if not piece:
+                        break
+                    yield got, piece
+                    got += len(piece)
             else:
                 point = max((c for c in self.checkpoints if c.out_pos <= offset), key=lambda c: c.out_pos)
-                parts: list[bytes] = []
                 for pos, piece in self._run(fp, point, record=False):
                     if pos + len(piece) > offset:
-                        parts.append(piece[max(offset - pos, 0) : end - pos])
+                        lo = max(offset - pos, 0)
+                        part = piece[lo : end - pos]
+                        yield pos + lo, part
+                        got = pos + lo + len(part)
                     if pos + len(piece) >= end:
                         break
-                data = b"".join(parts)
-        if len(data) != end - offset:
+        if got != end:
             raise InflateError("member changed while it was read")
-        return data

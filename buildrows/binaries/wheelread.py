@@ -39,6 +39,7 @@ __all__ = [
     "WheelError",
     "WheelInfo",
     "WheelName",
+    "check_archive",
     "describe_library",
     "is_shared_library",
     "iter_libraries",
@@ -194,6 +195,14 @@ def read_wheel(
         members=tuple(i.filename for i in infos),
         build_record=record,
     )
+
+
+def check_archive(path: str | os.PathLike[str]) -> None:
+    """Refuse (:class:`WheelError`) a file that is not a zip archive or whose member names are unsafe:
+    the central directory only, nothing inflated (what `check` tries before it judges the name)."""
+    wheel = Path(path)
+    with _open_zip(wheel) as zf:
+        _checked_members(wheel, zf)
 
 
 def read_dist_info_member(path: str | os.PathLike[str], filename: str) -> bytes | None:

@@ -3,18 +3,19 @@ command line says (`CheckRequest`), and `check_wheel`, which reads the artifact 
 
 from __future__ import annotations
 
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from buildrows.errors import BadInput, Refused
 
 if TYPE_CHECKING:
     from buildrows.binaries.looseread import LooseInfo
-    from buildrows.binaries.wheelread import WheelInfo
+    from buildrows.binaries.wheelread import WheelName
     from buildrows.check.judges import Artifact, CheckResult, Expectation
     from buildrows.policy.archs import ArchList, Train
-    from buildrows.policy.model import Policy, Row
+    from buildrows.policy.model import Policy, Row, Runtime
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class CheckRequest:
     cuda: str | None = None
     config: str | None = None
     json: bool = False
+    ptx: str | None = None  # "none", "newest" or one architecture: overrides the list's PTX choice
+    torch: str | None = None  # the torch the wheel was compiled against, for a wheel without a build record
 
 
 def policy_for(args: CheckRequest) -> Policy | None:
@@ -58,28 +61,61 @@ def _given_train(args: CheckRequest) -> Train | None:
         raise BadInput(f"--cuda: {e}") from e
 
 
-def _archs(text: str, train: Train | None) -> ArchList:
+def _archs(text: str, train: Train | None, ptx: str | None = None) -> ArchList:
     from buildrows.policy.archs import ArchError, parse_arch_list
 
     try:
-        return parse_arch_list(text, train=train)
+        return parse_arch_list(text, train=train, ptx=ptx or "newest")
     except ArchError as e:
-        raise BadInput(f"--archs: {e}" + (f"\n    fix: {e.hint}" if e.hint else "")) from e
+        what = "--ptx" if ptx and (e.token == ptx or "ptx =" in str(e)) else "--archs"
+        raise BadInput(f"{what}: {e}" + (f"\n    fix: {e.hint}" if e.hint else "")) from e
+
+
+def _row_archs(args: CheckRequest, row: Row) -> ArchList | None:
+    """The row's list, or --archs in the row's train; --ptx overrides the PTX choice of either."""
+    if row.cuda is None:
+        if args.archs or args.ptx:
+            flag = "--archs" if args.archs else "--ptx"
+            raise BadInput(f"{flag} names GPU code, but --row {row.name} is a CPU row\n"
+                           "    fix: drop it, or name the CUDA row the wheel was built for")
+        return None
+    if args.archs:
+        return _archs(args.archs, row.cuda, args.ptx)
+    archs = row.require_archs("check")
+    if args.ptx:
+        return _archs(" ".join(archs.dotted), row.cuda, args.ptx)
+    return archs
+
+
+def _runtime_fields(rt: Runtime | None) -> dict[str, Any]:
+    """What the row's runtime table adds to the expectation beyond requirements and library-dir."""
+    if rt is None:
+        return {"mode": "dynamic"}
+    return {"mode": rt.mode, "mode_reason": rt.reason, "runtime_extra": rt.extra, "optional_sonames": rt.optional}
+
+
+def _train_archs(policy: Policy, platform: str) -> tuple[tuple[Train, ArchList], ...]:
+    """Each train's architecture list on one platform (for per-train library rules)."""
+    out: dict[Train, ArchList] = {}
+    for r in policy.rows:
+        if r.platform == platform and r.cuda is not None and r.archs is not None and r.cuda not in out:
+            out[r.cuda] = r.archs
+    return tuple(out.items())
 
 
 def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, loose: bool) -> Expectation:
     from buildrows.check.judges import Expectation
 
-    archs = row.require_archs("check") if row.cuda is not None else None
-    if args.archs:
-        archs = _archs(args.archs, row.cuda)
+    archs = _row_archs(args, row)
     rt = row.runtime
     return Expectation(row.name, row.platform, row.cuda, archs,
                        rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions,
                        files=tuple(r for r in policy.check.files if r.applies_to(row.name)),
-                       machine=machine, loose=loose)
+                       machine=machine, loose=loose,
+                       library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row.name)),
+                       train_archs=_train_archs(policy, row.platform))
 
 
 def _row_given(args: CheckRequest, policy: Policy | None) -> Row:
@@ -95,51 +131,59 @@ def _row_given(args: CheckRequest, policy: Policy | None) -> Row:
     return row
 
 
-def expectation(args: CheckRequest, info: WheelInfo, policy: Policy | None) -> Expectation:
-    from buildrows.check.judges import (
-        Expectation,
-        platform_of_wheel,
-        python_of_wheel,
-        train_of_wheel,
-    )
+def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: Policy | None) -> Expectation:
+    """The row a wheel is held to, from its file name alone (buildrows.check.tags), so that a tag
+    problem is reported before any library is inflated."""
+    from buildrows.check.judges import Expectation
     from buildrows.check.promises import machine_of_platform_tag
+    from buildrows.check.tags import (
+        platform_of_name,
+        platforms_of_name,
+        python_of_name,
+        train_of_name,
+    )
     from buildrows.policy.load import default_runtimes, row_name
 
-    wheel = info.path.name
-    machines = {m for m in map(machine_of_platform_tag, info.name.platform_tags) if m}
+    wheel = wheel_path.name
+    machines = {m for m in map(machine_of_platform_tag, name.platform_tags) if m}
     machine = machines.pop() if len(machines) == 1 else None
     if args.row:
         return _for_row(args, _row_given(args, policy), cast("Policy", policy), machine, loose=False)
-    platform = platform_of_wheel(info)
-    python = python_of_wheel(info)
-    train = train_of_wheel(info)
+    platform = platform_of_name(name)
+    python = python_of_name(name)
+    train = train_of_name(name)
     given = _given_train(args)
     if given is not None:
         if train is not None and given != train:
             raise BadInput(f"--cuda {given.dotted} contradicts the wheel's tag +{train.cu}\n"
                            "    fix: drop --cuda, or check the wheel you meant")
         train = given
-    elif train is None and args.archs:
-        raise BadInput(f"{wheel}: --archs names GPU architectures, but the wheel's name carries no +cuXYZ tag, "
-                       "so its CUDA train is unknown\n    fix: pass --cuda 13.0 (the train it was built with)")
+    elif train is None and (args.archs or args.ptx):
+        raise BadInput(f"{wheel}: --{'archs' if args.archs else 'ptx'} names GPU code, but the wheel's name carries "
+                       "no +cuXYZ tag, so its CUDA train is unknown\n"
+                       "    fix: pass --cuda 13.0 (the train it was built with)")
     if platform is None or python is None:
-        raise BadInput(f"{wheel}: cannot infer the row (platform tags {'.'.join(info.name.platform_tags)}, "
-                       f"python tags {'.'.join(info.name.python_tags)})\n    fix: pass --row ROW --config POLICY")
-    name = row_name(platform, train, python.version)
-    found = policy.row(name) if policy is not None else None
+        several = platforms_of_name(name)
+        why = (f"its platform tags name several platforms ({', '.join(sorted(several))})" if len(several) > 1 else
+               "no platform tag names a platform buildrows builds (linux x86_64/aarch64, win_amd64)"
+               if platform is None else "no python tag names CPython 3 (cpXY, cpXY-abi3, pyX-none)")
+        raise BadInput(f"{wheel}: cannot infer the row: {why} (platform tags {'.'.join(name.platform_tags)}, "
+                       f"python tags {'.'.join(name.python_tags)}-{'.'.join(name.abi_tags)})\n"
+                       "    fix: pass --row ROW --config POLICY")
+    row = row_name(platform, train, python.version)
+    found = policy.row(row) if policy is not None else None
     if found is None and python.abi3 and policy is not None:
-        # One abi3 wheel serves every Python from its tag on: the oldest such row of the policy stands for them.
+        # A wheel for every Python from its tag on (abi3, pyX-none): the oldest such row of the policy stands for them.
         serves = [r for r in policy.rows if r.platform == platform and r.cuda == train and r.empty_reason is None
-                  and not r.python.endswith("t") and _py(r.python) >= _py(python.version)]
-        found = min(serves, key=lambda r: _py(r.python)) if serves else None
+                  and python.serves(r.python)]
+        found = min(serves, key=lambda r: (_py(r.python), r.python)) if serves else None
     if found is not None and policy is not None:
         return _for_row(args, found, policy, machine, loose=False)
     if policy is not None and not args.archs:
         from buildrows.policy.rows import refuse_excluded_python
 
-        refuse_excluded_python(policy, name)
-        what = f"abi3 (Python {python.version} and newer)" if python.abi3 else f"Python {python.version}"
-        raise Refused(f"{wheel}: inferred row {name} ({what}) is not in {policy.path}\n"
+        refuse_excluded_python(policy, row)
+        raise Refused(f"{wheel}: inferred row {row} ({python.described}) is not in {policy.path}\n"
                       "    fix: pass --row, or add the row to the policy")
     runtimes = policy.runtimes if policy is not None else tuple(default_runtimes().items())
     rt = dict(runtimes).get(train.major) if train else None
@@ -148,17 +192,19 @@ def expectation(args: CheckRequest, info: WheelInfo, policy: Policy | None) -> E
         if not args.archs:
             raise BadInput(f"{wheel}: a CUDA {train.dotted} wheel needs the row's architecture list\n"
                            "    fix: pass --archs '8.0 9.0 ...' or --row ROW --config POLICY")
-        archs = _archs(args.archs, train)
-    return Expectation(name, platform, train, archs, rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+        archs = _archs(args.archs, train, args.ptx)
+    return Expectation(row, platform, train, archs, rt.requirements if rt else (), rt.library_dir if rt else None,
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions if policy else (),
-                       files=tuple(r for r in policy.check.files if r.applies_to(name)) if policy else (),
-                       machine=machine)
+                       files=tuple(r for r in policy.check.files if r.applies_to(row)) if policy else (),
+                       machine=machine,
+                       library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row)) if policy else (),
+                       train_archs=_train_archs(policy, platform) if policy else ())
 
 
 def _py(version: str) -> tuple[int, int]:
-    major, minor = version.rstrip("t").split(".")
-    return int(major), int(minor)
+    major, _, minor = version.rstrip("t").partition(".")
+    return int(major), int(minor or 0)
 
 
 def loose_expectation(args: CheckRequest, info: LooseInfo, policy: Policy | None) -> Expectation:
@@ -172,6 +218,9 @@ def loose_expectation(args: CheckRequest, info: LooseInfo, policy: Policy | None
         want = "x86_64" if row.machine == "amd64" else row.machine
         return _for_row(args, row, cast("Policy", policy), want if first else None, loose=True)
     train = _given_train(args)
+    if args.ptx and not args.archs:
+        raise BadInput(f"{info.path}: --ptx changes the PTX of an architecture list, and none is given\n"
+                       "    fix: pass --archs LIST beside it (with --cuda TRAIN), or --row ROW")
     if args.archs and train is None:
         raise BadInput(f"{info.path}: --archs names GPU architectures, but loose files carry no CUDA train\n"
                        "    fix: pass --cuda 13.0 (the train they were built with), or --row ROW")
@@ -185,9 +234,9 @@ def loose_expectation(args: CheckRequest, info: LooseInfo, policy: Policy | None
     runtimes = policy.runtimes if policy is not None else tuple(default_runtimes().items())
     rt = dict(runtimes).get(train.major) if train else None
     return Expectation(f"{platform}-{train.cu if train else 'cpu'} (loose files)", platform, train,
-                       _archs(args.archs, train) if train is not None and args.archs else None,
+                       _archs(args.archs, train, args.ptx) if train is not None and args.archs else None,
                        rt.requirements if rt else (), rt.library_dir if rt else None,
-                       mode=rt.mode if rt else "dynamic",
+                       **_runtime_fields(rt),
                        rpath_exceptions=policy.check.rpath_exceptions if policy else (),
                        machine=machine, machine_from=f"{first.path if first else 'the first library'} is built for",
                        loose=True)
@@ -205,13 +254,38 @@ def unreadable_fix(e: Exception) -> str:
     return "the wheel is malformed: build it again (`buildrows build`), or report it to the tool that wrote it"
 
 
+def _with_torch(args: CheckRequest, exp: Expectation) -> Expectation:
+    """--torch VERSION: validated here, judged by torch-matches-build (mode "torch" only)."""
+    import dataclasses
+
+    from packaging.version import InvalidVersion, Version
+
+    if args.torch is None:
+        return exp
+    try:
+        Version(args.torch)
+    except InvalidVersion:
+        raise BadInput(f"--torch: {args.torch!r} is not a version\n    fix: pass the torch version the wheel was "
+                       "built against, e.g. --torch 2.8.0") from None
+    if exp.mode != "torch":
+        raise BadInput(f"--torch {args.torch}: the row {exp.row} is not a PyTorch extension's (its runtime mode is "
+                       f"{exp.mode!r}), so no torch pin is judged\n    fix: drop --torch, or set mode = \"torch\" "
+                       f"under [cuda.runtime.{exp.cuda.major if exp.cuda else 'N'}]")
+    return dataclasses.replace(exp, torch_given=args.torch)
+
+
 def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple[Expectation, Artifact, list[CheckResult]]:
     """Read WHEEL (a .whl, a shared library or a directory) and judge it."""
     from buildrows.binaries.binfmt import BinaryFormatError
     from buildrows.binaries.fatbin import FatbinError
     from buildrows.binaries.looseread import LooseError, read_loose
-    from buildrows.binaries.wheelread import WheelError, read_wheel
-    from buildrows.check.judges import run_checks
+    from buildrows.binaries.wheelread import (
+        WheelError,
+        check_archive,
+        parse_wheel_filename,
+        read_wheel,
+    )
+    from buildrows.check.judges import needs_symbols, run_checks
 
     if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
         try:
@@ -224,10 +298,44 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     if not wheel.is_file():
         raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a built .whl, a shared library or a directory")
     try:
+        name = parse_wheel_filename(wheel.name)
+        check_archive(wheel)  # a zip at all, with safe names: its central directory, nothing inflated
+    except WheelError as e:
+        raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
+    except OSError as e:
+        raise BadInput(f"{wheel}: cannot read: {e}") from e
+    # The row comes from the name alone: a tag problem is reported before any library is inflated.
+    exp = _with_torch(args, expectation(args, wheel, name, policy))
+    try:
         info = read_wheel(wheel)
     except (WheelError, BinaryFormatError, FatbinError) as e:
         raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     except OSError as e:
         raise BadInput(f"{wheel}: cannot read: {e}") from e
-    exp = expectation(args, info, policy)
-    return exp, info, run_checks(exp, info)
+    symbols = None
+    if needs_symbols(exp):
+        from buildrows.binaries.symbols import wheel_imported_symbols
+
+        try:
+            symbols = wheel_imported_symbols(wheel, [lib.path for lib in info.libraries if lib.format == "elf"])
+        except (BinaryFormatError, OSError, zipfile.BadZipFile) as e:
+            raise BadInput(f"{wheel}: cannot read the libraries' symbols: {e}\n    fix: {unreadable_fix(e)}") from e
+    results = run_checks(exp, info, symbols)
+    if args.row:
+        results = tag_results(args, wheel.name, _row_given(args, policy)) + results
+    return exp, info, results
+
+
+def tag_results(args: CheckRequest, wheel: str, row: Row) -> list[CheckResult]:
+    """With --row, the wheel's name must match the row: its local version tag (+cu130; none for a
+    CPU row, or none when --cuda states the train of a wheel published without one), its Python
+    and ABI tags, and its platform tags."""
+    from buildrows.check.judges import CheckResult
+    from buildrows.check.tags import local_tag_problem, platform_tag_problem, python_tag_problem
+
+    tag = local_tag_problem(row, wheel, train_given=args.cuda is not None)
+    py = python_tag_problem(row, wheel)
+    plat = platform_tag_problem(row, wheel)
+    return [CheckResult("local-version-tag", tag is None, [tag or f"version tag matches {row.name}"]),
+            CheckResult("python-tag", py is None, [py or f"Python tag matches {row.name}"]),
+            CheckResult("platform-tag", plat is None, [plat or f"platform tag matches {row.name}"])]

@@ -6,6 +6,7 @@ inspects libraries fails when it inspected none: it never passes vacuously.
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass, field
@@ -15,9 +16,13 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
+from buildrows.check.consequences import missing_code
+from buildrows.check.consequences import missing_ptx as missing_ptx_line
 from buildrows.check.promises import check_no_cuda, check_required, rpath_exception
+from buildrows.check.sonames import check_soname_majors
+from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, train_of_name
 from buildrows.policy.archs import ArchList, Train
-from buildrows.policy.model import FileRule, RpathException, RuntimeMode
+from buildrows.policy.model import FileRule, LibraryRule, RpathException, RuntimeMode
 from buildrows.policy.requirements import applies, expected_requirements
 
 
@@ -36,12 +41,6 @@ class Artifact(Protocol):
 _CUDART_ELF = re.compile(r"^libcudart\.so(\.\d+)*$")
 _CUDART_DLL = re.compile(r"^cudart64_\d+\.dll$", re.IGNORECASE)
 
-PLATFORM_OF_TAG = (
-    (re.compile(r"^(manylinux|musllinux|linux)_.*x86_64$"), "linux-x86_64"),
-    (re.compile(r"^(manylinux|musllinux|linux)_.*aarch64$"), "linux-aarch64"),
-    (re.compile(r"^win_amd64$"), "windows-amd64"),
-)
-
 
 @dataclass(frozen=True)
 class Expectation:
@@ -59,6 +58,12 @@ class Expectation:
     machine: str | None = None  # every binary's machine (from the wheel's platform tag), if known
     machine_from: str = "the wheel is tagged for"
     loose: bool = False  # a library or a directory: no metadata, no install location
+    mode_reason: str = ""  # why the project loads CUDA itself (preload, torch-runtime)
+    runtime_extra: str | None = None  # preload: the extra under which NVIDIA packages are declared
+    optional_sonames: tuple[str, ...] = ()  # preload: sonames loaded only when present (globs)
+    torch_given: str | None = None  # `check --torch`: the torch a wheel built elsewhere was compiled against
+    library_rules: tuple[LibraryRule, ...] = ()  # [[check.libraries]] that apply to this row
+    train_archs: tuple[tuple[Train, ArchList], ...] = ()  # the policy's list per train on this platform (per-train)
 
 
 @dataclass(frozen=True)
@@ -72,43 +77,18 @@ class CheckResult:
 
 
 def platform_of_wheel(info: WheelInfo) -> str | None:
-    for tag in info.name.platform_tags:
-        for pattern, platform in PLATFORM_OF_TAG:
-            if pattern.match(tag):
-                return platform
-    return None
-
-
-@dataclass(frozen=True)
-class WheelPython:
-    """The Python a wheel's tags name: `3.12`, `3.13t` (free-threaded), or `3.9` with abi3 (and newer)."""
-
-    version: str
-    abi3: bool = False
+    """The platform the wheel's tags name (buildrows.check.tags reads every tag pip accepts)."""
+    return platform_of_name(info.name)
 
 
 def python_of_wheel(info: WheelInfo) -> WheelPython | None:
-    """From the python and ABI tags: `cp312-cp312`, `cp313-cp313t` (free-threaded), `cp39-abi3`."""
-    abis = info.name.abi_tags
-    for tag in info.name.python_tags:
-        m = re.fullmatch(r"cp3(\d+)(t?)", tag)
-        if not m:
-            continue
-        threaded = m.group(2) or ("t" if f"cp3{m.group(1)}t" in abis else "")
-        if "abi3" in abis and not threaded:
-            return WheelPython(f"3.{m.group(1)}", abi3=True)
-        return WheelPython(f"3.{m.group(1)}{threaded}")
-    return None
+    """The Python the wheel's tags name (buildrows.check.tags)."""
+    return python_of_name(info.name)
 
 
 def train_of_wheel(info: WheelInfo) -> Train | None:
-    local = info.name.local_version
-    if local is None:
-        return None
-    for part in re.split(r"[._]", local):
-        if re.fullmatch(r"cu\d{2,3}", part):
-            return Train.parse(part)
-    return None
+    """The CUDA train of the wheel's local version tag (`+cu130`), if any."""
+    return train_of_name(info.name)
 
 
 def _is_nvidia(req: Requirement) -> bool:
@@ -138,9 +118,17 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
 
 
 def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
-    """Requires-Dist's NVIDIA packages equal the train's set, as parsed requirements, both ways."""
+    """Requires-Dist's NVIDIA packages equal the train's set, as parsed requirements, both ways
+    (preload mode: they carry what the libraries NEED; torch-runtime: torch is required too)."""
     name = "runtime-declared"
+    if exp.mode == "preload" and exp.cuda is not None and not exp.platform.startswith("windows"):
+        return _preload_declared(exp, info)
     details: list[str] = []
+    if exp.mode == "torch-runtime" and exp.cuda is not None:
+        torch = _torch_requirements(exp, info)
+        if not torch:
+            details.append("missing: mode \"torch-runtime\" uses the CUDA runtime that torch brings, so the wheel must "
+                           f"require torch (Requires-Dist has none) [{exp.mode_reason}]")
     expected: dict[tuple[str, frozenset[str], frozenset[str]], str] = {}
     for text in expected_requirements(exp.platform, exp.cuda, exp.requirements):
         expected[_req_key(Requirement(text))] = text
@@ -169,7 +157,104 @@ def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
     ok = not details
     if ok:
         details.append("declares exactly: " + (", ".join(sorted(declared.values())) or "no NVIDIA package"))
+        if exp.mode == "torch-runtime":
+            details.append(f"requires {', '.join(str(r) for r in _torch_requirements(exp, info))}, which brings the "
+                           f"CUDA runtime: {exp.mode_reason}")
     return CheckResult(name, ok, details)
+
+
+def _torch_requirements(exp: Expectation, info: Artifact) -> list[Requirement]:
+    out = []
+    for text in info.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue  # reported by runtime-declared
+        if canonicalize_name(req.name) == "torch" and "extra" not in str(req.marker or "") and applies(req, exp.platform):
+            out.append(req)
+    return out
+
+
+def _nvidia_needed(info: Artifact) -> dict[str, list[str]]:
+    """NVIDIA soname -> the shipped libraries that NEED it."""
+    from buildrows.check.nvidia import nvidia_soname
+
+    out: dict[str, list[str]] = {}
+    for lib in info.libraries:
+        for n in lib.needed:
+            if nvidia_soname(n):
+                out.setdefault(n, []).append(lib.path)
+    return out
+
+
+def _declared_dirs(exp: Expectation, info: Artifact) -> dict[str, str]:
+    """Preload mode: library directory -> the declared NVIDIA package that installs it."""
+    from buildrows.check.nvidia import declared_nvidia, packages
+
+    assert exp.cuda is not None
+    known = packages()
+    return {known[p].dir: p for p in declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
+            if p in known}
+
+
+def _package_of_dir(directory: str, major: int) -> str | None:
+    """An NVIDIA package of this CUDA major that installs into `directory`, if the table knows one."""
+    from buildrows.check.nvidia import packages
+
+    hits = [p.name for p in packages().values() if p.dir == directory and _package_major(p.name) == major]
+    return hits[0] if hits else None
+
+
+def _package_major(name: str) -> int | None:
+    from buildrows.check.nvidia import packages
+
+    m = re.search(r"-cu(\d+)$", name)
+    if m:
+        return int(m.group(1))
+    return 13 if name in packages() else None  # CUDA 13's packages dropped the suffix
+
+
+def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
+    """The project loads NVIDIA's libraries itself: no exact set to hold it to, but every NVIDIA
+    soname a library NEEDS must come from a declared package (or be loaded only when present),
+    and no declared package may be of another CUDA major than the row's."""
+    from buildrows.check.nvidia import carriers, declared_nvidia, optional, packages
+
+    assert exp.cuda is not None
+    name = "runtime-declared"
+    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
+    declared = declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
+    known = packages()
+    details: list[str] = []
+    notes: list[str] = []
+    for pkg, text in sorted(declared.items()):
+        major = _package_major(pkg)
+        if major is not None and major != exp.cuda.major:
+            details.append(f"unexpected: {text!r} is a CUDA {major} package, but the row is CUDA {exp.cuda.dotted}")
+    carried = {so for p in declared if p in known for so in known[p].sonames}
+    for soname, libs in sorted(_nvidia_needed(info).items()):
+        names = ", ".join(libs[:3]) + (f" and {len(libs) - 3} more" if len(libs) > 3 else "")
+        if soname in carried:
+            continue
+        if optional(soname, exp.optional_sonames):
+            notes.append(f"{soname} (NEEDED by {names}): loaded only when present (optional)")
+            continue
+        offer = [p for p in carriers(soname) if _package_major(p) in (None, exp.cuda.major)]
+        fix = (f"declare {offer[0]} {scope}" if offer else
+               "no NVIDIA wheel buildrows knows carries it; if the project loads it only when present, list it "
+               "under optional")
+        details.append(f"missing: {names} NEEDS {soname}, which no NVIDIA package the wheel declares {scope} "
+                       f"carries; fix: {fix}, or optional = [\"{soname.split('.so')[0]}.so.*\"] "
+                       f"under [cuda.runtime.{exp.cuda.major}] if it is loaded only when present")
+    unknown = [p for p in declared if p not in known]
+    if unknown:
+        notes.append(f"not in buildrows' table of NVIDIA packages, so not judged: {', '.join(sorted(unknown))}")
+    if details:
+        return CheckResult(name, False, details + notes)
+    head = (f"mode preload ({exp.mode_reason}): declares {scope} "
+            + (", ".join(sorted(declared)) or "no NVIDIA package")
+            + f"; they carry every NVIDIA soname the libraries NEED ({len(_nvidia_needed(info))})")
+    return CheckResult(name, True, [head, *notes])
 
 
 def _install_dir(member: str) -> str | None:
@@ -240,6 +325,10 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
 
     dirs = _wheel_dirs(info)
     target = exp.library_dir.strip("/") if exp.mode == "dynamic" and exp.library_dir else None
+    # Preload mode: an entry landing in a declared NVIDIA package's directory is how the project
+    # finds the libraries it loads, so it is reached on purpose.
+    preload_dirs = _declared_dirs(exp, info) if exp.mode == "preload" else {}
+    reached_packages: set[str] = set()
     for lib in elf:
         origin = _install_dir(lib.path)
         if origin is None:
@@ -254,10 +343,26 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
             if resolved == ".":
                 resolved = ""
             if resolved.startswith(".."):
-                found.append((lib.path, f"{entry!r} climbs out of site-packages to {resolved!r}"))
+                climbs = rpath_exception([e for e in exp.rpath_exceptions if e.climbs_out], lib.path, entry, None)
+                if climbs is not None:
+                    accepted[climbs] = accepted.get(climbs, 0) + 1
+                    continue
+                found.append((lib.path, f"{entry!r} climbs out of site-packages to {resolved!r}; if another install "
+                                        "layout needs it on purpose, list it under [[check.rpath-exceptions]] with "
+                                        "entry, climbs-out = true and its reason"))
                 continue
-            if resolved == target or resolved in dirs or accept(lib, entry, resolved):
+            if resolved == target or resolved in dirs or resolved in preload_dirs or accept(lib, entry, resolved):
+                if resolved in preload_dirs:
+                    reached_packages.add(preload_dirs[resolved])
                 continue
+            if exp.mode == "preload":
+                offer = _package_of_dir(resolved, exp.cuda.major if exp.cuda else 0)
+                if offer:
+                    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
+                    found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which no NVIDIA package "
+                                            f"the wheel declares {scope} installs; fix: declare {offer} {scope}, "
+                                            "or drop the entry"))
+                    continue
             runtime = f"the CUDA runtime ({target})" if target else "the CUDA runtime"
             found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which neither the wheel "
                                     f"nor {runtime} provides; list it under [[check.rpath-exceptions]] "
@@ -267,6 +372,8 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
     ok = not details
     if ok:
         details.append(_mode_summary(exp, elf, target))
+        if reached_packages:
+            details.append("RPATH entries reach the directories of the declared " + ", ".join(sorted(reached_packages)))
     return CheckResult(name, ok, details + _accepted_lines(accepted))
 
 
@@ -313,6 +420,13 @@ def _mode_summary(exp: Expectation, elf: list[LibraryInfo], target: str | None) 
     if exp.mode == "torch":
         return (f"runtime mode torch: {len(linking)} libraries link the CUDA runtime, which importing torch loads; "
                 "no entry points outside the wheel")
+    if exp.mode == "preload":
+        return (f"runtime mode preload: the project loads the NVIDIA libraries itself ({exp.mode_reason}); "
+                f"{len(linking)} of {len(elf)} libraries link the CUDA runtime; no entry points outside the wheel "
+                "except as accepted")
+    if exp.mode == "torch-runtime":
+        return (f"runtime mode torch-runtime: torch brings the CUDA runtime ({exp.mode_reason}); "
+                f"{len(linking)} of {len(elf)} libraries link it")
     if target is None:
         return f"{len(linking)} libraries link the CUDA runtime dynamically (loose files: install location unknown)"
     return f"{len(linking)} libraries link the CUDA runtime and reach site-packages/{target}"
@@ -322,7 +436,8 @@ def _accepted_lines(accepted: dict[RpathException, int]) -> list[str]:
     out = []
     for exc, n in accepted.items():
         what = f"{exc.entry!r}" if exc.entry is not None else f"reaching site-packages/{exc.reaches}"
-        out.append(f"accepted {n} {'entry' if n == 1 else 'entries'}: {what}: {exc.reason} [{exc.source}]")
+        climbs = " (climbing out of site-packages)" if exc.climbs_out else ""
+        out.append(f"accepted {n} {'entry' if n == 1 else 'entries'}: {what}{climbs}: {exc.reason} [{exc.source}]")
     return out
 
 
@@ -330,7 +445,8 @@ def _grouped(found: list[tuple[str, str]]) -> list[str]:
     """One line per problem, naming every library that has it (the first few by name)."""
     by_problem: dict[str, list[str]] = {}
     for lib, problem in found:
-        by_problem.setdefault(problem, []).append(lib)
+        if lib not in by_problem.setdefault(problem, []):  # a library repeating an entry counts once
+            by_problem[problem].append(lib)
     out = []
     for problem, libs in by_problem.items():
         if len(libs) == 1:
@@ -342,46 +458,139 @@ def _grouped(found: list[tuple[str, str]]) -> list[str]:
 
 
 def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
-    """Every library with device code covers the row on its own, both ways, PTX included."""
+    """Every library with device code covers its list on its own, both ways, PTX included: the
+    row's, or what the first [[check.libraries]] rule matching it says (its own list, its train's
+    list, or none for a vendored library)."""
     name = "device-code-covers-row"
     libs = [lib for lib in info.libraries if lib.has_device_code]
     if exp.cuda is None or exp.archs is None:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
-    want_elf = set(exp.archs.cubin_names)
-    want_ptx = set(exp.archs.ptx_names)
     if not libs:
-        return CheckResult(name, False, [f"inspected no library with device code; expected {sorted(want_elf)}"])
+        return CheckResult(name, False, [f"inspected no library with device code; expected {sorted(exp.archs.cubin_names)}"])
     details: list[str] = []
+    held: dict[str, list[str]] = {}  # what a list is called -> the libraries that carry it exactly
+    wants: dict[str, ArchList] = {}
+    notes: list[str] = []
+    trains = dict(exp.train_archs)
     for lib in libs:
-        have_elf, have_ptx = set(lib.cubins), set(lib.ptx)
-        missing = sorted(want_elf - have_elf, key=_arch_key)
-        extra = sorted(have_elf - want_elf, key=_arch_key)
-        missing_ptx = sorted(want_ptx - have_ptx, key=_arch_key)
-        extra_ptx = sorted(have_ptx - want_ptx, key=_arch_key)
-        if missing:
-            details.append(f"{lib.path}: missing device code for {', '.join(missing)} (a GPU of that architecture "
-                           "gets 'no kernel image is available')")
-        if extra:
-            details.append(f"{lib.path}: device code for {', '.join(extra)}, which the row does not list")
-        relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
-        if relocatable:
-            details.append(f"{lib.path}: PTX for {', '.join(relocatable)} exists only in __nv_relfatbin, the relocatable "
-                           "device code that separable compilation (CUDA_SEPARABLE_COMPILATION ON, nvcc -rdc=true) "
-                           "leaves for the device linker; the runtime never JIT-compiles it, so a newer GPU gets "
-                           "'no kernel image is available'. Fix: turn separable compilation off where it is not "
-                           "needed, or have the device link embed PTX (CUDA_RESOLVE_DEVICE_SYMBOLS with "
-                           f"-gencode=arch=compute_XX,code=compute_XX in the device link flags)")
-        missing_ptx = [a for a in missing_ptx if a not in relocatable]
-        if missing_ptx:
-            details.append(f"{lib.path}: missing PTX for {', '.join(missing_ptx)} (newer GPUs cannot JIT-compile it)")
-        if extra_ptx:
-            details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which the row does not mark +PTX")
+        want, label, suffix = exp.archs, "the row", ""
+        rule, digits = library_rule(exp, lib.path)
+        if rule is not None and rule.vendored:
+            notes.append(f"{lib.path}: vendored, not held to the row's list: {rule.reason} [{rule.source}] "
+                         f"(carries {_arch_text(lib)})")
+            continue
+        if rule is not None and rule.archs is not None:
+            want, label, suffix = rule.archs, "its own list", f" [{rule.source}]"
+        elif rule is not None and rule.per_train:
+            train = train_of_digits(digits)
+            found = trains.get(train) if train is not None else None
+            if found is None or train is None:
+                what = f"CUDA {train.dotted}" if train is not None else f"the train {digits!r}"
+                details.append(f"{lib.path}: its name says {what}, but the policy has no architecture list for it on "
+                               f"{exp.platform} [{rule.source}]; fix: publish the train with its list, or put a "
+                               "[[check.libraries]] rule with its own archs before this one")
+                continue
+            want, label, suffix = found, f"CUDA {train.dotted}'s list", ""
+        problems = _compare_device_code(lib, want, label)
+        details += [p + suffix for p in problems]
+        if not problems:
+            key = label + suffix
+            held.setdefault(key, []).append(lib.path)
+            wants[key] = want
     ok = not details
     if ok:
-        details.append(f"{len(libs)} libraries each carry exactly {' '.join(sorted(want_elf, key=_arch_key))}"
-                       + (f" with PTX {' '.join(sorted(want_ptx, key=_arch_key))}" if want_ptx else ""))
-    return CheckResult(name, ok, details)
+        for label, paths in held.items():
+            want = wants[label]
+            where = "" if label == "the row" else f": {label}"
+            details.append(f"{len(paths)} {'library carries' if len(paths) == 1 else 'libraries each carry'} exactly "
+                           f"{' '.join(sorted(want.cubin_names, key=_arch_key))}"
+                           + (f" with PTX {' '.join(sorted(want.ptx_names, key=_arch_key))}" if want.ptx_names else "")
+                           + where)
+    return CheckResult(name, ok, details + notes)
+
+
+def library_rule(exp: Expectation, path: str) -> tuple[LibraryRule | None, str | None]:
+    """The first [[check.libraries]] rule that matches `path`, with the {cu} digits it carries."""
+    for rule in exp.library_rules:
+        hit, digits = rule.match(path)
+        if hit:
+            return rule, digits
+    return None, None
+
+
+def train_of_digits(digits: str | None) -> Train | None:
+    """The train a per-train library's name carries (118 -> 11.8), None if none or not a train."""
+    if digits is None:
+        return None
+    try:
+        return Train.parse("cu" + digits)
+    except ValueError:
+        return None
+
+
+def _arch_text(lib: LibraryInfo) -> str:
+    elf = " ".join(sorted(set(lib.cubins), key=_arch_key)) or "-"
+    ptx = " ".join(sorted(set(lib.ptx), key=_arch_key)) or "-"
+    return f"elf {elf}; ptx {ptx}"
+
+
+def _compare_device_code(lib: LibraryInfo, archs: ArchList, label: str) -> list[str]:
+    """What one library lacks or adds against one list."""
+    want_elf, want_ptx = set(archs.cubin_names), set(archs.ptx_names)
+    details: list[str] = []
+    have_elf, have_ptx = set(lib.cubins), set(lib.ptx)
+    missing = sorted(want_elf - have_elf, key=_arch_key)
+    extra = sorted(have_elf - want_elf, key=_arch_key)
+    missing_ptx = sorted(want_ptx - have_ptx, key=_arch_key)
+    extra_ptx = sorted(have_ptx - want_ptx, key=_arch_key)
+    if missing:  # what each such GPU does instead is said truly (buildrows.check.consequences)
+        details.append(missing_code(lib.path, missing, lib.cubins, lib.ptx))
+    if extra:
+        details.append(f"{lib.path}: device code for {', '.join(extra)}, which {label} does not list")
+    relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
+    if relocatable:
+        details.append(f"{lib.path}: PTX for {', '.join(relocatable)} exists only in __nv_relfatbin, the relocatable "
+                       "device code that separable compilation (CUDA_SEPARABLE_COMPILATION ON, nvcc -rdc=true) "
+                       "leaves for the device linker; the runtime never JIT-compiles it, so a newer GPU gets "
+                       "'no kernel image is available'. Fix: turn separable compilation off where it is not "
+                       "needed, or have the device link embed PTX (CUDA_RESOLVE_DEVICE_SYMBOLS with "
+                       f"-gencode=arch=compute_XX,code=compute_XX in the device link flags)")
+    missing_ptx = [a for a in missing_ptx if a not in relocatable]
+    if missing_ptx:
+        details.append(missing_ptx_line(lib.path, missing_ptx, lib.cubins, lib.ptx))
+    if extra_ptx:
+        details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which {label} does not mark +PTX")
+    return details
+
+
+def unused_exceptions(exp: Expectation, info: Artifact) -> list[dict[str, str]]:
+    """Every exception of the policy that applies to this row and matched nothing in the artifact:
+    a stale or mistyped one would otherwise look like it works."""
+    out: list[dict[str, str]] = []
+    elf = [lib for lib in info.libraries if lib.format == "elf"]
+    for exc in exp.rpath_exceptions:
+        if not any(_exception_matches(exc, lib, entry) for lib in elf for entry in lib.rpaths):
+            what = f"entry = {exc.entry!r}" if exc.entry is not None else f"reaches = {exc.reaches!r}"
+            out.append({"source": exc.source, "rule": f"RPATH exception {what}", "reason": exc.reason})
+    for rule in exp.files:
+        for glob in rule.files:
+            names = info.members if rule.kind == "required" else [lib.path for lib in info.libraries]
+            if not any(fnmatch.fnmatchcase(m, glob) for m in names):
+                out.append({"source": rule.source, "rule": f"{rule.kind} files {glob!r}", "reason": rule.reason})
+    for lrule in exp.library_rules:
+        if not any(lrule.match(lib.path)[0] for lib in info.libraries):
+            out.append({"source": lrule.source, "rule": f"libraries files {list(lrule.files)!r}", "reason": lrule.reason})
+    return out
+
+
+def _exception_matches(exc: RpathException, lib: LibraryInfo, entry: str) -> bool:
+    resolved: str | None = None
+    origin = _install_dir(lib.path)
+    if _origin_entry(entry) and origin is not None:
+        rel = entry.replace("${ORIGIN}", "$ORIGIN")[len("$ORIGIN"):].lstrip("/")
+        resolved = posixpath.normpath(posixpath.join(origin, rel)) if rel else origin
+    return rpath_exception([exc], lib.path, entry, resolved) is not None
 
 
 def check_windows_imports(exp: Expectation, info: Artifact) -> CheckResult:
@@ -423,54 +632,114 @@ def check_no_cuda_link(exp: Expectation, info: Artifact) -> CheckResult:
     return CheckResult("no-cuda-link", ok, details)
 
 
-def check_torch_pin(exp: Expectation, info: Artifact) -> CheckResult:
-    """A PyTorch extension requires the torch it was built against (recorded), no other minor version,
-    and that torch's CUDA is the row's train."""
+def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> CheckResult:
+    """A PyTorch extension requires a torch it runs on. What it imports decides the rule: libtorch's
+    C++ API ties it to the minor version it was built against (torch==X.Y.*); torch's stable C ABI
+    only (aoti_torch_*, torch_*) does not, so torch>=X with no upper bound is right. The torch it was
+    built against comes from the build record, or from `check --torch` for a wheel built elsewhere."""
     from buildrows.build.record import RECORD_NAME, BuildRecordError, parse_record
     from buildrows.check.torchpin import pin_problem
 
     name = "torch-matches-build"
     assert exp.cuda is not None
-    fix_mode = f"or, if this is not a PyTorch extension, set mode under [cuda.runtime.{exp.cuda.major}]"
-    if info.build_record is None:
+    other_modes = (f"or, if the libraries are not compiled against torch, set mode = \"torch-runtime\" (torch brings "
+                   f"the runtime) or \"dynamic\" under [cuda.runtime.{exp.cuda.major}]")
+    abi = _wheel_torch_abi(info, symbols or {})
+    if not abi:
         return CheckResult(name, False, [
-            f"the wheel has no build record (.dist-info/{RECORD_NAME}), so which torch it was compiled against is unknown",
-            f"fix: build it with `buildrows build`, which records the torch it compiled against; {fix_mode}"])
-    try:
-        record = parse_record(info.build_record, RECORD_NAME)
-    except BuildRecordError as e:
-        return CheckResult(name, False, [f"{e}", "fix: rebuild with `buildrows build` to rewrite the record"])
+            "mode \"torch\", but no library links libtorch or imports torch's C++ or stable C ABI",
+            f"fix: {other_modes.removeprefix('or, if the libraries are not compiled against torch, ')}"])
+    cxx = sorted((p for p, a in abi.items() if a.kind == "c++"), key=lambda p: (-len(abi[p].cxx), p))
+    kind = "c++" if cxx else "stable"
+    abi_line = (f"{cxx[0]} imports libtorch's C++ API ({len(abi[cxx[0]].cxx)} symbols, e.g. {abi[cxx[0]].cxx[0]}): "
+                "tied to the torch minor it was built against" if cxx else
+                f"{len(abi)} libraries import only torch's stable C ABI "
+                f"({sum(len(a.stable) for a in abi.values())} aoti_torch_*/torch_* symbols, no libtorch C++ symbol)")
+    built: str | None = None
+    built_cuda: str | None = None
+    record_cuda: str | None = None
     details: list[str] = []
-    if record.torch is None:
-        return CheckResult(name, False, [f"the build record names no torch (row {record.row}): the build did not "
-                                         f"compile against torch; {fix_mode}"])
-    torch_reqs: list[Requirement] = []
-    for text in info.requires_dist:
+    if info.build_record is not None:
         try:
-            req = Requirement(text)
-        except InvalidRequirement:
-            continue  # reported by runtime-declared
-        if canonicalize_name(req.name) == "torch" and "extra" not in str(req.marker or "") and applies(req, exp.platform):
-            torch_reqs.append(req)
+            record = parse_record(info.build_record, RECORD_NAME)
+        except BuildRecordError as e:
+            return CheckResult(name, False, [f"{e}", "fix: rebuild with `buildrows build` to rewrite the record"])
+        if record.torch is None:
+            return CheckResult(name, False, [f"the build record names no torch (row {record.row}): the build did not "
+                                             f"compile against torch; {other_modes}"])
+        built, built_cuda, record_cuda = record.torch, record.torch_cuda, record.cuda
+        if exp.torch_given is not None and _minor(exp.torch_given) != _minor(built):
+            details.append(f"--torch {exp.torch_given} contradicts the build record, which says torch {built}")
+    elif exp.torch_given is not None:
+        built = exp.torch_given
+    torch_reqs = _torch_requirements(exp, info)
+    # The stable ABI holds across minors: without the built version, a lower bound can still be judged.
+    if built is None and kind == "c++":
+        return CheckResult(name, False, [
+            abi_line,
+            f"the wheel has no build record (.dist-info/{RECORD_NAME}), so which torch it was compiled against "
+            "is unknown",
+            "fix: give it: `buildrows check WHEEL --torch 2.8.0` (the torch the wheel was built against), or "
+            "build it with `buildrows build`, which records it"])
     if not torch_reqs:
-        details.append(f"Requires-Dist has no torch requirement; the wheel was built against torch {record.torch}: "
-                       f"declare torch=={_minor(record.torch)}.* (or >={record.torch},<{_next_minor(record.torch)})")
+        want = f"torch=={_minor(built)}.*" if kind == "c++" and built else f"torch>={_minor(built) if built else 'X.Y'}"
+        details.append(f"Requires-Dist has no torch requirement; declare {want}")
     for req in torch_reqs:
-        problem = pin_problem(req.specifier, record.torch)
+        if kind == "c++":
+            assert built is not None
+            problem = pin_problem(req.specifier, built)
+            if problem:
+                details.append(f"Requires-Dist {str(req)!r}: {problem}; declare torch=={_minor(built)}.*")
+            continue
+        problem = _stable_problem(req, built)
         if problem:
-            details.append(f"Requires-Dist {str(req)!r}: {problem}; declare torch=={_minor(record.torch)}.*")
+            details.append(f"Requires-Dist {str(req)!r}: {problem}")
     want = exp.cuda.dotted
-    if record.torch_cuda is None:
-        details.append(f"the recorded torch {record.torch} has no CUDA (a CPU torch), but the row is CUDA {want}")
-    elif Train.parse(record.torch_cuda) != exp.cuda:
-        details.append(f"built against torch {record.torch} for CUDA {record.torch_cuda}, but the row is CUDA {want}: "
-                       f"build against the torch of the row's train (its +{exp.cuda.cu} wheel)")
-    if record.cuda is not None and Train.parse(record.cuda) != exp.cuda:
-        details.append(f"compiled with CUDA {record.cuda}, but the row is CUDA {want}")
+    if built is not None and info.build_record is not None:
+        if built_cuda is None:
+            details.append(f"the recorded torch {built} has no CUDA (a CPU torch), but the row is CUDA {want}")
+        elif Train.parse(built_cuda) != exp.cuda:
+            details.append(f"built against torch {built} for CUDA {built_cuda}, but the row is CUDA {want}: "
+                           f"build against the torch of the row's train (its +{exp.cuda.cu} wheel)")
+        if record_cuda is not None and Train.parse(record_cuda) != exp.cuda:
+            details.append(f"compiled with CUDA {record_cuda}, but the row is CUDA {want}")
     if details:
-        return CheckResult(name, False, details)
-    return CheckResult(name, True, [f"requires {', '.join(str(r) for r in torch_reqs)}: admits the recorded torch "
-                                    f"{record.torch} (CUDA {record.torch_cuda}) and no other minor version"])
+        return CheckResult(name, False, [abi_line, *details])
+    source = "recorded" if info.build_record is not None else "given with --torch"
+    reqs = ", ".join(str(r) for r in torch_reqs)
+    if kind == "c++":
+        return CheckResult(name, True, [abi_line, f"requires {reqs}: admits torch {built}"
+                                        + (f" (CUDA {built_cuda})" if built_cuda else "") + f", {source}," + " and no other minor version"])
+    return CheckResult(name, True, [abi_line, f"requires {reqs}: a lower bound and no pin to one minor, as the stable "
+                                    f"ABI allows" + (f"; admits torch {built}, {source}" if built else "")])
+
+
+def _wheel_torch_abi(info: Artifact, symbols: dict[str, tuple[str, ...]]) -> dict[str, TorchAbi]:
+    """library -> what it imports of torch, for the libraries that use torch at all."""
+    out: dict[str, TorchAbi] = {}
+    for lib in info.libraries:
+        abi = torch_abi(symbols.get(lib.path, ()))
+        if abi.kind != "none" or any(_LIBTORCH.match(n) for n in lib.needed):
+            out[lib.path] = abi
+    return out
+
+
+def _stable_problem(req: Requirement, built: str | None) -> str | None:
+    """A stable-ABI extension needs a torch lower bound (the ABI it calls appeared in some version)
+    that admits the torch it was built against; an upper bound is allowed but not needed."""
+    from packaging.version import InvalidVersion, Version
+
+    if not any(s.operator in (">=", ">", "~=", "==", "===") for s in req.specifier):
+        return "no lower bound: torch's stable ABI grows with each release, so declare torch>=" + (
+            _minor(built) if built else "X.Y (the oldest torch whose stable ABI the wheel calls)")
+    if built is not None:
+        try:
+            version = Version(built)
+        except InvalidVersion:
+            return f"{built!r} (--torch) is not a version"
+        if not req.specifier.contains(version, prereleases=True):
+            return f"{req.specifier} does not admit torch {built}, which the wheel was built against"
+    return None
 
 
 def _minor(version: str) -> str:
@@ -482,7 +751,50 @@ def _next_minor(version: str) -> str:
     return f"{parts[0]}.{int(parts[1]) + 1}" if len(parts) == 2 and parts[1].isdigit() else version
 
 
-def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
+# libtorch's C++ API as a library imports it: mangled names in c10::, at::, torch:: or caffe2::.
+_TORCH_CXX = re.compile(r"^_ZN[KVRO]*(?:3c10|2at|5torch|6caffe2)")
+# torch's stable C ABI (torch/csrc/stable, torch/csrc/inductor/aoti_torch/c/shim.h).
+_TORCH_STABLE = re.compile(r"^(?:aoti_torch_|torch_)\w+$")
+_LIBTORCH = re.compile(r"^lib(?:torch\w*|c10\w*)\.so$")
+
+
+@dataclass(frozen=True)
+class TorchAbi:
+    """What one library imports of torch: libtorch's C++ symbols, and the stable C ABI's."""
+
+    cxx: tuple[str, ...]
+    stable: tuple[str, ...]
+
+    @property
+    def kind(self) -> str:
+        """"c++" (tied to the minor), "stable" (only the C ABI), or "none"."""
+        return "c++" if self.cxx else "stable" if self.stable else "none"
+
+
+def torch_abi(symbols: tuple[str, ...]) -> TorchAbi:
+    return TorchAbi(tuple(s for s in symbols if _TORCH_CXX.match(s)), tuple(s for s in symbols if _TORCH_STABLE.match(s)))
+
+
+def check_torch_runtime_only(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]]) -> CheckResult:
+    """torch-runtime mode: the libraries use torch's CUDA runtime but are not compiled against
+    torch, so none may link libtorch or import its C++ API (that would tie it to one minor)."""
+    name = "not-compiled-against-torch"
+    bad: list[str] = []
+    elf = [lib for lib in info.libraries if lib.format == "elf"]
+    for lib in elf:
+        abi = torch_abi(symbols.get(lib.path, ()))
+        links = [n for n in lib.needed if _LIBTORCH.match(n)]
+        if abi.cxx or links:
+            what = (f"imports {len(abi.cxx)} libtorch C++ symbols (e.g. {abi.cxx[0]})" if abi.cxx
+                    else f"links {', '.join(links)}")
+            bad.append(f"{lib.path} {what}: it is compiled against torch, so mode \"torch\" fits it (the wheel pins "
+                       f"the torch minor it was built against), not \"torch-runtime\"")
+    if bad:
+        return CheckResult(name, False, bad)
+    return CheckResult(name, True, [f"{len(elf)} libraries link no libtorch and import none of its C++ symbols"])
+
+
+def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> list[CheckResult]:
     results = [check_cuda_libraries(exp, info)]
     if not exp.loose:
         results.append(check_runtime_declared(exp, info))
@@ -491,14 +803,23 @@ def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
         results.append(check_machine(exp, info))
     if exp.platform.startswith("windows"):
         results.append(check_windows_imports(exp, info))
+    if exp.cuda is not None:
+        results.append(check_soname_majors(exp, info))
     if not exp.loose:
         if any(r.kind == "required" for r in exp.files):
             results.append(check_required_files(exp, info))
         if any(r.kind == "no-cuda" for r in exp.files):
             results.append(check_no_cuda_link(exp, info))
         if exp.cuda is not None and exp.mode == "torch":
-            results.append(check_torch_pin(exp, info))
+            results.append(check_torch_pin(exp, info, symbols))
+        if exp.cuda is not None and exp.mode == "torch-runtime":
+            results.append(check_torch_runtime_only(exp, info, symbols or {}))
     return results
+
+
+def needs_symbols(exp: Expectation) -> bool:
+    """Whether judging this row reads the libraries' imported symbols (the torch modes)."""
+    return exp.cuda is not None and exp.mode in ("torch", "torch-runtime")
 
 
 def library_json(libs: tuple[LibraryInfo, ...]) -> dict[str, dict[str, list[str]]]:

@@ -25,12 +25,14 @@ from buildrows.policy.archs import (
 )
 from buildrows.policy.model import (
     DEFAULT_WRITE_REFS,
+    MODES_WITH_REASON,
     CheckPolicy,
     Ci,
     CompilerCacheSettings,
     Driver,
     FileRule,
     GpuTest,
+    LibraryRule,
     Machine,
     Os,
     Policy,
@@ -187,6 +189,10 @@ class _Resolver:
         self.locate = locate
         self.prefix = prefix
         self.problems: list[Problem] = []
+        # Trains already reported as unknown (or unparsable) in cuda.trains: every later mention of
+        # them is the same mistake, so it is not reported again (one error per mistake).
+        self.bad_trains: set[str] = set()
+        self.runtime_reported: set[int] = set()
 
     def key(self, *path: str | int) -> str:
         """A key path as the file spells it (`tool.buildrows.platforms.linux-x86_64` in pyproject.toml)."""
@@ -224,7 +230,8 @@ class _Resolver:
             if r.name in seen:
                 self.problem(("empty", r.name), f"row {r.name} is declared twice", hint="give the empty row its own name")
             seen.add(r.name)
-        for rule in check.files:
+        scoped: list[FileRule | LibraryRule] = [*check.files, *check.libraries]
+        for rule in scoped:
             for g in rule.rows:
                 if not any(fnmatch.fnmatchcase(r.name, g) for r in rows):
                     self.problem(("check",), f"rows = {g!r} ({rule.source}) matches no row of the policy",
@@ -387,8 +394,10 @@ class _Resolver:
                 t = Train.parse(v)
             except ValueError as e:
                 self.problem(("cuda", "trains", i), str(e))
+                self.bad_trains.add(str(v))
                 continue
             if t not in known:
+                self.bad_trains.add(t.dotted)
                 self.problem(("cuda", "trains", i), f"buildrows does not know which architectures CUDA {t.dotted} compiles",
                              hint="use a train buildrows knows: " + ", ".join(k.dotted for k in sorted(known)))
             elif t in out:
@@ -424,8 +433,11 @@ class _Resolver:
             try:
                 t = Train.parse(v)
             except ValueError as e:
-                self.problem(("cuda", "pull-request", i), str(e))
+                if str(v) not in self.bad_trains:  # else reported where cuda.trains lists it
+                    self.problem(("cuda", "pull-request", i), str(e))
                 continue
+            if t not in trains and t.dotted in self.bad_trains:
+                continue  # reported where cuda.trains lists it
             if t not in trains:
                 self.problem(("cuda", "pull-request", i), f"CUDA {t.dotted} is preferred for pull requests but not on the train allowlist",
                              hint="list only trains from [cuda] trains")
@@ -443,12 +455,17 @@ class _Resolver:
                 continue
             base = out.get(int(k))
             mode = cast(RuntimeMode, v.get("mode", "dynamic"))
+            reason = v.get("reason", "").strip()
+            if not self._runtime_keys_fit(k, v, mode, reason):
+                continue
             if mode != "dynamic":
-                # Linked in, or brought by torch: nothing to declare or reach unless the policy says so.
+                # Linked in, brought by torch or loaded by the project: nothing to declare or reach
+                # unless the policy says so.
                 if "library-dir" in v:
                     self.problem(("cuda", "runtime", k, "library-dir"), f"library-dir is only used when mode is \"dynamic\" (here {mode!r})",
                                  hint="remove library-dir, or set mode = \"dynamic\"")
-                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode)
+                out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode,
+                                      reason=reason, extra=v.get("extra"), optional=tuple(v.get("optional", ())))
                 continue
             reqs = v.get("requirements", list(base.requirements) if base else None)
             libdir = v.get("library-dir", base.library_dir if base and base.library_dir else None)
@@ -457,6 +474,28 @@ class _Resolver:
                 continue
             out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)), mode)
         return out
+
+    def _runtime_keys_fit(self, k: str, v: dict[str, Any], mode: RuntimeMode, reason: str) -> bool:
+        """A mode that says the project loads CUDA itself needs its reason; extra and optional
+        only mean something in preload mode. One problem per mistake."""
+        path = ("cuda", "runtime", k)
+        ok = True
+        if mode in MODES_WITH_REASON and not reason:
+            self.problem((*path, "reason"), f"mode {mode!r} needs a reason: the check trusts the project to load "
+                                            "CUDA itself, so the policy says how",
+                         hint=f"add reason = \"...\" under [{self.key(*path)}], e.g. "
+                              + ("\"cuda-pathfinder loads the NVIDIA wheels' libraries at import\"" if mode == "preload"
+                                 else "\"loaded with ctypes after `import torch`, which brings the CUDA runtime\""))
+            ok = False
+        for key in ("extra", "optional"):
+            if key in v and mode != "preload":
+                self.problem((*path, key), f"{key} is only used when mode is \"preload\" (here {mode!r})",
+                             hint=f"remove {key}, or set mode = \"preload\"")
+                ok = False
+        if "reason" in v and not reason:
+            self.problem((*path, "reason"), "reason is empty", hint="say why the project loads CUDA this way")
+            ok = False
+        return ok
 
     def _check(self, raw: dict[str, Any]) -> CheckPolicy:
         exceptions: list[RpathException] = []
@@ -474,11 +513,17 @@ class _Resolver:
                 self.problem((*path, "reaches"), f"{reaches!r} is not a directory relative to site-packages",
                              hint="write where the entry lands, e.g. \"torch/lib\"; use entry = \"...\" for a literal entry")
                 continue
+            if e.get("climbs-out") and "entry" not in e:
+                self.problem((*path, "climbs-out"), "climbs-out accepts entries as written, so it needs entry",
+                             hint="write entry = \"$ORIGIN/../../nvidia/*/lib\" (the entries that climb out), "
+                                  "and drop reaches")
+                continue
             if self._no_reason(e, path):
                 continue
             exceptions.append(RpathException(reason=e["reason"].strip(), source=self.where(path), entry=e.get("entry"),
                                              reaches=reaches.strip("/") if reaches is not None else None,
-                                             libraries=tuple(e.get("libraries", ()))))
+                                             libraries=tuple(e.get("libraries", ())),
+                                             climbs_out=bool(e.get("climbs-out", False))))
         rules: list[FileRule] = []
         for kind in ("required", "no-cuda"):
             for i, r in enumerate(raw.get(kind, [])):
@@ -494,7 +539,51 @@ class _Resolver:
                 rules.append(FileRule(kind=cast(Any, kind), files=tuple(r["files"]), reason=r["reason"].strip(),
                                       source=self.where(path), rows=tuple(r.get("rows", ())),
                                       allow=tuple(r.get("allow", ()))))
-        return CheckPolicy(tuple(exceptions), tuple(rules))
+        return CheckPolicy(tuple(exceptions), tuple(rules), self._library_rules(raw.get("libraries", [])))
+
+    def _library_rules(self, raw: list[dict[str, Any] | None]) -> tuple[LibraryRule, ...]:
+        """[[check.libraries]]: exactly one of archs, per-train, vendored; one problem per mistake."""
+        out: list[LibraryRule] = []
+        for i, r in enumerate(raw):
+            if r is None:
+                continue
+            path = ("check", "libraries", i)
+            if not r["files"] or any(not f.strip() for f in r["files"]):
+                self.problem((*path, "files"), "files must list at least one non-empty glob",
+                             hint="e.g. files = [\"mypkg.libs/libnvjpeg*.so*\"]")
+                continue
+            kinds = [k for k in ("archs", "per-train", "vendored") if r.get(k) not in (None, False)]
+            if len(kinds) != 1:
+                self.problem(path, "a library rule says exactly one of archs, per-train = true or vendored = true"
+                             + (f" (here {', '.join(kinds)})" if kinds else ""),
+                             hint="archs = \"7.0 8.0\" (their own list), per-train = true (each library's train's "
+                                  "list, {cu} in files) or vendored = true (not the project's list)")
+                continue
+            if "ptx" in r and "archs" not in r:
+                self.problem((*path, "ptx"), "ptx is only used with archs", hint="remove ptx, or give archs")
+                continue
+            if r.get("per-train") and not any("{cu}" in f for f in r["files"]):
+                self.problem((*path, "files"), "per-train needs {cu} in files, where the library's name carries its train",
+                             hint="e.g. files = [\"mypkg/libmypkg_cuda{cu}.so\"] (matches _cuda128.so as CUDA 12.8)")
+                continue
+            if not r.get("per-train") and any("{cu}" in f for f in r["files"]):
+                self.problem((*path, "files"), "{cu} only means something with per-train = true",
+                             hint="add per-train = true, or write the name as a glob")
+                continue
+            archs = None
+            if "archs" in r:
+                try:
+                    archs = parse_arch_list(r["archs"], ptx=r.get("ptx", "newest"))
+                except ArchError as e:
+                    self.problem((*path, "ptx" if "ptx" in r and (e.token == r["ptx"] or "ptx =" in str(e)) else "archs"),
+                                 str(e), hint=e.hint)
+                    continue
+            if self._no_reason(r, path):
+                continue
+            out.append(LibraryRule(files=tuple(r["files"]), reason=r["reason"].strip(), source=self.where(path),
+                                   archs=archs, per_train=bool(r.get("per-train")), vendored=bool(r.get("vendored")),
+                                   rows=tuple(r.get("rows", ()))))
+        return tuple(out)
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:
         if not e["reason"].strip():
@@ -512,8 +601,11 @@ class _Resolver:
             try:
                 t = Train.parse(v)
             except ValueError as e:
-                self.problem((*base, "trains", i), str(e))
+                if str(v) not in self.bad_trains:  # else reported where cuda.trains lists it
+                    self.problem((*base, "trains", i), str(e))
                 continue
+            if t not in trains and t.dotted in self.bad_trains:
+                continue  # reported where cuda.trains lists it
             if t not in trains:
                 self.problem((*base, "trains", i),
                              f"CUDA {t.dotted} is not on the train allowlist",
@@ -529,8 +621,11 @@ class _Resolver:
                 try:
                     t = Train.parse(v)
                 except ValueError as e:
-                    self.problem((*base, "cuda", gi, "trains", ti), str(e))
+                    if str(v) not in self.bad_trains:  # else reported where cuda.trains lists it
+                        self.problem((*base, "cuda", gi, "trains", ti), str(e))
                     continue
+                if t.dotted in self.bad_trains and t not in trains:
+                    continue  # reported where cuda.trains lists it
                 if t in groups:
                     self.problem((*base, "cuda", gi, "trains", ti), f"CUDA {t.dotted} has two architecture lists",
                                  hint="keep one list per (platform, train)")
@@ -591,7 +686,10 @@ class _Resolver:
                 self.problem((*gpath, "archs"), str(e), row=f"{pname}-{t.cu}-py*", hint=e.hint)
                 continue
             runtime = runtimes.get(t.major)
+            if runtime is None and t.major in self.runtime_reported:
+                continue  # one problem per CUDA major, not one per row
             if runtime is None:
+                self.runtime_reported.add(t.major)
                 self.problem(("cuda", "runtime"), f"no runtime requirement is known for CUDA major {t.major}",
                              hint=f"add [{self.key('cuda', 'runtime', str(t.major))}] with requirements and library-dir")
                 continue

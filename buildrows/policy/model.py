@@ -11,8 +11,42 @@ from buildrows.policy.archs import ArchList, Train
 Os = Literal["linux", "windows"]
 Machine = Literal["x86_64", "aarch64", "amd64"]
 Driver = Literal["cmake-presets", "scikit-build-core", "setup.py"]
-RuntimeMode = Literal["dynamic", "static", "torch"]
-RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "torch")
+RuntimeMode = Literal["dynamic", "static", "torch", "preload", "torch-runtime"]
+RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "torch", "preload", "torch-runtime")
+#: Modes that describe how a project loads CUDA itself: the policy says why (`reason`).
+MODES_WITH_REASON: tuple[RuntimeMode, ...] = ("preload", "torch-runtime")
+
+#: One-line documentation of each policy key these dataclasses hold; the schema (and so the
+#: checked-in JSON Schema and every "did you mean" fix) reuses these strings.
+DOCS: dict[str, str] = {
+    "runtime.mode": (
+        "How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, the "
+        "requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it dynamically, "
+        "no requirement), \"torch\" (a PyTorch extension: requires the torch it was built against, recorded in the "
+        "wheel or given with `check --torch`), \"preload\" (the project loads NVIDIA's library wheels itself: "
+        "ctypes, a path finder, dlopen; the declared NVIDIA packages must carry the sonames the libraries NEED) or "
+        "\"torch-runtime\" (a kernel library loaded with ctypes that uses torch's CUDA runtime but is not compiled "
+        "against torch: requires torch, imports no libtorch C++ symbol); preload and torch-runtime need a reason."),
+    "runtime.reason": "Why the project loads CUDA this way (required by mode \"preload\" and \"torch-runtime\").",
+    "runtime.extra": ("Preload mode: the Requires-Dist extra under which the NVIDIA packages are declared "
+                      "(e.g. \"with-cuda\"); default: declared unconditionally."),
+    "runtime.optional": ("Preload mode: sonames (globs, e.g. \"libnccl.so.*\") the project loads only when present, "
+                         "so no declared package needs to carry them."),
+    "libraries": ("Per-library device-code rules: the libraries a rule's files match are held to its own list, to "
+                  "their own train's list (per-train), or to none (vendored); the first matching rule wins."),
+    "libraries.files": ("Wheel member globs; with per-train, \"{cu}\" stands for the train's digits in the name "
+                        "(e.g. \"bitsandbytes/libbitsandbytes_cuda{cu}.so\" matches _cuda128.so as CUDA 12.8)."),
+    "libraries.archs": "The architecture list these libraries carry, e.g. \"6.0 7.0 8.0\" (same syntax as a platform's).",
+    "libraries.ptx": "Which of archs also ships as PTX: \"newest\" (default), \"none\" or one of the list.",
+    "libraries.per-train": ("Hold each library to the policy's list for the train its name carries ({cu} in files): "
+                            "one kernel library per CUDA train in one wheel."),
+    "libraries.vendored": "A library bundled from elsewhere (NVIDIA's libnvjpeg): its device code is not the project's list.",
+    "libraries.rows": "Rows this applies to (names or globs); default every row.",
+    "libraries.reason": "Why these libraries carry another list; shown by the check.",
+    "rpath-exception.climbs-out": (
+        "Accept the entry even though it climbs out of site-packages (a plugin whose RPATH serves two install "
+        "layouts at once, e.g. \"$ORIGIN/../../nvidia/*/lib\"); needs entry."),
+}
 
 
 @dataclass(frozen=True)
@@ -22,13 +56,17 @@ class Runtime:
     `mode` is how the CUDA runtime reaches the libraries: `dynamic` (linked from the runtime
     wheel, which is declared and reached through RPATH), `static` (linked in; nothing links it
     dynamically) or `torch` (a PyTorch extension: torch brings the runtime, and the wheel pins the
-    torch it was built against). `library_dir` is empty unless the mode is dynamic.
+    torch it was built against); `preload` and `torch-runtime` see DOCS["runtime.mode"].
+    `library_dir` is empty unless the mode is dynamic.
     """
 
     requirements: tuple[str, ...]
     library_dir: str
     source: str
     mode: RuntimeMode = "dynamic"
+    reason: str = ""  # DOCS["runtime.reason"]
+    extra: str | None = None  # DOCS["runtime.extra"]
+    optional: tuple[str, ...] = ()  # DOCS["runtime.optional"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +80,7 @@ class RpathException:
     entry: str | None = None
     reaches: str | None = None
     libraries: tuple[str, ...] = ()
+    climbs_out: bool = False  # DOCS["rpath-exception.climbs-out"]
 
 
 @dataclass(frozen=True)
@@ -65,11 +104,50 @@ class FileRule:
 
 
 @dataclass(frozen=True)
+class LibraryRule:
+    """Device code of the libraries `files` match, judged by its own rule (DOCS["libraries"]):
+    `archs` (its own list), `per_train` (each library's train's list, from {cu} in its name)
+    or `vendored` (not the project's list)."""
+
+    files: tuple[str, ...]  # DOCS["libraries.files"]
+    reason: str  # DOCS["libraries.reason"]
+    source: str
+    archs: ArchList | None = None  # DOCS["libraries.archs"]
+    per_train: bool = False  # DOCS["libraries.per-train"]
+    vendored: bool = False  # DOCS["libraries.vendored"]
+    rows: tuple[str, ...] = ()  # DOCS["libraries.rows"]
+
+    def applies_to(self, row: str) -> bool:
+        import fnmatch
+
+        return not self.rows or any(fnmatch.fnmatchcase(row, g) for g in self.rows)
+
+    def match(self, path: str) -> tuple[bool, str | None]:
+        """(whether `path` is one of these libraries, the {cu} digits it carries if per-train)."""
+        import fnmatch
+        import re
+
+        for glob in self.files:
+            if "{cu}" not in glob:
+                if fnmatch.fnmatchcase(path, glob):
+                    return True, None
+                continue
+            head, _, tail = glob.partition("{cu}")
+            pattern = fnmatch.translate(head).removesuffix(r"\Z").removeprefix("(?s:").removesuffix(")")
+            rest = fnmatch.translate(tail).removesuffix(r"\Z").removeprefix("(?s:").removesuffix(")")
+            m = re.fullmatch(f"(?s:{pattern})(\\d{{2,3}})(?s:{rest})", path)
+            if m:
+                return True, m.group(1)
+        return False, None
+
+
+@dataclass(frozen=True)
 class CheckPolicy:
     """What the project promises about its wheels beyond the defaults (SPEC §8, real projects)."""
 
     rpath_exceptions: tuple[RpathException, ...] = ()
     files: tuple[FileRule, ...] = ()
+    libraries: tuple[LibraryRule, ...] = ()  # DOCS["libraries"]
 
 
 @dataclass(frozen=True)

@@ -93,12 +93,20 @@ def row_json(row: Row) -> dict[str, Any]:
 def check_json(policy: Policy, row: Row) -> dict[str, Any]:
     """What `buildrows check` holds this row's wheel to beyond the defaults, each with its reason."""
     rules = [r for r in policy.check.files if r.applies_to(row.name)]
+    rt = row.runtime if row.cuda is not None else None
     return {
-        "runtime_mode": row.runtime.mode if row.cuda is not None and row.runtime is not None else None,
+        "runtime_mode": rt.mode if rt is not None else None,
+        "runtime_reason": rt.reason or None if rt is not None else None,
         "rpath_exceptions": [
             {k: v for k, v in (("entry", e.entry), ("reaches", e.reaches), ("libraries", list(e.libraries) or None),
-                               ("reason", e.reason), ("source", e.source)) if v is not None}
+                               ("climbs_out", e.climbs_out or None), ("reason", e.reason), ("source", e.source))
+             if v is not None}
             for e in policy.check.rpath_exceptions],
+        "libraries": [{k: v for k, v in (("files", list(r.files)), ("archs", r.archs.dotted if r.archs else None),
+                                         ("ptx", [a.dotted for a in r.archs.ptx] if r.archs else None),
+                                         ("per_train", r.per_train or None), ("vendored", r.vendored or None),
+                                         ("reason", r.reason), ("source", r.source)) if v is not None}
+                      for r in policy.check.libraries if r.applies_to(row.name)],
         "required": [{"files": list(r.files), "reason": r.reason, "source": r.source}
                      for r in rules if r.kind == "required"],
         "no_cuda": [{"files": list(r.files), "allow": list(r.allow), "reason": r.reason, "source": r.source}
@@ -110,17 +118,24 @@ def _check_lines(policy: Policy, row: Row) -> list[str]:
     data = check_json(policy, row)
     lines = []
     if data["runtime_mode"] is not None:
-        lines.append(f"  {'check.runtime_mode':26} {data['runtime_mode']!s:60}  <- {row.runtime.source if row.runtime else ''}")
+        mode = data["runtime_mode"] + (f" ({data['runtime_reason']})" if data["runtime_reason"] else "")
+        lines.append(f"  {'check.runtime_mode':26} {mode:60}  <- {row.runtime.source if row.runtime else ''}")
     for e in data["rpath_exceptions"]:
         what = f"entry {e['entry']}" if "entry" in e else f"reaches {e['reaches']}"
         if "libraries" in e:
             what += f" (in {', '.join(e['libraries'])})"
+        if e.get("climbs_out"):
+            what += " (climbs out of site-packages)"
         lines.append(f"  {'check.rpath_exception':26} {what}: {e['reason']}  <- {e['source']}")
     for r in data["required"]:
         lines.append(f"  {'check.required':26} {', '.join(r['files'])}: {r['reason']}  <- {r['source']}")
     for r in data["no_cuda"]:
         allow = f" (may link {', '.join(r['allow'])})" if r["allow"] else ""
         lines.append(f"  {'check.no_cuda':26} {', '.join(r['files'])}{allow}: {r['reason']}  <- {r['source']}")
+    for r in data["libraries"]:
+        rule = ("vendored" if r.get("vendored") else "its train's list" if r.get("per_train") else
+                "archs " + " ".join(r["archs"]) + (f" (PTX {' '.join(r['ptx'])})" if r.get("ptx") else " (no PTX)"))
+        lines.append(f"  {'check.libraries':26} {', '.join(r['files'])}: {rule}: {r['reason']}  <- {r['source']}")
     return lines
 
 

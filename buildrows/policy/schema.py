@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from buildrows.errors import Problem
+from buildrows.policy.model import DOCS, RUNTIME_MODES
 
 
 @dataclass(frozen=True)
@@ -183,21 +184,18 @@ PLATFORM = Table(
     },
 )
 
-RUNTIME_MODES = ("dynamic", "static", "torch")
-
 RUNTIME = Table(
     "What a wheel of one CUDA major must declare and reach.",
     {
-        "mode": Str("How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, "
-                    "the requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it "
-                    "dynamically, no requirement) or \"torch\" (a PyTorch extension: requires the torch it was built "
-                    "against, recorded in the wheel, and no other minor version).", RUNTIME_MODES,
-                    default="\"dynamic\""),
+        "mode": Str(DOCS["runtime.mode"], RUNTIME_MODES, default="\"dynamic\""),
         "requirements": StrList("Exact Requires-Dist entries, e.g. \"nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\" "
                                 "(default: the seed set when dynamic, none otherwise).",
-                                default="the seed set (dynamic), [] (static, torch)"),
+                                default="the seed set (dynamic), [] (other modes)"),
         "library-dir": Str("The runtime's library directory relative to site-packages, which RPATH must reach (dynamic mode).",
                             default="the seed value (\"nvidia/cu13/lib\" for 13)"),
+        "reason": Str(DOCS["runtime.reason"]),
+        "extra": Str(DOCS["runtime.extra"]),
+        "optional": StrList(DOCS["runtime.optional"]),
     },
 )
 
@@ -209,6 +207,7 @@ RPATH_EXCEPTION = Table(
                        "(another package's library directory, or one the project keeps on purpose)."),
         "libraries": StrList("Wheel members this exception applies to (globs); default every library.",
                                default="every library"),
+        "climbs-out": Bool(DOCS["rpath-exception.climbs-out"], default="false"),
         "reason": Str("Why the entry is intended; shown by `show` and by the check."),
     },
     required=("reason",),
@@ -236,12 +235,27 @@ NO_CUDA = Table(
     required=("files", "reason"),
 )
 
+LIBRARY_RULE = Table(
+    DOCS["libraries"],
+    {
+        "files": StrList(DOCS["libraries.files"]),
+        "archs": StrOrList(DOCS["libraries.archs"]),
+        "ptx": Str(DOCS["libraries.ptx"]),
+        "per-train": Bool(DOCS["libraries.per-train"], default="false"),
+        "vendored": Bool(DOCS["libraries.vendored"], default="false"),
+        "rows": StrList(DOCS["libraries.rows"]),
+        "reason": Str(DOCS["libraries.reason"]),
+    },
+    required=("files", "reason"),
+)
+
 CHECK = Table(
     "What the wheel check holds this project's wheels to beyond the defaults, each with its reason.",
     {
         "rpath-exceptions": ArrayOf("RPATH/RUNPATH entries kept on purpose.", RPATH_EXCEPTION),
         "required": ArrayOf("Files the wheel must ship.", REQUIRED_FILES),
         "no-cuda": ArrayOf("Libraries that must link no CUDA library.", NO_CUDA),
+        "libraries": ArrayOf(DOCS["libraries"], LIBRARY_RULE),
     },
 )
 

@@ -17,6 +17,15 @@ from typing import Protocol
 
 from buildrows.errors import BadInput
 from buildrows.policy.archs import ArchList, Train
+from buildrows.policy.from_wheel import (
+    WheelFacts,
+    check_toml,
+    infer,
+    list_text,
+    runtime_toml,
+    train_lists,
+    trains_of,
+)
 from buildrows.policy.model import Driver
 
 #: Python versions a starting policy builds (the seed's allowlist); the running one is added.
@@ -88,6 +97,7 @@ class CudaStart:
     text: str  # as the policy writes it
     ptx_none: bool
     source: str
+    facts: WheelFacts | None = None  # what init --from-wheel read of how the wheel is built and loaded
 
 
 def _q(value: str) -> str:
@@ -110,10 +120,13 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     else:
         lines.append("# cuda-option = \"MYPROJ_BUILD_CUDA\"  # the project's CMake switch for CUDA, if it has one")
     lines += ["", "[python]", "versions = [" + ", ".join(_q(v) for v in pythons) + "]"]
+    trains = ", ".join(_q(t.dotted) for t in trains_of(cuda.facts, cuda.train)) if cuda is not None else ""
     if cuda is not None:
-        lines += ["", "[cuda]", f"trains = [{_q(cuda.train.dotted)}]"]
+        lines += ["", "[cuda]", f"trains = [{trains}]"]
+        if cuda.facts is not None:
+            lines += runtime_toml(cuda.facts, cuda.train)
     lines += ["", f"[platforms.{platform}]"]
-    lines.append(f"trains = [{_q(cuda.train.dotted)}]" if cuda is not None else
+    lines.append(f"trains = [{trains}]" if cuda is not None else
                  "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")
     if cpu or cuda is None:
         lines.append("cpu = true  # CPU rows too (CUDA off)")
@@ -122,6 +135,12 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
                   f"archs = {_q(cuda.text)}"]
         if cuda.ptx_none:
             lines.append('ptx = "none"  # the wheel ships no PTX common to its libraries')
+        for others, text, ptx_none in train_lists(cuda.facts, cuda.train) if cuda.facts is not None else []:
+            lines += ["", "# the list its library for these trains carries (one kernel library per train)",
+                      f"[[platforms.{platform}.cuda]]", "trains = [" + ", ".join(_q(t.dotted) for t in others) + "]",
+                      f"archs = {_q(text)}"] + (['ptx = "none"'] if ptx_none else [])
+        if cuda.facts is not None:
+            lines += check_toml(cuda.facts)
     return "\n".join(lines) + "\n"
 
 
@@ -170,6 +189,11 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
     if args.from_wheel:
         cuda, platform = _from_wheel(Path(args.from_wheel), train, platform)
         summary.append(f"CUDA {cuda.train.dotted}: archs {cuda.text} ({cuda.source})")
+        if cuda.facts is not None:
+            summary += cuda.facts.summary
+            if cuda.facts.reason or cuda.facts.rpath_entries or cuda.facts.own_lists or cuda.facts.vendored:
+                summary.append("review: the reasons init wrote say what it saw; replace them with why the project "
+                               "does it")
     elif train is not None:
         text = suggested_archs(train, platform)
         from buildrows.policy.archs import parse_arch_list
@@ -219,6 +243,22 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
     if train is None:
         raise BadInput(f"{wheel.name} carries no +cuXYZ tag, so its CUDA train is unknown\n"
                        "    fix: pass --cuda TRAIN (the train the wheel was built with, e.g. --cuda 13.0)")
+    facts = infer(code.info, wheel, train, platform) if code.info is not None else None
+    if facts is not None and facts.row is not None:
+        text, ptx_none = list_text(facts.row)
+        n = len(facts.row.paths)
+        others = [f"{len(facts.own_lists)} other list{'s' if len(facts.own_lists) != 1 else ''}"] if facts.own_lists else []
+        others += [f"{len(facts.vendored)} bundled NVIDIA librar{'ies' if len(facts.vendored) != 1 else 'y'}"] if facts.vendored else []
+        source = (f"from {wheel.name}: the list {n} of its librar{'ies' if n != 1 else 'y'} carry"
+                  + (f"; {' and '.join(others)} get their own [[check.libraries]] rules" if others else ""))
+        if facts.per_train:
+            source = (f"from {wheel.name}: the list its CUDA {train.dotted} library carries; the libraries of "
+                      f"{len(facts.per_train) - 1} other trains are held to their trains' lists (per-train rule)")
+        from buildrows.policy.archs import parse_arch_list
+
+        archs = parse_arch_list(text, ptx="none" if ptx_none else "newest")
+        platform = platform_of_wheel(code.info) or platform if code.info is not None else platform
+        return CudaStart(train, archs, text, ptx_none, source, facts), platform
     if not code.common_elf:
         raise Refused(f"{wheel.name}: no GPU architecture is common to its libraries with device code "
                       f"({len(code.with_code)} of {len(code.libraries)} carry any); nothing to start a list from\n"

@@ -1,0 +1,106 @@
+"""NVIDIA's library wheels as data (buildrows/data/nvidia_packages.toml): which sonames each
+package installs and where. The "preload" runtime mode judges a wheel that loads these libraries
+itself by them: its declared NVIDIA packages must be the ones that carry what its libraries NEED."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
+from buildrows.policy.requirements import marker_environment
+from buildrows.resources import data_file
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["NvidiaPackage", "carriers", "declared_nvidia", "nvidia_soname", "packages"]
+
+# A soname of NVIDIA's libraries with its major (libcublasLt.so.13, libcudart.so.11.0, libnccl.so.2).
+_NVIDIA_SONAME = re.compile(
+    r"^lib(?:cudart|cublas|cublasLt|nvblas|cufft|cufftw|curand|cusolver|cusolverMg|cusparse|cusparseLt|nvrtc|"
+    r"nvrtc-builtins|nvJitLink|cupti|nvjpeg|nvToolsExt|cudnn\w*|nccl|nvshmem\w*|cufile|cutensor\w*|nvvm|npp\w*)"
+    r"\.so\.\d+(?:\.\d+)*$")
+
+
+@dataclass(frozen=True)
+class NvidiaPackage:
+    """One NVIDIA library wheel: its sonames and its library directory (relative to site-packages)."""
+
+    name: str
+    sonames: tuple[str, ...]
+    dir: str
+
+
+@functools.cache
+def _table() -> tuple[dict[str, NvidiaPackage], dict[int, dict[str, str]]]:
+    raw = tomllib.loads(data_file("nvidia_packages.toml").read_text(encoding="utf-8"))
+    pkgs: dict[str, NvidiaPackage] = {str(canonicalize_name(k)): NvidiaPackage(str(canonicalize_name(k)),
+                                                                                tuple(v["sonames"]), v["dir"])
+                                      for k, v in raw["packages"].items()}
+    toolkit = {int(k): {str(e): str(canonicalize_name(p)) for e, p in v.items()} for k, v in raw["cuda-toolkit"].items()}
+    return pkgs, toolkit
+
+
+def packages() -> dict[str, NvidiaPackage]:
+    """Every NVIDIA package the table knows, by canonical name."""
+    return _table()[0]
+
+
+def nvidia_soname(name: str) -> bool:
+    """Whether a NEEDED name is one of NVIDIA's CUDA libraries (the driver libcuda.so.1 is not: no wheel carries it)."""
+    return _NVIDIA_SONAME.match(name) is not None
+
+
+def carriers(soname: str) -> list[str]:
+    """The packages that install `soname`, CUDA 12's first."""
+    return [p.name for p in packages().values() if soname in p.sonames]
+
+
+def _in_scope(req: Requirement, platform: str, extra: str | None) -> bool:
+    marker = str(req.marker or "")
+    if "extra" not in marker:
+        return extra is None and (req.marker is None or req.marker.evaluate(marker_environment(platform)))
+    if extra is None:
+        return False
+    env = dict(marker_environment(platform), extra=extra)
+    return Marker(marker).evaluate(env)
+
+
+def declared_nvidia(requires_dist: Iterable[str], platform: str, extra: str | None,
+                    major: int) -> dict[str, str]:
+    """The NVIDIA packages the wheel declares on `platform` (unconditionally, or under `extra`):
+    canonical name -> the Requires-Dist entry. `cuda-toolkit[cublas,...]` counts as the packages
+    its extras install."""
+    known = packages()
+    toolkit = _table()[1].get(major, {})
+    out: dict[str, str] = {}
+    for text in requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue  # reported by runtime-declared's parse check
+        if not _in_scope(req, platform, extra):
+            continue
+        name = canonicalize_name(req.name)
+        if name == "cuda-toolkit":
+            for e in req.extras:
+                if e in toolkit:
+                    out[toolkit[e]] = text
+        elif name in known or name.startswith("nvidia-"):
+            out[name] = text
+    return out
+
+
+def optional(soname: str, globs: Iterable[str]) -> bool:
+    """Whether a soname is one the policy marks as loaded only when present."""
+    return any(fnmatch.fnmatchcase(soname, g) for g in globs)

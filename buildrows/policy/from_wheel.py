@@ -1,0 +1,279 @@
+"""What a published wheel says about how it is built and loaded, as policy text (`init --from-wheel`).
+
+The aim is a starting policy under which `buildrows check` passes on the wheel it was read from:
+the runtime mode (a PyTorch extension, a ctypes kernel library on torch's runtime, a project that
+loads NVIDIA's wheels itself, a statically linked runtime), the row's list (the list most of the
+project's libraries carry, PTX included), a rule for each library that carries another list or is
+a bundled NVIDIA library, and an exception for each RPATH entry the check would otherwise reject.
+Every mode that needs a reason gets one that says what init saw; the user is told to review it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
+    from buildrows.policy.archs import Train
+
+__all__ = ["WheelFacts", "infer"]
+
+# NVIDIA's libraries as a wheel repair step bundles them (libnvjpeg.8dd2b5e6.so.12, libcudart-1a2b.so.13).
+_BUNDLED_NVIDIA = re.compile(r"^lib(?:cudart|nvjpeg|cublas|cublasLt|cufft|curand|cusolver|cusparse|nvrtc|nvJitLink|"
+                             r"cupti|nvToolsExt|npp\w*)[.-]")
+
+
+@dataclass(frozen=True)
+class ListGroup:
+    """Libraries that carry one list exactly."""
+
+    elf: frozenset[str]
+    ptx: frozenset[str]
+    paths: tuple[str, ...]
+
+
+@dataclass
+class WheelFacts:
+    """What init writes beyond the project: the mode, the row's list, library rules, exceptions."""
+
+    mode: str = "dynamic"
+    reason: str = ""
+    extra: str | None = None
+    optional: list[str] = field(default_factory=list)
+    row: ListGroup | None = None
+    own_lists: list[ListGroup] = field(default_factory=list)
+    vendored: list[str] = field(default_factory=list)
+    rpath_entries: list[tuple[str, bool]] = field(default_factory=list)  # (entry glob, climbs out)
+    # One kernel library per CUDA train (libbitsandbytes_cuda118.so ... _cuda130.so): the {cu} glob,
+    # and each train's list as its library carries it; empty when the wheel has no such set.
+    per_train_glob: str = ""
+    per_train: dict[Train, ListGroup] = field(default_factory=dict)
+    summary: list[str] = field(default_factory=list)
+
+
+def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFacts:
+    """Read what `check` will judge, and describe it so that the check passes."""
+    facts = WheelFacts()
+    libs = list(info.libraries)
+    facts.vendored = sorted(lib.path for lib in libs if lib.has_device_code and _bundled_nvidia(lib.path))
+    coded = [lib for lib in libs if lib.has_device_code and lib.path not in facts.vendored]
+    facts.per_train_glob, per_train = _per_train(coded, train)
+    if per_train:  # the row's train's library gives the row's list; the others are held to theirs
+        facts.per_train = {t: _groups([lib])[0] for t, lib in per_train.items()}
+        facts.row = facts.per_train[train]
+        coded = [lib for lib in coded if lib not in per_train.values()]
+    groups = _groups(coded)
+    if groups and facts.row is None:
+        facts.row = max(groups, key=lambda g: (len(g.paths), len(g.elf)))
+    facts.own_lists = [g for g in groups if g is not facts.row]
+    _mode(facts, info, wheel, train, platform)
+    facts.rpath_entries = _rpath_entries(facts, info, train, platform)
+    return facts
+
+
+# A library whose name carries a CUDA train: lib_cuda128.so, ops_cu130.so (the digits are the train).
+_TRAIN_IN_NAME = re.compile(r"^(?P<head>.*cu(?:da)?)(?P<digits>\d{3})(?P<tail>[^/\d][^/]*)$")
+
+
+def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, LibraryInfo]]:
+    """The largest set of libraries that differ only in a train in their name, one per known train,
+    the row's train among them: a wheel that ships one kernel library per CUDA train."""
+    from buildrows.policy.archs import Train as TrainType
+    from buildrows.policy.archs import train_table
+
+    known = train_table()
+    sets: dict[str, dict[TrainType, LibraryInfo]] = {}
+    for lib in libs:
+        m = _TRAIN_IN_NAME.match(lib.path)
+        if not m:
+            continue
+        try:
+            t = TrainType.parse("cu" + m.group("digits"))
+        except ValueError:
+            continue
+        if t in known:
+            sets.setdefault(m.group("head") + "{cu}" + m.group("tail"), {})[t] = lib
+    best = max(((g, by) for g, by in sets.items() if len(by) >= 2 and train in by), key=lambda x: len(x[1]), default=None)
+    return best if best is not None else ("", {})
+
+
+def _bundled_nvidia(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) >= 2 and parts[-2].endswith(".libs") and _BUNDLED_NVIDIA.match(parts[-1]) is not None
+
+
+def _groups(libs: list[LibraryInfo]) -> list[ListGroup]:
+    by: dict[tuple[frozenset[str], frozenset[str]], list[str]] = {}
+    for lib in libs:
+        by.setdefault((frozenset(lib.cubins), frozenset(lib.ptx)), []).append(lib.path)
+    return [ListGroup(elf, ptx, tuple(paths)) for (elf, ptx), paths in by.items()]
+
+
+def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platform: str) -> None:
+    from buildrows.binaries.symbols import wheel_imported_symbols
+    from buildrows.check.judges import _LIBTORCH, torch_abi
+    from buildrows.check.nvidia import declared_nvidia, nvidia_soname, packages
+
+    elf = [lib for lib in info.libraries if lib.format == "elf"]
+    # What each library imports of torch (one library in memory at a time; init runs once).
+    kinds = {p: torch_abi(s).kind for p, s in wheel_imported_symbols(wheel, [lib.path for lib in elf]).items()}
+    links_torch = [lib.path for lib in elf
+                   if any(_LIBTORCH.match(n) for n in lib.needed) or kinds.get(lib.path, "none") != "none"]
+    if links_torch:
+        facts.mode = "torch"
+        stable = all(kinds.get(p) != "c++" for p in links_torch)
+        facts.summary.append(f"mode torch: {len(links_torch)} libraries link libtorch ("
+                             + ("only torch's stable C ABI: torch>=X suffices" if stable else
+                                "libtorch's C++ API: pinned to the torch minor; check it with --torch VERSION") + ")")
+        return
+    requires_torch = any(re.match(r"^\s*torch\b(?![-_.\w])", r) and "extra" not in r for r in info.requires_dist)
+    links_cudart = [lib for lib in elf if any(n.startswith("libcudart.so") for n in lib.needed)]
+    if requires_torch:
+        facts.mode = "torch-runtime"
+        facts.reason = ("init saw: the wheel requires torch, and no library links libtorch; review: say how the "
+                        "libraries are loaded (ctypes after `import torch`?)")
+        facts.summary.append("mode torch-runtime: requires torch, no library links libtorch")
+        return
+    extras = [None, *sorted({m.group(1) for r in info.requires_dist
+                             if (m := re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", r))})]
+    for extra in extras:
+        declared = declared_nvidia(info.requires_dist, platform, extra, train.major)
+        if declared:
+            known = packages()
+            carried = {so for p in declared if p in known for so in known[p].sonames}
+            needed = sorted({n for lib in elf for n in lib.needed if nvidia_soname(n)})
+            facts.mode, facts.extra = "preload", extra
+            facts.optional = sorted({re.sub(r"\.so\..*$", ".so.*", n) for n in needed if n not in carried})
+            where = f"under extra {extra!r}" if extra else "unconditionally"
+            facts.reason = (f"init saw: NVIDIA packages declared {where} ({', '.join(sorted(declared))}) and "
+                            "libraries that do not reach them through RPATH; review: say how the project loads them")
+            facts.summary.append(f"mode preload: NVIDIA packages declared {where}"
+                                 + (f"; loaded only when present: {', '.join(facts.optional)}" if facts.optional else ""))
+            return
+    if not links_cudart:
+        facts.mode = "static"
+        facts.summary.append("mode static: no library links libcudart dynamically")
+        return
+    facts.summary.append("mode dynamic: libraries link libcudart and declare no NVIDIA package beside the runtime")
+
+
+def _rpath_entries(facts: WheelFacts, info: WheelInfo, train: Train, platform: str) -> list[tuple[str, bool]]:
+    """The RPATH entries the check would reject under the inferred mode, generalised where they
+    differ in one path component (`$ORIGIN/../../nvidia/*/lib`)."""
+    from buildrows.check.judges import _install_dir, _origin_entry, _wheel_dirs
+    from buildrows.check.nvidia import declared_nvidia, packages
+    from buildrows.policy.load import default_runtimes
+
+    dirs = _wheel_dirs(info)
+    target = default_runtimes()[train.major].library_dir if facts.mode == "dynamic" and train.major in default_runtimes() else None
+    preload: set[str] = set()
+    if facts.mode == "preload":
+        known = packages()
+        preload = {known[p].dir for p in declared_nvidia(info.requires_dist, platform, facts.extra, train.major) if p in known}
+    absolute: set[str] = set()
+    climbing: set[str] = set()
+    elsewhere: set[str] = set()
+    for lib in info.libraries:
+        origin = _install_dir(lib.path)
+        for entry in lib.rpaths:
+            if not _origin_entry(entry):
+                absolute.add(entry)
+                continue
+            if origin is None:
+                continue
+            rel = entry.replace("${ORIGIN}", "$ORIGIN")[len("$ORIGIN"):].lstrip("/")
+            resolved = posixpath.normpath(posixpath.join(origin, rel)) if rel else origin
+            resolved = "" if resolved == "." else resolved
+            if resolved.startswith(".."):
+                climbing.add(entry)
+            elif not (resolved == target or resolved in dirs or resolved in preload):
+                elsewhere.add(entry)
+    return ([(g, False) for g in _generalise(sorted(absolute | elsewhere))]
+            + [(g, True) for g in _generalise(sorted(climbing))])
+
+
+def _generalise(entries: list[str]) -> list[str]:
+    """Entries that differ in exactly one component become one glob; the rest stay as written."""
+    by_len: dict[int, list[list[str]]] = {}
+    for e in entries:
+        by_len.setdefault(len(e.split("/")), []).append(e.split("/"))
+    out: list[str] = []
+    for group in by_len.values():
+        if len(group) > 1:
+            differ = [i for i in range(len(group[0])) if len({parts[i] for parts in group}) > 1]
+            if len(differ) == 1:
+                parts = list(group[0])
+                parts[differ[0]] = "*"
+                out.append("/".join(parts))
+                continue
+        out += ["/".join(parts) for parts in group]
+    return sorted(out)
+
+
+def _q(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def list_text(group: ListGroup) -> tuple[str, bool]:
+    """A group's list as the policy writes it, and whether it needs ptx = "none"."""
+    from buildrows.policy.edit import arch_text, archs_from_names
+
+    return arch_text(archs_from_names(set(group.elf), set(group.ptx)))
+
+
+def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]:
+    """[cuda.runtime.N] for a mode other than the default: one per CUDA major of the trains."""
+    if facts.mode == "dynamic":
+        return []
+    lines: list[str] = []
+    for major in sorted({train.major, *(t.major for t in facts.per_train)}):
+        lines += ["", f"[{prefix}cuda.runtime.{major}]", f"mode = {_q(facts.mode)}"]
+        if facts.reason:
+            lines.append(f"reason = {_q(facts.reason)}")
+        if facts.extra:
+            lines.append(f"extra = {_q(facts.extra)}")
+        if facts.optional:
+            lines.append("optional = [" + ", ".join(_q(o) for o in facts.optional) + "]")
+    return lines
+
+
+def trains_of(facts: WheelFacts | None, train: Train) -> list[Train]:
+    """The trains the policy publishes: the row's, and each per-train library's."""
+    return sorted({train, *(facts.per_train if facts else ())}, key=lambda t: (t.major, t.minor))
+
+
+def train_lists(facts: WheelFacts, train: Train) -> list[tuple[list[Train], str, bool]]:
+    """The other trains' lists of a per-train wheel, as (trains, list text, ptx none), trains sharing one list together."""
+    by: dict[tuple[str, bool], list[Train]] = {}
+    for t, group in facts.per_train.items():
+        if t != train:
+            by.setdefault(list_text(group), []).append(t)
+    return [(sorted(ts, key=lambda t: (t.major, t.minor)), text, none) for (text, none), ts in by.items()]
+
+
+def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
+    """[[check.rpath-exceptions]] and [[check.libraries]] for what init found."""
+    lines: list[str] = []
+    for entry, climbs in facts.rpath_entries:
+        lines += ["", f"[[{prefix}check.rpath-exceptions]]", f"entry = {_q(entry)}"]
+        if climbs:
+            lines.append("climbs-out = true")
+        lines.append(f"reason = {_q('init found it in the wheel; review: say why it is kept, or drop it from the build')}")
+    if facts.per_train:
+        lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(facts.per_train_glob)}]", "per-train = true",
+                  f"reason = {_q('init saw one library per CUDA train; review: say how the one that loads is chosen')}"]
+    if facts.vendored:
+        lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.vendored) + "]",
+                  "vendored = true", f"reason = {_q('init saw a bundled NVIDIA library (its architectures are NVIDIA choice)')}"]
+    for group in sorted(facts.own_lists, key=lambda g: g.paths):
+        text, ptx_none = list_text(group)
+        lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(p) for p in group.paths) + "]",
+                  f"archs = {_q(text)}"]
+        if ptx_none:
+            lines.append('ptx = "none"')
+        lines.append(f"reason = {_q('init saw these libraries carry another list than the rest; review: say why')}")
+    return lines

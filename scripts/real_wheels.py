@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Hold real CUDA wheels from PyPI to their policies (tests/data/real-wheels/wheels.toml).
+
+    python scripts/real_wheels.py [--cache DIR] [NAME ...]   # prints a markdown table
+
+For each wheel, pinned by URL and sha256 and downloaded into the cache (default
+$BUILDROWS_REAL_WHEELS_CACHE, else ~/.cache/buildrows/real-wheels; never into the repository):
+`check` under its policy passes; the policy with one promise broken fails with its message;
+`init --from-wheel` writes a policy under which `check` passes; the device code buildrows reads
+equals cuobjdump's on every library cuobjdump can read; and the peak RSS of the check process.
+tests/test_real_wheels.py (BUILDROWS_REAL_WHEELS=1) asserts the same through these functions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import urllib.request
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / "real-wheels"
+# Runs buildrows in a fresh process and reports that process's peak RSS (KiB) on stderr: VmHWM,
+# the high-water mark of this process's own memory (getrusage's ru_maxrss survives exec, so it
+# would report the parent's peak when that was larger).
+_RUNNER = ("import re, sys\nfrom buildrows.cli import main\ntry:\n    rc = main(sys.argv[1:])\n"
+           "except SystemExit as e:\n    rc = int(e.code or 0)\n"
+           "hwm = re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read())\n"
+           "sys.stderr.write(f'\\nPEAK_RSS_KB {hwm.group(1) if hwm else 0}\\n')\nsys.exit(rc)\n")
+
+
+@dataclass(frozen=True)
+class RealWheel:
+    shape: str
+    file: str
+    url: str
+    sha256: str
+    policy: str
+    cuda: str  # the train: published wheels carry no +cuXYZ tag, so `check --cuda` states it
+    message: str
+    args: tuple[str, ...] = ()
+    broken: tuple[str, str] | None = None
+    broken_args: tuple[str, ...] = ()
+    row: str | None = None  # only for a wheel whose tags do not name its row
+
+    def target(self) -> list[str]:
+        """How `check` is told the row: inferred from the tags with --cuda, or --row where they cannot say."""
+        return ["--row", self.row, "--cuda", self.cuda] if self.row else ["--cuda", self.cuda]
+
+
+def wheels() -> list[RealWheel]:
+    raw = tomllib.loads((DATA / "wheels.toml").read_text(encoding="utf-8"))
+    return [RealWheel(w["shape"], w["file"], w["url"], w["sha256"], w["policy"], w["cuda"], w["message"],
+                      tuple(w.get("args", ())), (w["broken"][0], w["broken"][1]) if "broken" in w else None,
+                      tuple(w.get("broken-args", ())), w.get("row")) for w in raw["wheel"]]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BUILDROWS_REAL_WHEELS_CACHE") or Path.home() / ".cache" / "buildrows" / "real-wheels")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def ensure(wheel: RealWheel, cache: Path) -> Path:
+    """The wheel in the cache, downloaded if absent; refused if its sha256 is not the pinned one."""
+    cache.mkdir(parents=True, exist_ok=True)
+    path = cache / wheel.file
+    if not path.exists():
+        with (tempfile.NamedTemporaryFile(dir=cache, delete=False, suffix=".part") as tmp,
+              urllib.request.urlopen(wheel.url, timeout=120) as resp):
+            shutil.copyfileobj(resp, tmp)
+        os.chmod(tmp.name, 0o644)
+        Path(tmp.name).replace(path)
+    got = _sha256(path)
+    if got != wheel.sha256:
+        raise SystemExit(f"{path}: sha256 {got} is not the pinned {wheel.sha256}; delete it and run again")
+    return path
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+    peak_kb: int
+
+
+def buildrows(*argv: str, cwd: Path | None = None) -> Run:
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    p = subprocess.run([sys.executable, "-c", _RUNNER, *argv], capture_output=True, text=True, cwd=cwd, env=env,
+                       check=False)
+    m = re.search(r"\nPEAK_RSS_KB (\d+)\n", p.stderr)
+    return Run(p.returncode, p.stdout, p.stderr[: m.start()] if m else p.stderr, int(m.group(1)) if m else 0)
+
+
+def broken_policy(wheel: RealWheel, where: Path) -> Path:
+    text = (DATA / wheel.policy).read_text(encoding="utf-8")
+    if wheel.broken is not None:
+        old, new = wheel.broken
+        assert old in text, f"{wheel.policy}: the broken edit's target {old!r} is not in the policy"
+        text = text.replace(old, new, 1)
+    out = where / wheel.policy
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def cuobjdump() -> str | None:
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for cand in Path(base).glob("cu*/bin/cuobjdump"):
+            return str(cand)
+    return None
+
+
+def cuobjdump_lists(tool: str, data: bytes) -> tuple[set[str], set[str]] | None:
+    """(elf, ptx) architectures as cuobjdump lists them, or None where cuobjdump cannot read the file."""
+    with tempfile.NamedTemporaryFile(suffix=".so") as f:
+        f.write(data)
+        f.flush()
+        out: list[set[str]] = []
+        for flag in ("--list-elf", "--list-ptx"):
+            p = subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=False)
+            if p.returncode != 0:
+                return None
+            out.append(set(re.findall(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)", p.stdout)))
+    return out[0], out[1]
+
+
+@dataclass
+class Outcome:
+    wheel: RealWheel
+    passed: bool = False
+    check: Run | None = None
+    broken_seen: bool = False
+    broken: Run | None = None
+    round_trip: bool = False
+    init: Run | None = None
+    compared: int = 0
+    equal: int = 0
+    unreadable: list[str] = field(default_factory=list)
+    differing: list[str] = field(default_factory=list)
+
+
+def audit(wheel: RealWheel, path: Path, work: Path) -> Outcome:
+    from buildrows.binaries.wheelread import read_wheel
+    from buildrows.check.judges import library_json
+
+    o = Outcome(wheel)
+    base = ["check", str(path), *wheel.target()]
+    o.check = buildrows("--config", str(DATA / wheel.policy), *base, *wheel.args)
+    o.passed = o.check.code == 0 and "verdict: PASS" in o.check.out
+    broken_dir = work / "broken"
+    broken_dir.mkdir(parents=True, exist_ok=True)
+    args = wheel.broken_args or wheel.args
+    o.broken = buildrows("--config", str(broken_policy(wheel, broken_dir)), *base, *args)
+    o.broken_seen = o.broken.code == 5 and wheel.message in o.broken.out
+    project = work / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\n'
+                                            'build-backend = "setuptools.build_meta"\n', encoding="utf-8")
+    o.init = buildrows("init", "--from-wheel", str(path), "--cuda", wheel.cuda, cwd=project)
+    if o.init.code == 0:
+        rt = buildrows("--config", str(project / "buildrows.toml"), *base, *wheel.args)
+        o.round_trip = rt.code == 0 and "verdict: PASS" in rt.out
+        if not o.round_trip:
+            o.init = rt
+    tool = cuobjdump()
+    if tool is not None:
+        mine = library_json(read_wheel(path).libraries)
+        with zipfile.ZipFile(path) as zf:
+            for member, code in mine.items():
+                if not code["elf"] and not code["ptx"]:
+                    continue
+                theirs = cuobjdump_lists(tool, zf.read(member))
+                if theirs is None:
+                    o.unreadable.append(member)
+                    continue
+                o.compared += 1
+                if (set(code["elf"]), set(code["ptx"])) == theirs:
+                    o.equal += 1
+                else:
+                    o.differing.append(f"{member}: buildrows {code}, cuobjdump {sorted(theirs[0])} {sorted(theirs[1])}")
+    return o
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cache", type=Path, default=None)
+    ap.add_argument("names", nargs="*", help="wheel file name prefixes (default: all)")
+    a = ap.parse_args(argv)
+    cache = a.cache or cache_dir()
+    print("| wheel | shape | check | broken promise | init round-trip | device code = cuobjdump | peak RSS of check |")
+    print("|---|---|---|---|---|---|---|")
+    ok = True
+    for w in wheels():
+        if a.names and not any(w.file.startswith(n) for n in a.names):
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            o = audit(w, ensure(w, cache), Path(tmp))
+        assert o.check is not None
+        dev = f"{o.equal}/{o.compared} equal" + (f" ({len(o.unreadable)} cuobjdump cannot read)" if o.unreadable else "")
+        print(f"| `{w.file.split('-')[0]}=={w.file.split('-')[1]}` | {w.shape} | {'PASS' if o.passed else 'FAIL'} | "
+              f"{'fails as expected' if o.broken_seen else 'NOT SEEN'} | {'yes' if o.round_trip else 'NO'} | {dev} | "
+              f"{o.check.peak_kb / 1024:.0f} MB |")
+        ok = ok and o.passed and o.broken_seen and o.round_trip and not o.differing
+        for d in o.differing:
+            print(f"    differs: {d}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
