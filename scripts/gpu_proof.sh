@@ -93,6 +93,13 @@ if [ -n "$WHL4" ] && install "$WHL4" "$W/site4"; then
   echo "kernel run exit status: $rc (0 = matches the CPU reference exactly)"; [ $rc -eq 0 ] || fail=1
 else fail=1; fi
 
+say "5. the rendered GPU job's test ([ci.gpu-test] script: examples/cuda-extension/tests/gpu_test.py) on that wheel"
+if [ -n "$WHL4" ]; then
+  out=$(cd "$W" && PYTHONPATH="$W/site4" "$PY" "$REPO/examples/cuda-extension/tests/gpu_test.py" 2>&1); rc=$?
+  echo "$out"; echo "gpu_test.py exit status: $rc (expected 0)"
+  if [ $rc -ne 0 ] || ! grep -q "gpu test: add ran on the GPU" <<<"$out"; then fail=1; fi
+else fail=1; fi
+
 say "3. build $CPUROW: no device code, CPU fallback"
 "${BR[@]}" --config "$src" build "$CPUROW" --project examples/cuda-extension --wheel-dir "$W/cpu" || fail=1
 WHL3=$(ls "$W"/cpu/*.whl 2>/dev/null | head -1)
