@@ -155,7 +155,7 @@ def test_a_bug_in_one_row_is_that_rows_exit_1_and_the_summary_still_prints(
     import io
 
     from buildrows.cli import main
-    from buildrows.commands import build
+    from buildrows.build import orchestrate as build
     from buildrows.ui import UI
 
     def provide(pol, row, env, host, args, ui):  # type: ignore[no-untyped-def]

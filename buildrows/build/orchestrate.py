@@ -4,6 +4,7 @@ its arguments into `BuildOptions` and calls `build_rows`."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,9 @@ class _Run:
         self.ccache: str | None = None
         self._toolkit_files: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.seeds: dict[str, Seed] = {}  # CMake compiler detection by key (buildrows.build.configure_seed)
-        self.staging = False  # a row built beside others: its wheel is written to a directory of its own first
+        # The wheels this invocation moved into the wheel directory, by row: a row never replaces another's.
+        self.written: dict[Path, str] = {}
+        self.lock = threading.Lock()  # rows build in threads (followers): `written` is shared
         if not args.no_compiler_cache:
             from buildrows.build.compiler_cache import INSTALL_HINT, find_ccache
 
@@ -188,7 +191,6 @@ def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], to
     """Build the followers `jobs` at a time, each into its own buffered log, written out whole and
     in row order as they finish. Without --keep-going a failure stops the rows not yet started."""
     import copy
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from buildrows.build.summary import RowOutcome
@@ -201,7 +203,7 @@ def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], to
 
     def task(row: Row) -> UI:
         mine = copy.copy(state)
-        mine.ui, mine.staging = state.ui.buffered(), True
+        mine.ui = state.ui.buffered()
         with lock:
             stop_reason = _stop_reason(outcomes, state.args.keep_going)
         if stop_reason:
@@ -338,6 +340,24 @@ def build_environment(interp: Interpreter, project: Path, driver: Driver, env: M
 def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOutcome:
     """Render, build and check one row (doctor has passed); returns what it produced."""
     from buildrows.build import drivers
+    from buildrows.build.prepare import driver_of, project_of
+
+    final_dir = drivers.default_wheel_dir(project_of(state.pol, state.args), state.args.wheel_dir)
+    if driver_of(state.pol, state.args) == "cmake-presets":  # it installs a tree, not a wheel
+        return _build_row(state, row, provided, final_dir, final_dir)
+    # Every row writes its wheel into a fresh directory of its own, so no row can take, overwrite
+    # or (stamping renames) remove another's wheel or one already in the wheel directory: the CUDA
+    # row's wheel, before stamping, has exactly the CPU wheel's name. It moves into the wheel
+    # directory under its final name (`_unstage`).
+    staging = _staging_dir(final_dir, row)
+    try:
+        return _build_row(state, row, provided, staging, final_dir)
+    finally:
+        _remove_if_empty(staging)
+
+
+def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path, final_dir: Path) -> RowOutcome:
+    from buildrows.build import drivers
     from buildrows.build.prepare import doctor_command, driver_of, project_of
     from buildrows.build.runner import run_step
     from buildrows.build.summary import RowOutcome, size_text
@@ -348,11 +368,6 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     pol, env, host, args, ui = state.pol, state.env, state.host, state.args, state.ui
     driver = driver_of(pol, args)
     project = project_of(pol, args)
-    final_dir = drivers.default_wheel_dir(project, args.wheel_dir)
-    # A row built beside others writes into a directory of its own, so no row can take (or
-    # overwrite) another's wheel; its wheel moves into the wheel directory once stamped.
-    staged = state.staging and driver == "scikit-build-core"
-    wheel_dir = final_dir / STAGING / row.name if staged else final_dir
     interp = provided.interpreter if provided else None
     toolkit = provided.toolkit if provided else None
     python = None
@@ -433,8 +448,8 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     if python is not None:
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
-    if staged:
-        wheel = _unstage(wheel, final_dir, ui)
+    if wheel_dir != final_dir:
+        wheel = _unstage(state, row, wheel, final_dir)
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
     if ok is False:
         ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
@@ -443,20 +458,66 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
                       reason="" if ok is not False else "the wheel check failed (its report is above)")
 
 
-def _unstage(wheel: Path, final_dir: Path, ui: UI) -> Path:
-    """Move a wheel from its row's own directory into the wheel directory (replacing a wheel of
-    the same name, as a build writing there directly does), and remove the row's directory."""
-    import os
+def _staging_dir(final_dir: Path, row: Row) -> Path:
+    """A fresh directory for the row's wheel under the wheel directory (the same file system, so
+    the wheel moves into place by a rename); fresh, so nothing an earlier run left is taken."""
+    import tempfile
 
-    final_dir.mkdir(parents=True, exist_ok=True)
-    target = final_dir / wheel.name
-    os.replace(wheel, target)
-    for d in (wheel.parent, wheel.parent.parent):  # .../.buildrows-staging/ROW, then the staging dir if empty
+    (final_dir / STAGING).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{row.name}-", dir=final_dir / STAGING))
+
+
+def _remove_if_empty(staging: Path) -> None:
+    """Remove the row's staging directory, then the staging root, when empty (a wheel that could
+    not be moved into place stays, and its row's error says where)."""
+    for d in (staging, staging.parent):
         try:
             d.rmdir()
         except OSError:
             break
-    ui.info(f"  wheel: {target}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    import filecmp
+
+    return filecmp.cmp(a, b, shallow=False)
+
+
+def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
+    """Move the row's wheel from its own directory into the wheel directory under its final name.
+    Nothing there is overwritten: the same bytes are already in place; a wheel of the same name
+    that another row of this invocation wrote is a refusal (the new wheel stays where it was
+    built, and the error says where); one from an earlier invocation is kept, moved aside into
+    `earlier-<time>/` of the wheel directory, and the move is reported."""
+    import os
+    import time
+
+    from buildrows.errors import Refused
+
+    target = final_dir / wheel.name
+    with state.lock:
+        other = state.written.get(target)
+        if other is not None and other != row.name:
+            raise Refused(
+                f"row {row.name}'s wheel {wheel.name} has the name of row {other}'s wheel, written by this build into "
+                f"{final_dir}; it was not replaced, and {row.name}'s wheel stays at {wheel}\n"
+                "    fix: give each row's wheel its own name ([project] stamp = true adds the row's local tag, "
+                "+cu130, to CUDA wheels), or build these rows into different --wheel-dir directories")
+        if target.exists() and _same_file(wheel, target):
+            wheel.unlink()
+        else:
+            if target.exists():
+                aside = final_dir / time.strftime("earlier-%Y%m%d-%H%M%S") / wheel.name
+                n = 1
+                while aside.exists():
+                    n += 1
+                    aside = final_dir / time.strftime(f"earlier-%Y%m%d-%H%M%S-{n}") / wheel.name
+                aside.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(target, aside)
+                state.ui.warn(f"  {target} was there already (an earlier build, other content): kept as {aside}")
+            os.rename(wheel, target)
+        state.written[target] = row.name
+    state.ui.info(f"  wheel: {target}")
     return target
 
 
