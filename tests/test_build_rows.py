@@ -154,8 +154,8 @@ def test_a_bug_in_one_row_is_that_rows_exit_1_and_the_summary_still_prints(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import io
 
-    from buildrows.cli import main
     from buildrows.build import orchestrate as build
+    from buildrows.cli import main
     from buildrows.ui import UI
 
     def provide(pol, row, env, host, args, ui):  # type: ignore[no-untyped-def]

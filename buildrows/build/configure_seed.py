@@ -16,8 +16,8 @@ from the cache. buildrows does the same across trees of one invocation:
   compares the build files the two write.
 
 The key is every input of the detection: the build command without what only the Python changes
-(the interpreter, ``Python_EXECUTABLE`` and friends, the row's name, tree and wheel directory), and the whole
-environment the build runs with, less the row's own name, Python and statistics log. So a
+(the interpreter, ``Python_EXECUTABLE`` and friends, the row's name, tree and wheel directory,
+its environment's bin on PATH), and the whole environment the build runs with, less the row's own name, Python and statistics log. So a
 different train, architecture list, compiler, flag, generator, toolchain variable or launcher is
 another key. Two inputs are not known before the build runs, because the row's build
 environment picks them: which CMake runs and which scikit-build-core. After a seeded build,
@@ -75,9 +75,19 @@ def key(argv: Sequence[str], env: Mapping[str, str]) -> str:
             next(rest, None)
         elif not _python_only(a):
             settings.append(a)
-    variables = sorted((k, v) for k, v in env.items() if k not in ROW_VARIABLES)
+    variables = sorted((k, _without_interpreter_bin(v, argv[0]) if k == "PATH" else v)
+                       for k, v in env.items() if k not in ROW_VARIABLES)
     blob = json.dumps({"seed": 1, "argv": settings, "env": variables}, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _without_interpreter_bin(path: str, python: str) -> str:
+    """PATH without the row interpreter's own directory (its environment's bin, first on a build's
+    PATH: `buildrows.build.drivers.with_environment_bin`), which only the row's Python changes."""
+    import os
+
+    own = os.path.dirname(os.path.abspath(python))
+    return os.pathsep.join(d for d in path.split(os.pathsep) if os.path.abspath(d or ".") != own)
 
 
 def _python_only(arg: str) -> bool:

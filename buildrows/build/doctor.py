@@ -344,6 +344,20 @@ _DIST_SCRIPT = (
 _TOOL_VERSIONS: dict[tuple[object, ...], str] = {}
 
 
+def is_running_interpreter(python: str) -> bool:
+    """Whether `python` is the interpreter buildrows runs on *and* sees the same packages, so its
+    distributions can be read in-process. A virtual environment's python links to its base
+    interpreter: the file it resolves to says nothing about its site-packages (a row environment
+    of the same base as buildrows' own venv holds other packages), so environments are compared
+    by their directory, and only two plain interpreters by the file they resolve to."""
+    from buildrows.build.drivers import environment_bin
+
+    mine, theirs = environment_bin(sys.executable), environment_bin(python)
+    if mine is not None or theirs is not None:
+        return mine == theirs
+    return Path(python).resolve() == Path(sys.executable).resolve()
+
+
 @dataclass
 class MachineProbe:
     """The real machine: tools through `buildrows.build.runner`, distributions in-process when possible."""
@@ -371,7 +385,7 @@ class MachineProbe:
     def interpreter(self, python: str) -> tuple[str | None, str | None]:
         from buildrows.build.runner import capture
 
-        if Path(python).resolve() == Path(sys.executable).resolve():
+        if is_running_interpreter(python):
             from buildrows.plan.host import host_python
 
             return host_python(), None
@@ -385,7 +399,7 @@ class MachineProbe:
         return last[0].strip(), None
 
     def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
-        if Path(python).resolve() == Path(sys.executable).resolve():
+        if is_running_interpreter(python):
             from importlib import metadata
 
             out: dict[str, str | None] = {}

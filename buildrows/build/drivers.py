@@ -23,6 +23,7 @@ frontend make a fresh environment from the registry instead, as a release job ma
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -171,6 +172,32 @@ def with_compiler_cache(bp: BuildPlan, env: Mapping[str, str], launchers: Mappin
             for k, v in launchers.items():
                 argv[-1:-1] = ["-C", f"cmake.define.{k}={v}"]
         commands.append(replace(cmd, argv=tuple(argv), env=(*cmd.env, *env.items())))
+    return replace(bp, commands=tuple(commands))
+
+
+def environment_bin(python: str) -> Path | None:
+    """The scripts directory of the virtual environment `python` belongs to (its `bin`, Scripts on
+    Windows), or None when it is not one. Judged by the path as given, never by the file it
+    resolves to: a venv's python is a link to its base interpreter."""
+    here = Path(os.path.abspath(python)).parent
+    return here if (here.parent / "pyvenv.cfg").is_file() else None
+
+
+def with_environment_bin(bp: BuildPlan, python: str, base_env: Mapping[str, str]) -> BuildPlan:
+    """The plan with the row's environment's scripts directory first on every command's PATH, as
+    an isolated PEP 517 frontend does: the programs its build requirements install (swig, cmake,
+    ninja, cython) and its `python` are the ones the build finds. Unchanged when the row's
+    interpreter is not in a virtual environment (a system python's directory, /usr/bin, must not
+    go before the user's PATH)."""
+    from dataclasses import replace
+
+    scripts = environment_bin(python)
+    if scripts is None:
+        return bp
+    commands = []
+    for cmd in bp.commands:
+        path = cmd.environment(base_env).get("PATH", "")
+        commands.append(replace(cmd, env=(*cmd.env, ("PATH", f"{scripts}{os.pathsep}{path}" if path else str(scripts)))))
     return replace(bp, commands=tuple(commands))
 
 

@@ -410,6 +410,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
     elif driver == "scikit-build-core":
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
+    if python is not None:
+        bp = drivers.with_environment_bin(bp, python, base_env)
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
