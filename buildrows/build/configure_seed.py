@@ -63,6 +63,9 @@ class Seed:
     files: tuple[tuple[str, bytes], ...]  # CMakeFiles/<version>/*.cmake: name, content
     entries: tuple[str, ...]  # CMakeCache.txt lines (NAME:TYPE=VALUE)
     skbuild: str | None = None  # scikit-build-core's version that configured the tree
+    # The CMake source directory the donor's tree was configured from, relative to its project:
+    # scikit-build-core's `cmake.source-dir` ("." unless the project moves its CMakeLists.txt).
+    source_dir: str = "."
 
 
 def key(argv: Sequence[str], env: Mapping[str, str]) -> str:
@@ -154,13 +157,32 @@ def harvest(tree: Path, source: Path, donor: str, private: Sequence[str] = ()) -
         if any(t in value for t in tied):
             continue
         kept.append(line)
-    skbuild = cache_values(tree).get("SKBUILD_CORE_VERSION")
-    return Seed(donor, where.name, files, tuple(kept), skbuild)
+    values = cache_values(tree)
+    relative = _source_dir(values.get("CMAKE_HOME_DIRECTORY"), source)
+    if relative is None:  # CMake's source is not inside the project: nothing to say where it is for another row
+        return None
+    return Seed(donor, where.name, files, tuple(kept), values.get("SKBUILD_CORE_VERSION"), relative)
 
 
-def plant(seed: Seed, tree: Path, source: Path) -> None:
+def _source_dir(home: str | None, project: Path) -> str | None:
+    """CMake's source directory (the cache's CMAKE_HOME_DIRECTORY) relative to the project, or
+    None when there is none or it lies outside the project."""
+    import os
+
+    if not home:
+        return None
+    relative = os.path.relpath(Path(home).resolve(), project.resolve())
+    if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
+        return None
+    return Path(relative).as_posix()
+
+
+def plant(seed: Seed, tree: Path, project: Path) -> None:
     """Write the seed into a tree that has no CMakeCache.txt yet (the caller checks): the
-    detection files, then the cache entries with this tree's and source's own directories."""
+    detection files, then the cache entries with this tree's and CMake source's own directories
+    (the donor's source directory, under this project: CMake refuses a tree whose cache names
+    another source, as scikit-build-core's `cmake.source-dir` moves it)."""
+    source = project / seed.source_dir if seed.source_dir != "." else project
     if (tree / "CMakeCache.txt").exists():
         raise ValueError(f"{tree} is configured already: a seed is only planted in a fresh tree")
     where = tree / "CMakeFiles" / seed.version

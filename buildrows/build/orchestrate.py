@@ -533,6 +533,7 @@ def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mappin
     from buildrows.build import configure_seed, drivers
     from buildrows.build.prepare import doctor_command
     from buildrows.build.runner import run_step
+    from buildrows.errors import ExternalFailure
 
     ui, doctor = state.ui, doctor_command(state.pol, row)
     key, tree = seeding
@@ -542,10 +543,16 @@ def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mappin
         configure_seed.plant(seed, tree, project)
         ui.info(f"  CMake compiler detection: taken from {seed.donor}'s tree (same CMake, generator, compilers, "
                 "flags, architecture list and environment), not run again")
-    for cmd in bp.commands:
-        run_step(ui, cmd, base_env, doctor=doctor)
+    failed: ExternalFailure | None = None
+    try:
+        for cmd in bp.commands:
+            run_step(ui, cmd, base_env, doctor=doctor)
+    except ExternalFailure as e:
+        if seed is None:
+            raise
+        failed = e  # perhaps the planted detection: the build without it decides
     if seed is not None:
-        problem = configure_seed.verify(seed, tree)
+        problem = "its build failed" if failed is not None else configure_seed.verify(seed, tree)
         if problem is None:
             return True
         ui.warn(f"  the planted detection does not fit {row.name}'s tree: {problem}; building it again in a fresh "
