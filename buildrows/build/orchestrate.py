@@ -11,13 +11,14 @@ from typing import TYPE_CHECKING
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from buildrows.build import drivers
     from buildrows.build.compiler_cache import CacheStats, CompilerCache
     from buildrows.build.configure_seed import Seed
     from buildrows.build.prepare import BuildOptions, Provided
     from buildrows.build.summary import RowOutcome
+    from buildrows.check.members import MemberDifference
     from buildrows.errors import BuildrowsError
     from buildrows.plan.row import RowPlan
     from buildrows.plan.toolchain import CudaCompiler, HostOs
@@ -126,8 +127,9 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
         outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
     if followers:
         _build_followers(state, followers, number, len(ready), provided, outcomes, jobs)
+    differences = _compare_members(state, rows, outcomes)
     ordered = [outcomes[r.name] for r in rows]
-    _report(ordered, env, ui)
+    _report(ordered, env, ui, differences)
     built = sum(1 for o in ordered if o.status == "built")
     ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
     return worst_exit(ordered)
@@ -257,14 +259,52 @@ def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
     return f"stopped after {bad[0].row} {'was refused' if bad[0].status == 'refused' else 'failed'} (--keep-going builds the rest)"
 
 
-def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
-    """The summary table and the wheel paths (stdout), and on GitHub Actions the step summary."""
+def _compare_members(state: _Run, rows: list[Row], outcomes: dict[str, RowOutcome]) -> list[MemberDifference]:
+    """Hold the wheels of the rows built together to each other (buildrows.check.members). With
+    --strict or `[check] same-members = true`, a row whose wheel lacks members fails (exit 5)."""
+    from dataclasses import replace
+
+    from buildrows.binaries.wheelread import WheelError
+    from buildrows.check.members import compare, read_built
+    from buildrows.errors import EXIT_CHECK_FAILED
+
+    built: dict[str, Path] = {}
+    for r in rows:
+        o = outcomes.get(r.name)
+        if o is not None and o.status == "built" and o.wheel_path and o.wheel_path.endswith(".whl"):
+            built[r.name] = Path(o.wheel_path)
+    if len(built) < 2:
+        return []
+    try:
+        differences = compare(read_built({r.name: r for r in rows}, built))
+    except (WheelError, OSError) as e:
+        state.ui.warn(f"the wheels built together could not be compared: {e}")
+        return []
+    strict = state.args.strict or state.pol.check.same_members
+    for d in differences:
+        o = outcomes[d.row]
+        if strict and o.exit_code in (0, EXIT_CHECK_FAILED):
+            why = f"lacks {len(d.members)} member{'s' if len(d.members) != 1 else ''} {d.other} ships"
+            outcomes[d.row] = replace(o, exit_code=EXIT_CHECK_FAILED, check=False,
+                                      reason=o.reason or f"the members check failed: {why}")
+    return differences
+
+
+def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
+            differences: Sequence[MemberDifference] = ()) -> None:
+    """The summary table, the rows whose members differ, and the wheel paths (stdout), and on
+    GitHub Actions the step summary."""
     from buildrows.build.summary import render_markdown, render_table, size_text, totals
 
     ui.print()
     for line in render_table(outcomes):
         ui.print(line)
     ui.print(totals(outcomes))
+    for d in differences:
+        ui.print(f"members differ: {d.describe()}")
+    if differences:
+        ui.print("  (a build that skipped a module, e.g. a program it found on one row's PATH only; --strict or "
+                 "[check] same-members = true fails these rows)")
     for o in outcomes:
         if o.status == "built" and o.wheel_path:
             verdict = "not checked" if o.check is None else ("check PASS" if o.check else "check FAIL")
@@ -273,7 +313,9 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
     if ui.github and summary:
         from buildrows.render.envfile import append_file
 
-        append_file(summary, "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n")
+        text = "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n"
+        text += "".join(f"\n- members differ: {d.describe(limit=20)}" for d in differences)
+        append_file(summary, text + ("\n" if differences else ""))
 
 
 def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: BuildOptions,

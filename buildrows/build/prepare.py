@@ -26,6 +26,7 @@ class BuildOptions:
     isolation: bool = False
     provision: bool = False
     no_check: bool = False
+    strict: bool = False  # a difference between the members of rows built together fails (buildrows.check.members)
     keep_going: bool = False
     jobs: int | None = None
     no_compiler_cache: bool = False

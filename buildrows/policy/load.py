@@ -425,7 +425,7 @@ class _Resolver:
                 rules.append(FileRule(kind=cast(Any, kind), files=tuple(r["files"]), reason=r["reason"].strip(),
                                       source=self.where(path), rows=tuple(r.get("rows", ())),
                                       allow=tuple(r.get("allow", ()))))
-        return CheckPolicy(tuple(exceptions), tuple(rules))
+        return CheckPolicy(tuple(exceptions), tuple(rules), bool(raw.get("same-members", False)))
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:
         if not e["reason"].strip():

@@ -70,6 +70,7 @@ class CheckPolicy:
 
     rpath_exceptions: tuple[RpathException, ...] = ()
     files: tuple[FileRule, ...] = ()
+    same_members: bool = False  # rows built together must ship the same members (buildrows.check.members)
 
 
 @dataclass(frozen=True)

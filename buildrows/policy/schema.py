@@ -230,6 +230,9 @@ CHECK = Table(
         "rpath-exceptions": ArrayOf("RPATH/RUNPATH entries kept on purpose.", RPATH_EXCEPTION),
         "required": ArrayOf("Files the wheel must ship.", REQUIRED_FILES),
         "no-cuda": ArrayOf("Libraries that must link no CUDA library.", NO_CUDA),
+        "same-members": Bool("Fail `build` when rows built together ship different members (rows that differ only "
+                             "in Python ship the same ones; a CPU row ships its CUDA row's but the CUDA-only "
+                             "libraries); default false: the difference is reported. `build --strict` does the same."),
     },
 )
 
