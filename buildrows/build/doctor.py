@@ -481,9 +481,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     if not provided and not isolation and project_problem is None:
         # The row environment `build --provision` made earlier (same interpreter, same requirements)
         # is what a provisioned build uses: judge that one.
-        from buildrows.provision.buildenv import plan_env
+        from buildrows.provision.buildenv import plan_row_env
 
-        be = plan_env(interpreter, reqs, env) if interpreter is not None else None
+        be = plan_row_env(policy, row, interpreter, project, reqs, env) if interpreter is not None else None
         if be is not None and be.ready:
             python = be.python
             findings.append(Finding("row environment", "ok", f"{be.root} (made by `buildrows build "
@@ -495,9 +495,32 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
                  for f in checked]
     from buildrows.plan.torchenv import uses_torch
 
-    if row.is_cuda and uses_torch(project, reqs):
-        findings += _torch_cuda_home(policy, row, env, host, python, project)
+    if uses_torch(project, reqs):
+        missing = check_torch_installed(policy, row, python, probe.distributions(python, ["torch"])["torch"], env)
+        if missing is not None:
+            findings.append(missing)
+        elif row.is_cuda:
+            findings += _torch_cuda_home(policy, row, env, host, python, project)
     return findings
+
+
+def check_torch_installed(policy: Policy, row: Row, python: str, version: str | None,
+                          env: Mapping[str, str]) -> Finding | None:
+    """A project that builds against torch needs the torch of the row's train in the row's Python:
+    None when one is installed, else the finding whose fix names the environment, the torch and
+    the index serving the train."""
+    if version is not None:
+        return None
+    import shlex
+
+    from buildrows.provision.torch import torch_for_row
+
+    t = torch_for_row(row, policy.project.torch, env)
+    pip = shlex.join([python, "-m", "pip", "install", *t.pip_arguments()])
+    return Finding("torch", "missing", f"not installed for {python}, and the project builds against torch "
+                   "(torch.utils.cpp_extension, or torch among its build requirements)",
+                   f"`buildrows build {row.name} --provision` installs {t.describe()} into a cached environment of "
+                   f"this interpreter; or install it here: {pip}")
 
 
 def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str,

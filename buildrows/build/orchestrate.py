@@ -353,10 +353,11 @@ def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: B
             toolkit = str(got.root)
     if driver_of(pol, args) == "cmake-presets":
         return Provided(interp, toolkit)
-    return Provided(build_environment(interp, project_of(pol, args), driver_of(pol, args), env, ui), toolkit)
+    return Provided(build_environment(pol, row, interp, project_of(pol, args), driver_of(pol, args), env, ui), toolkit)
 
 
-def build_environment(interp: Interpreter, project: Path, driver: Driver, env: Mapping[str, str], ui: UI) -> Interpreter:
+def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path, driver: Driver,
+                      env: Mapping[str, str], ui: UI) -> Interpreter:
     """The row's cached build environment (a venv of `interp` with the frontend and the project's
     build requirements), created or reused."""
     from buildrows.build.doctor import FRONTEND, build_requirements
@@ -367,9 +368,10 @@ def build_environment(interp: Interpreter, project: Path, driver: Driver, env: M
     reqs, problem = build_requirements(project, driver)
     if problem is not None:
         raise BadInput(f"{problem}\n    fix: give the project a pyproject.toml with [build-system] requires")
-    be = buildenv.plan_env(interp, [FRONTEND, *reqs], env)
+    be = buildenv.plan_row_env(pol, row, interp, project, [FRONTEND, *reqs], env)
     if be.ready:
-        ui.info(f"  build environment: {be.root} (reused: same interpreter and requirements)")
+        torch = f", {be.torch.describe()}" if be.torch is not None else ""
+        ui.info(f"  build environment: {be.root} (reused: same interpreter, requirements and project{torch})")
         return be.interpreter
     ui.step(f"build environment for Python {interp.python}: {be.root}")
     buildenv.start(be)

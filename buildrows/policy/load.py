@@ -255,6 +255,15 @@ class _Resolver:
                 self.problem(("project", "env-switches", i), f"{name!r} is listed twice", hint="list each switch once")
             else:
                 switches.append(name)
+        torch = None
+        if "torch" in p:
+            from buildrows.provision.torch import torch_requirement
+
+            try:
+                torch = torch_requirement(p["torch"])
+            except ValueError as e:
+                self.problem(("project", "torch"), str(e), hint="a version, e.g. torch = \"2.14.1\" or \"2.14.*\", "
+                             "or a specifier, e.g. \">=2.13,<2.15\"")
         return Project(
             name=p.get("name", Path(self.file).resolve().parent.name),
             driver=cast(Driver, p.get("driver", "cmake-presets")),
@@ -263,6 +272,7 @@ class _Resolver:
             cache=cache,
             switches=tuple(switches),
             stamp=bool(p.get("stamp", False)),
+            torch=torch,
         )
 
     def _generator(self, pname: str, os_: Os, p: dict[str, Any]) -> tuple[str | None, str]:

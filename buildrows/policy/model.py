@@ -148,6 +148,9 @@ class Project:
     switches: tuple[str, ...] = ()
     #: Stamp built wheels that lack the row's local version or runtime requirement (opt-in).
     stamp: bool = False
+    #: The torch a torch extension's rows build against (a requirement: "torch==2.14.*"); None:
+    #: the newest the row's train's index serves. `build --provision` installs it.
+    torch: str | None = None
 
 
 InstallKind = Literal["version", "vcs", "path"]

@@ -279,6 +279,10 @@ POLICY = Table(
                 "stamp": Bool("Stamp each built wheel that lacks the row's local version (+cu130) or runtime requirement, "
                               "for projects whose build does not read BUILDROWS_LOCAL_VERSION/BUILDROWS_REQUIRES_DIST."),
                 "cache": CACHE,
+                "torch": Str("The torch a PyTorch extension's rows build against: a version (\"2.14.1\", \"2.14.*\") "
+                             "or specifier (\">=2.13,<2.15\"). `build --provision` installs it for each row from the "
+                             "index that serves the row's train (BUILDROWS_TORCH_INDEX; default "
+                             "https://download.pytorch.org/whl/{accel}, accel cu130 or cpu); stamping pins its minor."),
             },
         ),
         "python": Table(
