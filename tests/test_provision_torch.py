@@ -140,3 +140,51 @@ def test_provision_installs_the_policys_torch_for_the_row(cli: Callable[..., Res
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as z:
         assert z.read("tiny/_torch.py").decode() == f"VERSION = {want!r}\n"
+        metadata = z.read("tiny-0.1.0.dist-info/METADATA").decode()
+    minor = ".".join(want.split(".")[:2])
+    assert f"Requires-Dist: torch=={minor}.*" in metadata  # point 12: the CPU wheel is pinned too
+
+
+# --- point 12: a PyTorch extension's CPU wheel is pinned to its torch, and the check holds it there ---
+
+def cpu_torch_wheel(where: Path, requires: str) -> Path:
+    from buildrows.build.record import BuildRecord, record_bytes
+    from tests.cuda_tools import make_elf
+
+    wheel = where / f"tiny-0.1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr(f"tiny/_C.cpython-{PYT}-x86_64-linux-gnu.so", make_elf(needed=["libc10.so", "libtorch_cpu.so"]))
+        z.writestr("tiny-0.1.0.dist-info/METADATA", f"Metadata-Version: 2.1\nName: tiny\nVersion: 0.1.0\n{requires}\n")
+        z.writestr("tiny-0.1.0.dist-info/buildrows.json",
+                   record_bytes(BuildRecord(row=CPU, torch="2.14.1", torch_cuda="13.0")))
+    return wheel
+
+
+@pytest.mark.parametrize(("requires", "verdict"), [
+    ("", "Requires-Dist has no torch requirement; the wheel was built against torch 2.14.1: declare torch==2.14.*"),
+    ("Requires-Dist: torch>=2.0", "admits torch other than 2.14"),
+    ("Requires-Dist: torch==2.14.*", None),
+])
+def test_the_check_holds_a_torch_extensions_cpu_wheel_to_its_torch(cli: Callable[..., Result], tmp_path: Path,
+                                                                    requires: str, verdict: str | None) -> None:
+    pol = torch_project(tmp_path)
+    wheel = cpu_torch_wheel(tmp_path, requires)
+    r = cli("--config", str(pol), "check", str(wheel), "--row", CPU)
+    text = r.out + r.err
+    assert "torch-matches-build" in text
+    if verdict is None:
+        assert r.code == 0, text
+        assert "admits the recorded torch 2.14.1 and no other minor version" in text
+    else:
+        assert r.code == 5 and verdict in text, text
+
+
+def test_a_cpu_row_of_a_torch_extension_is_one_and_of_another_project_is_not(tmp_path: Path) -> None:
+    pol = load_policy(str(torch_project(tmp_path)))
+    cpu = pol.row(CPU)
+    assert cpu is not None and pol.torch_extension(cpu)
+    plain = tmp_path / "plain.toml"
+    plain.write_text((tmp_path / "tiny" / "buildrows.toml").read_text().replace('mode = "torch"', 'mode = "static"'))
+    other = load_policy(str(plain))
+    row = other.row(CPU)
+    assert row is not None and not other.torch_extension(row)

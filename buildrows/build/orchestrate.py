@@ -655,7 +655,8 @@ def stamp_built_wheel(pol: Policy, plan: RowPlan, python: str, project: Path, dr
     record = BuildRecord(row=row.name, cuda=cuda if row.is_cuda else None, torch=torch, torch_cuda=torch_cuda)
     ui.step(f"stamp {wheel.name}" + ("" if pol.project.stamp else " (build record only; [project] stamp is off)"))
     # A PyTorch extension (runtime mode torch) must require the torch it was compiled against.
-    pins = [torch_pin(torch)] if torch and row.runtime is not None and row.runtime.mode == "torch" else []
+    # A CPU row's wheel of one is tied to its torch as much as a CUDA row's.
+    pins = [torch_pin(torch)] if torch and pol.torch_extension(row) else []
     stamped = stamp_wheel(wheel, local_tag=row.local_tag, requirements=row.requires_dist, record=record,
                           metadata=pol.project.stamp, pins=pins)
     for change in stamped.changes:

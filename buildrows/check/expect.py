@@ -79,7 +79,7 @@ def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, 
                        mode=rt.mode if rt else "dynamic",
                        rpath_exceptions=policy.check.rpath_exceptions,
                        files=tuple(r for r in policy.check.files if r.applies_to(row.name)),
-                       machine=machine, loose=loose)
+                       machine=machine, loose=loose, torch_extension=row.cuda is None and policy.torch_extension(row))
 
 
 def _row_given(args: CheckRequest, policy: Policy | None) -> Row:
@@ -153,7 +153,8 @@ def expectation(args: CheckRequest, info: WheelInfo, policy: Policy | None) -> E
                        mode=rt.mode if rt else "dynamic",
                        rpath_exceptions=policy.check.rpath_exceptions if policy else (),
                        files=tuple(r for r in policy.check.files if r.applies_to(name)) if policy else (),
-                       machine=machine)
+                       machine=machine,
+                       torch_extension=train is None and policy is not None and any(r.mode == "torch" for _, r in runtimes))
 
 
 def _py(version: str) -> tuple[int, int]:

@@ -59,6 +59,7 @@ class Expectation:
     machine: str | None = None  # every binary's machine (from the wheel's platform tag), if known
     machine_from: str = "the wheel is tagged for"
     loose: bool = False  # a library or a directory: no metadata, no install location
+    torch_extension: bool = False  # a PyTorch extension's CPU row: pinned to its torch like a CUDA row (mode torch)
 
 
 @dataclass(frozen=True)
@@ -430,8 +431,8 @@ def check_torch_pin(exp: Expectation, info: Artifact) -> CheckResult:
     from buildrows.check.torchpin import pin_problem
 
     name = "torch-matches-build"
-    assert exp.cuda is not None
-    fix_mode = f"or, if this is not a PyTorch extension, set mode under [cuda.runtime.{exp.cuda.major}]"
+    fix_mode = (f"or, if this is not a PyTorch extension, set mode under [cuda.runtime.{exp.cuda.major}]"
+                if exp.cuda is not None else "or, if this is not a PyTorch extension, set no runtime's mode to torch")
     if info.build_record is None:
         return CheckResult(name, False, [
             f"the wheel has no build record (.dist-info/{RECORD_NAME}), so which torch it was compiled against is unknown",
@@ -459,6 +460,11 @@ def check_torch_pin(exp: Expectation, info: Artifact) -> CheckResult:
         problem = pin_problem(req.specifier, record.torch)
         if problem:
             details.append(f"Requires-Dist {str(req)!r}: {problem}; declare torch=={_minor(record.torch)}.*")
+    if exp.cuda is None:  # a CPU row: the pin is all (a CUDA torch's C++ ABI is its CPU torch's)
+        if details:
+            return CheckResult(name, False, details)
+        return CheckResult(name, True, [f"requires {', '.join(str(r) for r in torch_reqs)}: admits the recorded "
+                                        f"torch {record.torch} and no other minor version"])
     want = exp.cuda.dotted
     if record.torch_cuda is None:
         details.append(f"the recorded torch {record.torch} has no CUDA (a CPU torch), but the row is CUDA {want}")
@@ -496,7 +502,7 @@ def run_checks(exp: Expectation, info: Artifact) -> list[CheckResult]:
             results.append(check_required_files(exp, info))
         if any(r.kind == "no-cuda" for r in exp.files):
             results.append(check_no_cuda_link(exp, info))
-        if exp.cuda is not None and exp.mode == "torch":
+        if (exp.cuda is not None and exp.mode == "torch") or exp.torch_extension:
             results.append(check_torch_pin(exp, info))
     return results
 

@@ -196,6 +196,13 @@ class Policy:
         """A key path as the policy file spells it (`tool.buildrows.python.excluded` in pyproject.toml)."""
         return self.key_prefix + path
 
+    def torch_extension(self, row: Row) -> bool:
+        """Whether the row's wheel is a PyTorch extension, tied to the torch it was built against: its
+        runtime's mode is torch; for a CPU row (no runtime), any of the policy's runtimes is."""
+        if row.runtime is not None:
+            return row.runtime.mode == "torch"
+        return row.cuda is None and any(rt.mode == "torch" for _, rt in self.runtimes)
+
     def row(self, name: str) -> Row | None:
         for r in self.rows:
             if r.name == name:
