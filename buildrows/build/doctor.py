@@ -229,8 +229,11 @@ def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | 
     return list(reqs), None
 
 
-def check_requirements(python: str, requirements: Sequence[str], installed: Mapping[str, str | None]) -> list[Finding]:
-    """Each requirement satisfied by a distribution installed for `python` (no isolation)."""
+def check_requirements(python: str, requirements: Sequence[str], installed: Mapping[str, str | None], *,
+                       isolation: bool = False) -> list[Finding]:
+    """Each requirement satisfied by a distribution installed for `python`. With `isolation` only
+    the frontend is asked for (it runs in the row's Python even then), and the fix does not offer
+    the --isolation the build already has."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
@@ -244,7 +247,9 @@ def check_requirements(python: str, requirements: Sequence[str], installed: Mapp
         if req.marker is not None and not req.marker.evaluate():
             continue
         have = installed.get(canonicalize_name(req.name))
-        fix = f"{python} -m pip install '{text}' (or build with --isolation, which fetches it from the registry)"
+        fix = (f"{python} -m pip install '{text}' (the PEP 517 frontend runs in the row's Python, with --isolation too)"
+               if isolation else
+               f"{python} -m pip install '{text}' (or build with --isolation, which fetches it from the registry)")
         if have is None:
             out.append(Finding(req.name, "missing", f"not installed for {python}", fix))
         elif req.specifier and not req.specifier.contains(have, prereleases=True):
@@ -488,7 +493,7 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
             python = be.python
             findings.append(Finding("row environment", "ok", f"{be.root} (made by `buildrows build "
                                     f"{row.name} --provision`; the build requirements are judged there)"))
-    checked = check_requirements(python, reqs, probe.distributions(python, names))
+    checked = check_requirements(python, reqs, probe.distributions(python, names), isolation=isolation)
     provision = (f"; or `buildrows build {row.name} --provision`, which builds in a cached environment of "
                  "this interpreter holding them")
     findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
