@@ -49,3 +49,69 @@ def test_render_prints_cmake_workflow_only_where_a_cmakelists_is(cli: Callable[.
     pol = _skbuild_project(tmp_path / "root", ".")
     r = cli("--config", str(pol), "render", row, "--no-toolchain-check")
     assert f"run: cmake --workflow --preset {row}" in r.out + r.err
+
+
+# --- point 9: setup.py projects that run CMake and `make` themselves; CMake 4 and old projects ----
+
+MAKE_SETUP_PY = '''
+import subprocess
+from setuptools import setup
+from setuptools.command.build_ext import build_ext
+
+class CMakeBuild(build_ext):
+    def run(self):
+        subprocess.check_call(["cmake", "..", "-DCMAKE_BUILD_TYPE=Release"], cwd=self.build_temp)
+        subprocess.check_call(["make", "-j4"], cwd=self.build_temp)
+
+setup(name="old", version="0.1", cmdclass={"build_ext": CMakeBuild})
+'''
+
+
+def test_a_setup_py_that_runs_make_gets_no_generator_unless_the_policy_fixes_one(tmp_path: Path) -> None:
+    from buildrows.build import drivers
+    from buildrows.build.doctor import check_project_cmake
+    from buildrows.plan.row import plan_row
+    from buildrows.policy.load import load_policy
+
+    (tmp_path / "setup.py").write_text(MAKE_SETUP_PY, encoding="utf-8")
+    pol_file = tmp_path / "buildrows.toml"
+    pol_file.write_text(_skbuild_project(tmp_path / "p", None).read_text().replace("scikit-build-core", "setup.py"))
+    pol = load_policy(str(pol_file))
+    row = pol.row(f"linux-x86_64-cpu-py{PYT}")
+    assert row is not None
+    plan = plan_row(pol, row, {"PATH": ""}, host="linux", check_toolchain=False)
+    (cmd,) = drivers.setup_py_plan(plan, "python3", tmp_path, tmp_path / "dist", {}).commands
+    assert "CMAKE_GENERATOR" not in dict(cmd.env)
+    assert "generator: left to CMake's default (setup.py runs `make` itself; the policy fixes none)" in cmd.notes
+    (f,) = check_project_cmake(row, tmp_path, "setup.py", (None, None), {})
+    assert f.status == "note" and "its setup.py runs `make` itself" in f.seen
+    # a project that does not run make keeps the row's generator
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup()\n", encoding="utf-8")
+    (cmd,) = drivers.setup_py_plan(plan, "python3", tmp_path, tmp_path / "dist", {}).commands
+    assert dict(cmd.env)["CMAKE_GENERATOR"] == "Ninja"
+    assert check_project_cmake(row, tmp_path, "setup.py", (None, None), {}) == []
+    # the policy fixes one: kept
+    pol_file.write_text(pol_file.read_text().replace('driver = "setup.py"', 'driver = "setup.py"\ngenerator = "Ninja"'))
+    (tmp_path / "setup.py").write_text(MAKE_SETUP_PY, encoding="utf-8")
+    fixed = load_policy(str(pol_file))
+    frow = fixed.row(row.name)
+    assert frow is not None
+    plan = plan_row(fixed, frow, {"PATH": ""}, host="linux", check_toolchain=False)
+    (cmd,) = drivers.setup_py_plan(plan, "python3", tmp_path, tmp_path / "dist", {}).commands
+    assert dict(cmd.env)["CMAKE_GENERATOR"] == "Ninja"
+
+
+def test_doctor_says_cmake_4_refuses_a_project_older_than_3_5(tmp_path: Path) -> None:
+    from buildrows.build.doctor import check_project_cmake
+    from buildrows.policy.load import load_policy
+
+    pol = load_policy(str(_skbuild_project(tmp_path, None)))
+    row = pol.row(f"linux-x86_64-cpu-py{PYT}")
+    assert row is not None
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.2)\nproject(old)\n", encoding="utf-8")
+    (f,) = check_project_cmake(row, tmp_path, "setup.py", ("/venv/bin/cmake", "cmake version 4.4.5"), {})
+    assert f.failed and "requires CMake 3.2, and the cmake on PATH (/venv/bin/cmake) is 4.4.5" in f.seen
+    assert f.fix.startswith("export CMAKE_POLICY_VERSION_MINIMUM=3.5")
+    assert check_project_cmake(row, tmp_path, "setup.py", ("/usr/bin/cmake", "cmake version 3.28.3"), {}) == []
+    assert check_project_cmake(row, tmp_path, "setup.py", ("/venv/bin/cmake", "cmake version 4.4.5"),
+                               {"CMAKE_POLICY_VERSION_MINIMUM": "3.5"}) == []

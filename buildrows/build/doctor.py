@@ -163,6 +163,31 @@ def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Find
     return [Finding("generator", "note", f"{g.generator}: {g.reason}", fix)]
 
 
+def check_project_cmake(row: Row, project: Path, driver: Driver, cmake: tuple[str | None, str | None],
+                        env: Mapping[str, str]) -> list[Finding]:
+    """What the project's own sources need of CMake (buildrows.build.project_cmake): a setup.py that
+    runs `make` itself gets no generator; a CMakeLists.txt older than CMake 4 accepts needs
+    CMAKE_POLICY_VERSION_MINIMUM (say so rather than let the configure fail)."""
+    from buildrows.build.project_cmake import cmake_minimum, setup_py_runs_make
+
+    out: list[Finding] = []
+    if driver == "setup.py" and row.generator is None and setup_py_runs_make(project):
+        out.append(Finding("generator", "note", "left unset for this project: its setup.py runs `make` itself, which "
+                           "CMAKE_GENERATOR=Ninja would break (`make: *** No targets specified`)",
+                           "to choose one anyway, fix it in the policy ([project] generator)"))
+    path, output = cmake
+    version = parse_version(output or "") if path else None
+    need = cmake_minimum(project)
+    if version is not None and version >= (4, 0) and need is not None and need < (3, 5) \
+            and not env.get("CMAKE_POLICY_VERSION_MINIMUM"):
+        out.append(Finding("cmake policy", "missing",
+                           f"{project / 'CMakeLists.txt'} requires CMake {need[0]}.{need[1]}, and the cmake on PATH "
+                           f"({path}) is {_dotted(version)}, which refuses projects older than 3.5",
+                           "export CMAKE_POLICY_VERSION_MINIMUM=3.5 (CMake 4 then configures it), or put a CMake 3.x "
+                           "first on PATH"))
+    return out
+
+
 def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None), *,
                  rejected: Sequence[Rejected] = (), env: Mapping[str, str] | None = None,
                  places: Sequence[str] = ()) -> Finding:
@@ -453,6 +478,7 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
     findings.append(check_cuda(row, policy, env, host, toolkit))
     findings += check_generator(row, env, host)
+    findings += check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)

@@ -121,14 +121,21 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     from buildrows.render.envfile import environment_from_plan
 
     values = environment_from_plan(plan, base_env)
+    notes = [f"generator: {plan.generator.generator} ({plan.generator.reason})"]
+    from buildrows.build.project_cmake import setup_py_runs_make
+
+    if plan.row.generator is None and setup_py_runs_make(project):
+        # It runs `make` in the tree its CMake wrote: CMAKE_GENERATOR=Ninja would leave no Makefile.
+        for var in ("CMAKE_GENERATOR", "CMAKE_GENERATOR_TOOLSET", "CMAKE_GENERATOR_PLATFORM"):
+            values.pop(var, None)
+        notes = ["generator: left to CMake's default (setup.py runs `make` itself; the policy fixes none)"]
     if provider_path is not None:
         values["PYTHONPATH"] = provider_path
     config, text = setuptools_config(plan.row, project, base_env)
     values["DIST_EXTRA_CONFIG"] = str(config)
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
-                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",
-                   f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
+                  (*notes, f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
     return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),))
 
 
