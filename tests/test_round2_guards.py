@@ -115,3 +115,65 @@ def test_doctor_says_cmake_4_refuses_a_project_older_than_3_5(tmp_path: Path) ->
     assert check_project_cmake(row, tmp_path, "setup.py", ("/usr/bin/cmake", "cmake version 3.28.3"), {}) == []
     assert check_project_cmake(row, tmp_path, "setup.py", ("/venv/bin/cmake", "cmake version 4.4.5"),
                                {"CMAKE_POLICY_VERSION_MINIMUM": "3.5"}) == []
+
+
+# --- point 8: switches that are not a plain on/off; variables for one kind of row -----------------
+
+def _switch_policy(root: Path, project_extra: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    pol = root / "buildrows.toml"
+    pol.write_text(f'[project]\nname = "x"\ndriver = "setup.py"\n{project_extra}\n[python]\nversions = ["{PY}"]\n'
+                   '[cuda]\ntrains = ["13.0"]\n[platforms.linux-x86_64]\ntrains = ["13.0"]\ncpu = true\n'
+                   '[[platforms.linux-x86_64.cuda]]\ntrains = ["13.0"]\narchs = "8.0 9.0"\n', encoding="utf-8")
+    return pol
+
+
+def test_a_switch_that_means_cpu_and_variables_for_one_kind_of_row(tmp_path: Path) -> None:
+    """torch-spline-conv reads FORCE_CUDA and FORCE_ONLY_CPU: the latter was set to 1 on the CUDA row."""
+    from buildrows.plan.row import plan_row
+    from buildrows.policy.load import load_policy
+    from buildrows.render.envfile import environment_from_plan
+
+    pol = load_policy(str(_switch_policy(tmp_path, '''env-switches = ["FORCE_CUDA", "!FORCE_ONLY_CPU"]
+[project.cpu-cache]
+MYPROJ_CPU_KERNELS = "ON"
+[project.cuda-cache]
+MYPROJ_CUDA_GRAPHS = "ON"
+[project.cpu-env]
+MYPROJ_BACKEND = "cpu"
+[project.cuda-env]
+CUDA_TOOLKIT_ROOT_DIR = "{cuda_home}"
+MYPROJ_ARCHS = "{archs}"
+''')))
+    cpu, cuda = pol.row(f"linux-x86_64-cpu-py{PYT}"), pol.row(f"linux-x86_64-cu130-py{PYT}")
+    assert cpu is not None and cuda is not None
+    env = {"PATH": "/usr/local/bin:/usr/bin"}
+    cpu_plan = plan_row(pol, cpu, env, host="linux", check_toolchain=False)
+    cpu_env = environment_from_plan(cpu_plan, env)
+    assert (cpu_env["FORCE_CUDA"], cpu_env["FORCE_ONLY_CPU"], cpu_env["MYPROJ_BACKEND"]) == ("0", "1", "cpu")
+    assert "CUDA_TOOLKIT_ROOT_DIR" not in cpu_env and "-DMYPROJ_CPU_KERNELS=ON" in cpu_env["CMAKE_ARGS"]
+    assert "MYPROJ_CUDA_GRAPHS" not in cpu_env["CMAKE_ARGS"]
+    from buildrows.plan.toolchain import (
+        CudaCompiler,  # noqa: F401 (the plan's compiler comes from nvcc)
+        locate_cuda_compiler,
+    )
+
+    comp = locate_cuda_compiler({"PATH": "/usr/local/bin:/usr/bin"})
+    cuda_plan = plan_row(pol, cuda, env, host="linux", check_toolchain=comp is not None)
+    cuda_env = environment_from_plan(cuda_plan, env)
+    assert (cuda_env["FORCE_CUDA"], cuda_env["FORCE_ONLY_CPU"]) == ("1", "0")
+    assert cuda_env["MYPROJ_ARCHS"] == "80-real;90-real;90-virtual"
+    assert cuda_env["CUDA_TOOLKIT_ROOT_DIR"] == (cuda_plan.cuda_home or "")
+    assert comp is None or cuda_env["CUDA_TOOLKIT_ROOT_DIR"]  # the root of this machine's nvcc
+    assert "MYPROJ_BACKEND" not in cuda_env and "-DMYPROJ_CUDA_GRAPHS=ON" in cuda_env["CMAKE_ARGS"]
+    assert "MYPROJ_CPU_KERNELS" not in cuda_env["CMAKE_ARGS"]
+
+
+def test_an_unknown_placeholder_or_a_doubled_switch_is_bad_input(cli: Callable[..., Result], tmp_path: Path) -> None:
+    pol = _switch_policy(tmp_path / "a", '[project.cuda-env]\nCUDA_TOOLKIT_ROOT_DIR = "{cuda_root}"\n')
+    r = cli("--config", str(pol), "rows")
+    assert r.code == 2 and "project.cuda-env.CUDA_TOOLKIT_ROOT_DIR" in r.err
+    assert "'{cuda_root}' names {cuda_root}, which is not a placeholder" in r.err and "fix:" in r.err
+    pol = _switch_policy(tmp_path / "b", 'env-switches = ["FORCE_CUDA", "!FORCE_CUDA"]')
+    r = cli("--config", str(pol), "rows")
+    assert r.code == 2 and "'FORCE_CUDA' is listed twice" in r.err

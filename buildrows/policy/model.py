@@ -93,7 +93,9 @@ class Row:
     #: and where it was written.
     generator: str | None = None
     generator_source: str = ""
-    #: The project's environment switches with this row's value ("1" on CUDA rows, "0" on CPU rows).
+    #: The project's environment for this row: its switches with this row's value ("1" on CUDA
+    #: rows, "0" on CPU rows; inverted ones the other way round) and its cpu-env or cuda-env
+    #: (placeholders expanded by buildrows.plan.row).
     switches: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -151,6 +153,22 @@ class Project:
     #: The torch a torch extension's rows build against (a requirement: "torch==2.14.*"); None:
     #: the newest the row's train's index serves. `build --provision` installs it.
     torch: str | None = None
+    #: Cache variables and environment variables for CPU rows only, or CUDA rows only (a cuda-env
+    #: value may name {cuda_home}, {cuda}, {cu}, {archs}, {torch_archs}).
+    cpu_cache: tuple[tuple[str, str], ...] = ()
+    cuda_cache: tuple[tuple[str, str], ...] = ()
+    cpu_env: tuple[tuple[str, str], ...] = ()
+    cuda_env: tuple[tuple[str, str], ...] = ()
+
+    def row_switches(self, *, cuda: bool) -> tuple[tuple[str, str], ...]:
+        """The environment a row of this kind gets from the project: each switch 1 on CUDA rows
+        and 0 on CPU rows ("!NAME": the other way round: a switch that means CPU), then the
+        kind's own variables."""
+        out = []
+        for s in self.switches:
+            inverted = s.startswith("!")
+            out.append((s.removeprefix("!"), "1" if cuda != inverted else "0"))
+        return (*out, *(self.cuda_env if cuda else self.cpu_env))
 
 
 InstallKind = Literal["version", "vcs", "path"]
