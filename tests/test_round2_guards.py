@@ -6,6 +6,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from buildrows.build.doctor import FRONTEND, check_requirements
 from tests.conftest import Result
 
@@ -177,3 +179,52 @@ def test_an_unknown_placeholder_or_a_doubled_switch_is_bad_input(cli: Callable[.
     pol = _switch_policy(tmp_path / "b", 'env-switches = ["FORCE_CUDA", "!FORCE_CUDA"]')
     r = cli("--config", str(pol), "rows")
     assert r.code == 2 and "'FORCE_CUDA' is listed twice" in r.err
+
+
+# --- point 11: init on a torch extension's sdist -------------------------------------------------
+
+DISO_SETUP_PY = '''
+import os
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
+
+extension = CppExtension
+if (torch.cuda.is_available() and (CUDA_HOME is not None)) or os.getenv(
+    "FORCE_CUDA", "0"
+) == "1":
+    extension = CUDAExtension
+if os.environ.get("FORCE_ONLY_CPU", "0") == "1":
+    extension = CppExtension
+setup(
+    name="diso",
+    ext_modules=[extension("diso._C", ["src/pybind.cpp"])],
+    cmdclass={"build_ext": BuildExtension},
+)
+'''
+
+
+def test_init_reads_a_torch_extensions_name_switches_and_mode(cli: Callable[..., Result], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """diso 0.1.4's sdist: init named it "diso-0.1.4" (the folder), wrote no stamp, no env-switches,
+    no runtime mode torch, and a cuda-option from a CMakeLists.txt its setup.py never reads."""
+    from buildrows.policy.load import load_policy
+
+    project = tmp_path / "diso-0.1.4"
+    project.mkdir()
+    (project / "setup.py").write_text(DISO_SETUP_PY, encoding="utf-8")
+    (project / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: diso\nVersion: 0.1.4\n", encoding="utf-8")
+    (project / "CMakeLists.txt").write_text("option(DISO_BUILD_CUDA \"CUDA\" ON)\n", encoding="utf-8")
+    monkeypatch.chdir(project)
+    r = cli("init", "--cuda", "13.0", "--cpu")
+    assert r.code == 0, r.err
+    text = (project / "buildrows.toml").read_text()
+    pol = load_policy(str(project / "buildrows.toml"))
+    assert pol.project.name == "diso" and 'name = "diso"  # from PKG-INFO' in text
+    assert pol.project.stamp and pol.project.cuda_option is None
+    assert pol.project.switches == ("FORCE_CUDA", "!FORCE_ONLY_CPU")
+    assert dict(pol.runtimes)[13].mode == "torch"
+    (project / "PKG-INFO").unlink()
+    (project / "buildrows.toml").unlink()
+    assert cli("init", "--cuda", "13.0").code == 0
+    assert load_policy(str(project / "buildrows.toml")).project.name == "diso"  # from setup(name=...)
