@@ -119,3 +119,15 @@ def test_two_rows_of_one_invocation_whose_wheels_share_a_name_are_refused_not_ov
     (left,) = (out / ".buildrows-staging").glob(f"{CUDA}-*/{wheel.name}")
     assert modules(left) == ["_always", "_gpu"]
     assert "fix: give each row's wheel its own name ([project] stamp = true" in r.err
+
+
+def test_a_setup_py_rows_cache_column_does_not_claim_no_compiles(
+        cli: Callable[..., Result], tmp_path: Path, needs_nvcc: None) -> None:
+    """Issue 21 point 13: torch-spline-conv's 19 C++ compiles without ninja were reported as "no
+    compiles": setuptools runs g++ itself, not behind the compiler cache."""
+    pol = tiny_project(tmp_path, stamp=True)
+    r = cli("--config", str(pol), "build", CPU, "--no-check", "--wheel-dir", str(tmp_path / "dist"))
+    assert r.code == 0, r.out + r.err
+    (line,) = [ln for ln in r.out.splitlines() if ln.startswith(CPU + " ")]
+    assert "no nvcc compiles; C/C++ not cached (setup.py)" in line and "no compiles " not in line + " "
+    assert "setuptools compiles C/C++ directly, so only nvcc (PYTORCH_NVCC) goes through it" in r.err

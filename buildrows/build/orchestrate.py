@@ -473,6 +473,13 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         if stats is not None:
             ui.info(f"  compiler cache: {stats.report()}")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
+    if cache is not None and driver == "setup.py":
+        # setuptools (and torch.utils.cpp_extension, with or without ninja) runs the C/C++ compiler
+        # itself, not through the launcher: only nvcc (PYTORCH_NVCC) is behind the cache. Say so
+        # rather than "no compiles" after a build that compiled.
+        nvcc_text = "no nvcc compiles" if stats is None or not stats.compiles else f"nvcc {stats.describe()}"
+        cache_text = f"{nvcc_text}; C/C++ not cached (setup.py)"
+        ui.info("  compiler cache: setuptools compiles C/C++ directly, so only nvcc (PYTORCH_NVCC) goes through it")
     if seeded:
         cache_text += ", detection reused"
     if bp.wheel_dir is None:
