@@ -228,3 +228,32 @@ def test_init_reads_a_torch_extensions_name_switches_and_mode(cli: Callable[...,
     (project / "buildrows.toml").unlink()
     assert cli("init", "--cuda", "13.0").code == 0
     assert load_policy(str(project / "buildrows.toml")).project.name == "diso"  # from setup(name=...)
+
+
+# --- point 7: the toolkit a torch extension needs ----------------------------------------------
+
+def test_doctor_names_the_toolkit_command_that_works_then_offers_the_cached_toolkit(tmp_path: Path) -> None:
+    """diso on a machine whose /usr/local/bin/nvcc lacks cuBLAS headers: the fix said "`buildrows
+    toolkit` assembles one" (not a command that works), and a toolkit already in the cache was not offered."""
+    from buildrows.build.doctor import check_torch_cuda_home
+    from buildrows.policy.load import policy_from_dict
+
+    row = next(r for r in policy_from_dict({"python": {"versions": ["3.11"]}, "cuda": {"trains": ["13.0"]},
+                                            "platforms": {"linux-x86_64": {"trains": ["13.0"], "cuda": [
+                                                {"trains": ["13.0"], "archs": "9.0"}]}}}, "p.toml").rows)
+    machine = tmp_path / "usr-local-cuda"
+    (machine / "include").mkdir(parents=True)
+    (machine / "lib64").mkdir()
+    (machine / "include" / "cuda_runtime.h").write_text("")
+    (machine / "lib64" / "libcudart.so").write_text("")
+    uses = "src/cumc.cu includes ATen/cuda/CUDAContext.h"
+    (f,) = check_torch_cuda_home(row, str(machine), "/usr/local/bin/nvcc", str(machine), None, uses)
+    assert f.fix.startswith("`buildrows toolkit install 13.0 --libraries` assembles a CUDA 13.0 root")
+    cached = tmp_path / "cache" / "toolkits" / "linux-x86_64" / "13.0"
+    (cached / "include").mkdir(parents=True)
+    for h in ("cuda_runtime.h", "cublas_v2.h", "cusparse.h", "cusolverDn.h"):
+        (cached / "include" / h).write_text("")
+    (f,) = check_torch_cuda_home(row, str(machine), "/usr/local/bin/nvcc", str(machine), None, uses, cached=str(cached))
+    assert f.failed
+    assert f.fix == (f"a CUDA 13.0 toolkit with them is in buildrows' cache, {cached}: build with it, "
+                     f"`CUDACXX={cached}/bin/nvcc buildrows build {row.name}` (CUDA_HOME follows the nvcc)")

@@ -316,7 +316,7 @@ def library_header_use(project: Path, limit: int = 4000) -> str | None:
 
 
 def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str | None, error: str | None,
-                          uses_libraries: str | None = None) -> list[Finding]:
+                          uses_libraries: str | None = None, cached: str | None = None) -> list[Finding]:
     """torch.utils.cpp_extension must take the row's CUDA root (the one its nvcc compiles with), and
     that root must hold the runtime torch links (-lcudart) and, when the project's sources include
     them (`uses_libraries` says where), the CUDA libraries' headers."""
@@ -340,9 +340,16 @@ def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str
         missing.append("lib64/libcudart.so (torch links -lcudart)")
     if missing:
         why = f" ({uses_libraries})" if uses_libraries and set(missing) - {TORCH_CUDA_HEADERS[0]} else ""
+        train = row.cuda.dotted if row.cuda is not None else "TRAIN"
+        has_all = cached is not None and all(os.path.isfile(os.path.join(cached, "include", h)) for h in wanted)
+        if has_all and cached is not None and os.path.realpath(cached) != os.path.realpath(root):
+            fix = (f"a CUDA {train} toolkit with them is in buildrows' cache, {cached}: build with it, "
+                   f"`CUDACXX={os.path.join(cached, 'bin', 'nvcc')} buildrows build {row.name}` (CUDA_HOME follows the nvcc)")
+        else:
+            fix = (f"`buildrows toolkit install {train} --libraries` assembles a CUDA {train} root with the libraries' "
+                   f"headers and the runtime from NVIDIA's packages; then doctor offers it for {row.name}")
         return [Finding(name, "missing", f"torch takes {root} (the row's nvcc's root), which lacks "
-                        + ", ".join(missing) + why, "use a CUDA root that also has the CUDA libraries' headers and the runtime "
-                        "(`buildrows toolkit` assembles one; NVIDIA's nvidia-cusparse/-cublas/-cusolver packages carry them)")]
+                        + ", ".join(missing) + why, fix)]
     what = "the CUDA libraries' headers the project includes and " if uses_libraries else ""
     return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with {what}the runtime torch links")]
 
@@ -569,8 +576,10 @@ def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: Hos
     from buildrows.plan.torchenv import ask_torch
 
     info, error = ask_torch(python, build_env)
+    from buildrows.plan.row import cached_toolkit
+
     return check_torch_cuda_home(row, plan.cuda_home, plan.compiler.path, info.cuda_home if info else None, error,
-                                 library_header_use(project))
+                                 library_header_use(project), cached=cached_toolkit(row, env))
 
 
 def verdict(findings: Sequence[Finding], row: Row) -> None:
