@@ -49,6 +49,9 @@ SDISTS = {
     ("cuvec", "6.0.1"): "bd6c1e4f3704372e9e60fa9234e9c420620bef1376e774903ded004959ae0e29",
     ("diso", "0.1.4"): "2ada1c21b84f72fdcec6abc3c4e09200824a7cc9d5de9623a28052e8b1f22c95",
 }
+#: How pip fetches each sdist: it builds the metadata, cuvec's in an isolated environment (its
+#: setuptools_scm is not here), diso's in this one (its setup.py imports torch).
+DOWNLOAD_OPTIONS = {"cuvec": (), "diso": ("--no-build-isolation",)}
 
 
 @pytest.fixture(scope="session")
@@ -62,10 +65,11 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Path
             # --no-binary NAME: the project's sdist, its build requirements as wheels (":all:" would
             # build swig from source just to read cuvec's metadata)
             got = subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", name,
-                                  f"{name}=={version}", "-d", str(cache)], capture_output=True, text=True, check=False)
+                                  *DOWNLOAD_OPTIONS[name], f"{name}=={version}", "-d", str(cache)],
+                                 capture_output=True, text=True, check=False)
             if got.returncode != 0 or not archive.is_file():
-                pytest.skip(f"could not download {name}=={version} from the package index (offline?): "
-                            f"{(got.stderr or got.stdout).strip()[-300:]}")
+                pytest.skip(f"could not download {name}=={version} from the package index (offline, or pip could not "
+                            f"read its metadata): {(got.stderr or got.stdout).strip()[-300:]}")
         digest = hashlib.sha256(archive.read_bytes()).hexdigest()
         assert digest == SDISTS[(name, version)], f"{archive} is not the pinned {name} {version} ({digest})"
         dest = tmp_path_factory.mktemp(name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -282,8 +283,12 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
         raise BadInput(f"--cuda {train.dotted} contradicts {wheel.name}'s tag +{tagged.cu}\n"
                        "    fix: drop --cuda (the wheel names its train), or name the wheel of that train")
     train = train or tagged
+    if train is None and code.info is not None:
+        # PyTorch's PyPI wheel has no +cu130 but requires its runtime: cuda-toolkit[...]==13.0.2, nvidia-cuda-runtime==13.0.96
+        train = train_from_requirements(code.info.requires_dist)
     if train is None:
-        raise BadInput(f"{wheel.name} carries no +cuXYZ tag, so its CUDA train is unknown\n"
+        raise BadInput(f"{wheel.name} carries no +cuXYZ tag and requires no CUDA runtime of one train (cuda-toolkit, "
+                       "nvidia-cuda-runtime), so its CUDA train is unknown\n"
                        "    fix: pass --cuda TRAIN (the train the wheel was built with, e.g. --cuda 13.0)")
     if not code.common_elf:
         raise Refused(f"{wheel.name}: no GPU architecture is common to its libraries with device code "
@@ -296,6 +301,30 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
     source = (f"from {wheel.name}: the architectures common to its {n} librar{'y' if n == 1 else 'ies'} "
               "with device code")
     return CudaStart(train, archs, text, ptx_none, source), (platform_of_wheel(code.info) if code.info else None) or platform
+
+
+def train_from_requirements(requires: Sequence[str]) -> Train | None:
+    """The one CUDA train a wheel's requirements pin (cuda-toolkit==13.0.2, nvidia-cuda-runtime==13.0.96,
+    nvidia-cuda-runtime-cu12==12.6.77), or None when they pin none or several."""
+    import re
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    found: set[Train] = set()
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        name = canonicalize_name(req.name)
+        if name != "cuda-toolkit" and not re.fullmatch(r"nvidia-cuda-(runtime|nvrtc|cupti)(-cu\d+)?", name):
+            continue
+        for spec in req.specifier:
+            m = re.match(r"(\d+)\.(\d+)", spec.version)
+            if spec.operator in ("==", "~=", ">=") and m:
+                found.add(Train(int(m.group(1)), int(m.group(2))))
+    return found.pop() if len(found) == 1 else None
 
 
 def _validate(text: str, project: Path) -> None:
