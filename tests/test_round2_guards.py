@@ -257,3 +257,14 @@ def test_doctor_names_the_toolkit_command_that_works_then_offers_the_cached_tool
     assert f.failed
     assert f.fix == (f"a CUDA 13.0 toolkit with them is in buildrows' cache, {cached}: build with it, "
                      f"`CUDACXX={cached}/bin/nvcc buildrows build {row.name}` (CUDA_HOME follows the nvcc)")
+
+
+def test_doctor_on_a_setup_py_that_runs_make_does_not_also_say_ninja(cli: Callable[..., Result], tmp_path: Path) -> None:
+    """Doctor said `[ok] generator: Ninja` for a project that CMAKE_GENERATOR=Ninja breaks."""
+    (tmp_path / "setup.py").write_text(MAKE_SETUP_PY, encoding="utf-8")
+    pol = tmp_path / "buildrows.toml"
+    pol.write_text(_skbuild_project(tmp_path / "p", None).read_text().replace("scikit-build-core", "setup.py"))
+    r = cli("--config", str(pol), "doctor", f"linux-x86_64-cpu-py{PYT}")
+    text = r.out + r.err
+    assert "generator: left unset for this project: its setup.py runs `make` itself" in text
+    assert "] generator: Ninja" not in text

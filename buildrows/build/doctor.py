@@ -484,8 +484,10 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     if choose_generator(row, env, host).is_ninja:
         findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
     findings.append(check_cuda(row, policy, env, host, toolkit))
-    findings += check_generator(row, env, host)
-    findings += check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
+    project_cmake = check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
+    if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
+        findings += check_generator(row, env, host)
+    findings += project_cmake
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
