@@ -125,7 +125,7 @@ def test_doctors_fix_names_the_environment_the_torch_and_the_train(tmp_path: Pat
 
 @pytest.mark.integration
 @pytest.mark.skipif(os.environ.get("BUILDROWS_REAL_PROJECTS") != "1",
-                    reason="installs torch into a row environment (~2.5 min): set BUILDROWS_REAL_PROJECTS=1")
+                    reason="installs torch into a row environment (~4 min here): set BUILDROWS_REAL_PROJECTS=1")
 def test_provision_installs_the_policys_torch_for_the_row(cli: Callable[..., Result], tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """A CPU row of a PyTorch extension, provisioned with the torch its policy names, from pip's
