@@ -3,10 +3,12 @@
 - cuvec 6.0.1: scikit-build-core, its CMake in a subdirectory (`cmake.source-dir = "cuvec"`), SWIG
   (a build requirement that installs the `swig` program; CMake's `find_package(SWIG)` is optional,
   so a build without it silently ships no SWIG modules) and pybind11 modules, static cudart. Two
-  CUDA rows of two Pythons in one `build --provision --strict`: both wheels complete (SWIG modules
-  in each: the row environment's bin is on PATH), the py3.11 row built though its environment's
-  python resolves to buildrows' own (doctor reads the environment's packages), the second row's
-  CMake detection reused under `cmake.source-dir`, and no member difference between them.
+  CUDA rows of two Pythons and a CPU row in one `build --provision --strict`: every wheel complete
+  (SWIG modules in each: the row environment's bin is on PATH), the py3.11 rows built though their
+  environment's python resolves to buildrows' own (doctor reads the environment's packages), the
+  second CUDA row's CMake detection reused under `cmake.source-dir`, and no member difference
+  (--strict would fail it). Its CPU row needs `[project.cpu-cache]
+  CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"`: cuvec enables CUDA whenever it finds the toolkit.
 - diso 0.1.4: a torch.utils.cpp_extension setup.py (CUDAExtension when FORCE_CUDA=1, else a
   CppExtension). Its CPU and CUDA rows of one Python in one invocation into one directory, with
   `stamp = true`: both wheels present (the CUDA wheel, before stamping, has the CPU wheel's name),
@@ -122,10 +124,14 @@ cpu = true
 trains = ["13.0"]
 archs = "9.0"
 ptx = "none"
+
+[project.cpu-cache]
+CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"  # cuvec turns CUDA on whenever it finds the toolkit
 """, encoding="utf-8")
     first, second = f"linux-x86_64-cu130-py{PYT}", f"linux-x86_64-cu130-py{other.replace('.', '')}"
+    cpu = f"linux-x86_64-cpu-py{PYT}"
     out = tmp_path / "dist"
-    r = cli("--config", str(pol), "build", first, second, "--provision", "--strict", "--keep-going",
+    r = cli("--config", str(pol), "build", first, second, cpu, "--provision", "--strict", "--keep-going",
             "--wheel-dir", str(out))
     assert r.code == 0, r.out + r.err
     assert f"CMake compiler detection: taken from {first}'s tree" in r.err
@@ -133,12 +139,13 @@ ptx = "none"
     assert "PASS" in line and "detection reused" in line
     assert "members differ" not in r.out
     wheels = sorted(out.glob("*.whl"))
-    assert len(wheels) == 2
+    assert len(wheels) == 3
     for wheel in wheels:
         names = _members(wheel)
         assert "cuvec/cuvec_swig.py" in names and any(n.startswith("cuvec/_cuvec_swig.") for n in names), wheel
         assert any(n.startswith("cuvec/cuvec_pybind11.") for n in names), wheel
-        assert "+cu130" in wheel.name
+    (cpu_wheel,) = [w for w in wheels if "+cu130" not in w.name]
+    assert not [lib for lib in read_wheel(cpu_wheel).libraries if lib.has_device_code]
 
 
 TREE = nvidia_tree()
