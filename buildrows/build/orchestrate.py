@@ -368,15 +368,17 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
     reqs, problem = build_requirements(project, driver)
     if problem is not None:
         raise BadInput(f"{problem}\n    fix: give the project a pyproject.toml with [build-system] requires")
-    be = buildenv.plan_row_env(pol, row, interp, project, [FRONTEND, *reqs], env)
+    be = buildenv.plan_row_env(pol, row, interp, project, [FRONTEND, *reqs], env, backend=driver == "setup.py")
     if be.ready:
         torch = f", {be.torch.describe()}" if be.torch is not None else ""
         ui.info(f"  build environment: {be.root} (reused: same interpreter, requirements and project{torch})")
         return be.interpreter
     ui.step(f"build environment for Python {interp.python}: {be.root}")
     buildenv.start(be)
-    for cmd in be.commands():
-        run_step(ui, cmd, env)
+    from buildrows.build.prepare import with_interpreter_bin
+
+    for cmd in be.commands():  # the environment's bin first once it exists: its programs, as in the build
+        run_step(ui, cmd, with_interpreter_bin(env, be.python))
     buildenv.finish(be)
     return be.interpreter
 

@@ -36,6 +36,7 @@ class BuildEnv:
     ready: bool
     project: str = ""  # the project it serves (resolved path)
     torch: TorchInstall | None = None  # the torch of the row's train, installed first
+    backend: bool = False  # also install what the backend asks for (the setup.py driver's frontend checks it)
 
     @property
     def python(self) -> str:
@@ -50,15 +51,38 @@ class BuildEnv:
         create = Command("build environment (venv)", (self.base.path, "-m", "venv", "--clear", str(self.root)))
         pip = (self.python, "-m", "pip", "install", "--disable-pip-version-check", "-q")
         install = Command("build environment (requirements)", (*pip, *self.requirements))
-        if self.torch is None:
-            return (create, install)
-        # torch first, from its train's index (with the project's own torch requirement, so both
-        # hold); the other requirements then find it installed.
-        own = tuple(r for r in self.requirements if _is_torch(r))
-        torch = Command(f"build environment (torch for {self.torch.accel})",
-                        (*pip, *self.torch.pip_arguments(), *own),
-                        notes=(f"the torch of the row's train: {self.torch.describe()}",))
-        return (create, torch, install)
+        out = [create]
+        if self.torch is not None:
+            # torch first, from its train's index (with the project's own torch requirement, so
+            # both hold); the other requirements then find it installed.
+            own = tuple(r for r in self.requirements if _is_torch(r))
+            out.append(Command(f"build environment (torch for {self.torch.accel})",
+                               (*pip, *self.torch.pip_arguments(), *own),
+                               notes=(f"the torch of the row's train: {self.torch.describe()}",)))
+        out.append(install)
+        if self.backend and self.project:
+            # The frontend checks what the backend's get_requires_for_build_wheel adds (an older
+            # setuptools asks for `wheel`): install that too, as an isolated frontend would.
+            out.append(Command("build environment (what the backend asks for)",
+                               (self.python, "-c", _BACKEND_REQUIRES, self.project), cwd=self.project))
+        return tuple(out)
+
+
+#: Ask the project's PEP 517 backend (through `build`, the frontend the environment holds) what
+#: it needs to build a wheel, and install it. A backend that cannot answer here is reported, not
+#: fatal: the build itself then says what is wrong, with the row's environment.
+_BACKEND_REQUIRES = (
+    "import subprocess, sys\n"
+    "try:\n"
+    "    from build import ProjectBuilder\n"
+    "    reqs = sorted(ProjectBuilder(sys.argv[1]).get_requires_for_build('wheel'))\n"
+    "except Exception as e:\n"
+    "    print(f'could not ask the build backend what it needs: {e}')\n"
+    "    raise SystemExit(0)\n"
+    "print('the backend asks for: ' + (', '.join(reqs) or 'nothing more'))\n"
+    "if reqs:\n"
+    "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check', '-q', *reqs])\n"
+)
 
 
 def _is_torch(requirement: str) -> bool:
@@ -105,12 +129,14 @@ def torch_of(policy: Policy, row: Row, project: Path, requirements: Sequence[str
 
 
 def plan_row_env(policy: Policy, row: Row, base: Interpreter, project: Path, requirements: Sequence[str],
-                 env: Mapping[str, str]) -> BuildEnv:
+                 env: Mapping[str, str], *, backend: bool = False) -> BuildEnv:
     """The row's environment of `base` for `project`: the frontend and the project's build
     `requirements` (the caller's list, FRONTEND first), and the torch of the row's train when the
     project builds against torch. `build --provision` makes it; doctor judges it when it exists."""
+    from dataclasses import replace
+
     torch = torch_of(policy, row, project, requirements, env)
-    return plan_env(base, requirements, env, project=project, torch=torch)
+    return replace(plan_env(base, requirements, env, project=project, torch=torch), backend=backend)
 
 
 def start(build_env: BuildEnv) -> None:
