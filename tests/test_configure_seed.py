@@ -141,6 +141,9 @@ def test_harvest_needs_a_complete_detection(tmp_path: Path) -> None:
         (tmp_path / "CMakeFiles" / version / "CMakeCCompiler.cmake").write_text("", encoding="utf-8")
     assert cs.harvest(tmp_path, tmp_path, "row") is None
     shutil.rmtree(tmp_path / "CMakeFiles" / "3.30.0")
+    assert cs.harvest(tmp_path, tmp_path, "row") is None  # no CMAKE_HOME_DIRECTORY: its source is unknown
+    (tmp_path / "CMakeCache.txt").write_text(f"CMAKE_AR:FILEPATH=/usr/bin/ar\nCMAKE_HOME_DIRECTORY:INTERNAL={tmp_path}\n",
+                                             encoding="utf-8")
     assert cs.harvest(tmp_path, tmp_path, "row") is not None
 
 

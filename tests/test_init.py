@@ -38,10 +38,13 @@ def torch_like_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
     out = tmp_path_factory.mktemp("init-wheels")
     lib = mcf.build_library(out, "row", mcf.GOOD_RPATH, mcf._nvcc()).read_bytes()
     made = {}
-    for key, version in (("tagged", "2.0+cu130"), ("untagged", "2.0")):
+    # "pypi": PyTorch's PyPI wheel has no +cu130 but requires its train's runtime (issue 21 point 11)
+    pypi = ('cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"',
+            'nvidia-cuda-runtime==13.0.96; platform_system == "Linux"', "filelock")
+    for key, version, requires in (("tagged", "2.0+cu130", ()), ("untagged", "2.0", ()), ("pypi", "2.0", pypi)):
         (out / key).mkdir()
         wheel = out / key / f"fakelib-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
-        mcf.write_wheel(wheel, "fakelib", version, {"fakelib/_C.so": lib}, (), "cp311-cp311-manylinux_2_28_x86_64")
+        mcf.write_wheel(wheel, "fakelib", version, {"fakelib/_C.so": lib}, requires, "cp311-cp311-manylinux_2_28_x86_64")
         made[key] = wheel
     return made
 
@@ -238,3 +241,19 @@ def test_init_from_wheel_writes_a_per_train_rule_for_one_library_per_train(
     r = cli("check", str(wheel), "--row", "linux-x86_64-cu130-py311")
     assert r.code == 5
     assert "tx/libk_cuda128.so: links libcudart.so.12 (cudart (the CUDA runtime) of CUDA 12), but the row is CUDA 13.0" in r.out
+
+
+def test_init_reads_the_train_of_pytorchs_pypi_wheel_from_its_runtime_requirements(
+        tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
+        torch_like_wheels: dict[str, Path]) -> None:
+    from buildrows.policy.starter import train_from_requirements
+
+    project = _project(tmp_path)
+    monkeypatch.chdir(project)
+    r = cli("init", "--from-wheel", str(torch_like_wheels["pypi"]))
+    assert r.code == 0, r.err
+    pol = load_policy(project / "buildrows.toml")
+    assert [t.dotted for t in pol.trains] == ["13.0"]
+    assert train_from_requirements(["nvidia-cuda-runtime-cu12==12.6.77"]) is not None
+    assert train_from_requirements(["nvidia-cuda-runtime-cu12==12.6.77", "cuda-toolkit==13.0.2"]) is None  # two trains
+    assert train_from_requirements(["numpy>=2"]) is None

@@ -537,7 +537,7 @@ def test_doctor_judges_the_row_environment_build_provision_made(tmp_path: Path) 
     assert f"`buildrows build {row.name} --provision`" in missing[0].fix  # type: ignore[attr-defined]
     running = find_interpreter(here, env).found
     assert running is not None
-    be = buildenv.plan_env(running, [FRONTEND, "scikit-build-core>=0.10"], env)
+    be = buildenv.plan_env(running, [FRONTEND, "scikit-build-core>=0.10"], env, project=EXAMPLE.parent)  # one per project
     _fake_python(Path(be.python), sys.version_info.major, sys.version_info.minor)
     buildenv.finish(be)
     judged = requirement_findings()

@@ -16,8 +16,8 @@ from the cache. buildrows does the same across trees of one invocation:
   compares the build files the two write.
 
 The key is every input of the detection: the build command without what only the Python changes
-(the interpreter, ``Python_EXECUTABLE`` and friends, the row's name, tree and wheel directory), and the whole
-environment the build runs with, less the row's own name, Python and statistics log. So a
+(the interpreter, ``Python_EXECUTABLE`` and friends, the row's name, tree and wheel directory,
+its environment's bin on PATH), and the whole environment the build runs with, less the row's own name, Python and statistics log. So a
 different train, architecture list, compiler, flag, generator, toolchain variable or launcher is
 another key. Two inputs are not known before the build runs, because the row's build
 environment picks them: which CMake runs and which scikit-build-core. After a seeded build,
@@ -63,6 +63,9 @@ class Seed:
     files: tuple[tuple[str, bytes], ...]  # CMakeFiles/<version>/*.cmake: name, content
     entries: tuple[str, ...]  # CMakeCache.txt lines (NAME:TYPE=VALUE)
     skbuild: str | None = None  # scikit-build-core's version that configured the tree
+    # The CMake source directory the donor's tree was configured from, relative to its project:
+    # scikit-build-core's `cmake.source-dir` ("." unless the project moves its CMakeLists.txt).
+    source_dir: str = "."
 
 
 def key(argv: Sequence[str], env: Mapping[str, str]) -> str:
@@ -75,9 +78,19 @@ def key(argv: Sequence[str], env: Mapping[str, str]) -> str:
             next(rest, None)
         elif not _python_only(a):
             settings.append(a)
-    variables = sorted((k, v) for k, v in env.items() if k not in ROW_VARIABLES)
+    variables = sorted((k, _without_interpreter_bin(v, argv[0]) if k == "PATH" else v)
+                       for k, v in env.items() if k not in ROW_VARIABLES)
     blob = json.dumps({"seed": 1, "argv": settings, "env": variables}, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _without_interpreter_bin(path: str, python: str) -> str:
+    """PATH without the row interpreter's own directory (its environment's bin, first on a build's
+    PATH: `buildrows.build.drivers.with_environment_bin`), which only the row's Python changes."""
+    import os
+
+    own = os.path.dirname(os.path.abspath(python))
+    return os.pathsep.join(d for d in path.split(os.pathsep) if os.path.abspath(d or ".") != own)
 
 
 def _python_only(arg: str) -> bool:
@@ -144,13 +157,32 @@ def harvest(tree: Path, source: Path, donor: str, private: Sequence[str] = ()) -
         if any(t in value for t in tied):
             continue
         kept.append(line)
-    skbuild = cache_values(tree).get("SKBUILD_CORE_VERSION")
-    return Seed(donor, where.name, files, tuple(kept), skbuild)
+    values = cache_values(tree)
+    relative = _source_dir(values.get("CMAKE_HOME_DIRECTORY"), source)
+    if relative is None:  # CMake's source is not inside the project: nothing to say where it is for another row
+        return None
+    return Seed(donor, where.name, files, tuple(kept), values.get("SKBUILD_CORE_VERSION"), relative)
 
 
-def plant(seed: Seed, tree: Path, source: Path) -> None:
+def _source_dir(home: str | None, project: Path) -> str | None:
+    """CMake's source directory (the cache's CMAKE_HOME_DIRECTORY) relative to the project, or
+    None when there is none or it lies outside the project."""
+    import os
+
+    if not home:
+        return None
+    relative = os.path.relpath(Path(home).resolve(), project.resolve())
+    if relative == ".." or relative.startswith(".." + os.sep) or os.path.isabs(relative):
+        return None
+    return Path(relative).as_posix()
+
+
+def plant(seed: Seed, tree: Path, project: Path) -> None:
     """Write the seed into a tree that has no CMakeCache.txt yet (the caller checks): the
-    detection files, then the cache entries with this tree's and source's own directories."""
+    detection files, then the cache entries with this tree's and CMake source's own directories
+    (the donor's source directory, under this project: CMake refuses a tree whose cache names
+    another source, as scikit-build-core's `cmake.source-dir` moves it)."""
+    source = project / seed.source_dir if seed.source_dir != "." else project
     if (tree / "CMakeCache.txt").exists():
         raise ValueError(f"{tree} is configured already: a seed is only planted in a fresh tree")
     where = tree / "CMakeFiles" / seed.version

@@ -163,6 +163,31 @@ def check_generator(row: Row, env: Mapping[str, str], host: HostOs) -> list[Find
     return [Finding("generator", "note", f"{g.generator}: {g.reason}", fix)]
 
 
+def check_project_cmake(row: Row, project: Path, driver: Driver, cmake: tuple[str | None, str | None],
+                        env: Mapping[str, str]) -> list[Finding]:
+    """What the project's own sources need of CMake (buildrows.build.project_cmake): a setup.py that
+    runs `make` itself gets no generator; a CMakeLists.txt older than CMake 4 accepts needs
+    CMAKE_POLICY_VERSION_MINIMUM (say so rather than let the configure fail)."""
+    from buildrows.build.project_cmake import cmake_minimum, setup_py_runs_make
+
+    out: list[Finding] = []
+    if driver == "setup.py" and row.generator is None and setup_py_runs_make(project):
+        out.append(Finding("generator", "note", "left unset for this project: its setup.py runs `make` itself, which "
+                           "CMAKE_GENERATOR=Ninja would break (`make: *** No targets specified`)",
+                           "to choose one anyway, fix it in the policy ([project] generator)"))
+    path, output = cmake
+    version = parse_version(output or "") if path else None
+    need = cmake_minimum(project)
+    if version is not None and version >= (4, 0) and need is not None and need < (3, 5) \
+            and not env.get("CMAKE_POLICY_VERSION_MINIMUM"):
+        out.append(Finding("cmake policy", "missing",
+                           f"{project / 'CMakeLists.txt'} requires CMake {need[0]}.{need[1]}, and the cmake on PATH "
+                           f"({path}) is {_dotted(version)}, which refuses projects older than 3.5",
+                           "export CMAKE_POLICY_VERSION_MINIMUM=3.5 (CMake 4 then configures it), or put a CMake 3.x "
+                           "first on PATH"))
+    return out
+
+
 def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None), *,
                  rejected: Sequence[Rejected] = (), env: Mapping[str, str] | None = None,
                  places: Sequence[str] = ()) -> Finding:
@@ -229,8 +254,11 @@ def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | 
     return list(reqs), None
 
 
-def check_requirements(python: str, requirements: Sequence[str], installed: Mapping[str, str | None]) -> list[Finding]:
-    """Each requirement satisfied by a distribution installed for `python` (no isolation)."""
+def check_requirements(python: str, requirements: Sequence[str], installed: Mapping[str, str | None], *,
+                       isolation: bool = False) -> list[Finding]:
+    """Each requirement satisfied by a distribution installed for `python`. With `isolation` only
+    the frontend is asked for (it runs in the row's Python even then), and the fix does not offer
+    the --isolation the build already has."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
@@ -244,7 +272,9 @@ def check_requirements(python: str, requirements: Sequence[str], installed: Mapp
         if req.marker is not None and not req.marker.evaluate():
             continue
         have = installed.get(canonicalize_name(req.name))
-        fix = f"{python} -m pip install '{text}' (or build with --isolation, which fetches it from the registry)"
+        fix = (f"{python} -m pip install '{text}' (the PEP 517 frontend runs in the row's Python, with --isolation too)"
+               if isolation else
+               f"{python} -m pip install '{text}' (or build with --isolation, which fetches it from the registry)")
         if have is None:
             out.append(Finding(req.name, "missing", f"not installed for {python}", fix))
         elif req.specifier and not req.specifier.contains(have, prereleases=True):
@@ -286,7 +316,7 @@ def library_header_use(project: Path, limit: int = 4000) -> str | None:
 
 
 def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str | None, error: str | None,
-                          uses_libraries: str | None = None) -> list[Finding]:
+                          uses_libraries: str | None = None, cached: str | None = None) -> list[Finding]:
     """torch.utils.cpp_extension must take the row's CUDA root (the one its nvcc compiles with), and
     that root must hold the runtime torch links (-lcudart) and, when the project's sources include
     them (`uses_libraries` says where), the CUDA libraries' headers."""
@@ -310,9 +340,16 @@ def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str
         missing.append("lib64/libcudart.so (torch links -lcudart)")
     if missing:
         why = f" ({uses_libraries})" if uses_libraries and set(missing) - {TORCH_CUDA_HEADERS[0]} else ""
+        train = row.cuda.dotted if row.cuda is not None else "TRAIN"
+        has_all = cached is not None and all(os.path.isfile(os.path.join(cached, "include", h)) for h in wanted)
+        if has_all and cached is not None and os.path.realpath(cached) != os.path.realpath(root):
+            fix = (f"a CUDA {train} toolkit with them is in buildrows' cache, {cached}: build with it, "
+                   f"`CUDACXX={os.path.join(cached, 'bin', 'nvcc')} buildrows build {row.name}` (CUDA_HOME follows the nvcc)")
+        else:
+            fix = (f"`buildrows toolkit install {train} --libraries` assembles a CUDA {train} root with the libraries' "
+                   f"headers and the runtime from NVIDIA's packages; then doctor offers it for {row.name}")
         return [Finding(name, "missing", f"torch takes {root} (the row's nvcc's root), which lacks "
-                        + ", ".join(missing) + why, "use a CUDA root that also has the CUDA libraries' headers and the runtime "
-                        "(`buildrows toolkit` assembles one; NVIDIA's nvidia-cusparse/-cublas/-cusolver packages carry them)")]
+                        + ", ".join(missing) + why, fix)]
     what = "the CUDA libraries' headers the project includes and " if uses_libraries else ""
     return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with {what}the runtime torch links")]
 
@@ -344,6 +381,20 @@ _DIST_SCRIPT = (
 _TOOL_VERSIONS: dict[tuple[object, ...], str] = {}
 
 
+def is_running_interpreter(python: str) -> bool:
+    """Whether `python` is the interpreter buildrows runs on *and* sees the same packages, so its
+    distributions can be read in-process. A virtual environment's python links to its base
+    interpreter: the file it resolves to says nothing about its site-packages (a row environment
+    of the same base as buildrows' own venv holds other packages), so environments are compared
+    by their directory, and only two plain interpreters by the file they resolve to."""
+    from buildrows.build.drivers import environment_bin
+
+    mine, theirs = environment_bin(sys.executable), environment_bin(python)
+    if mine is not None or theirs is not None:
+        return mine == theirs
+    return Path(python).resolve() == Path(sys.executable).resolve()
+
+
 @dataclass
 class MachineProbe:
     """The real machine: tools through `buildrows.build.runner`, distributions in-process when possible."""
@@ -371,7 +422,7 @@ class MachineProbe:
     def interpreter(self, python: str) -> tuple[str | None, str | None]:
         from buildrows.build.runner import capture
 
-        if Path(python).resolve() == Path(sys.executable).resolve():
+        if is_running_interpreter(python):
             from buildrows.plan.host import host_python
 
             return host_python(), None
@@ -385,7 +436,7 @@ class MachineProbe:
         return last[0].strip(), None
 
     def distributions(self, python: str, names: Sequence[str]) -> dict[str, str | None]:
-        if Path(python).resolve() == Path(sys.executable).resolve():
+        if is_running_interpreter(python):
             from importlib import metadata
 
             out: dict[str, str | None] = {}
@@ -433,7 +484,10 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     if choose_generator(row, env, host).is_ninja:
         findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
     findings.append(check_cuda(row, policy, env, host, toolkit))
-    findings += check_generator(row, env, host)
+    project_cmake = check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
+    if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
+        findings += check_generator(row, env, host)
+    findings += project_cmake
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
@@ -467,23 +521,46 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     if not provided and not isolation and project_problem is None:
         # The row environment `build --provision` made earlier (same interpreter, same requirements)
         # is what a provisioned build uses: judge that one.
-        from buildrows.provision.buildenv import plan_env
+        from buildrows.provision.buildenv import plan_row_env
 
-        be = plan_env(interpreter, reqs, env) if interpreter is not None else None
+        be = plan_row_env(policy, row, interpreter, project, reqs, env) if interpreter is not None else None
         if be is not None and be.ready:
             python = be.python
             findings.append(Finding("row environment", "ok", f"{be.root} (made by `buildrows build "
                                     f"{row.name} --provision`; the build requirements are judged there)"))
-    checked = check_requirements(python, reqs, probe.distributions(python, names))
+    checked = check_requirements(python, reqs, probe.distributions(python, names), isolation=isolation)
     provision = (f"; or `buildrows build {row.name} --provision`, which builds in a cached environment of "
                  "this interpreter holding them")
     findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
                  for f in checked]
     from buildrows.plan.torchenv import uses_torch
 
-    if row.is_cuda and uses_torch(project, reqs):
-        findings += _torch_cuda_home(policy, row, env, host, python, project)
+    if uses_torch(project, reqs):
+        missing = check_torch_installed(policy, row, python, probe.distributions(python, ["torch"])["torch"], env)
+        if missing is not None:
+            findings.append(missing)
+        elif row.is_cuda:
+            findings += _torch_cuda_home(policy, row, env, host, python, project)
     return findings
+
+
+def check_torch_installed(policy: Policy, row: Row, python: str, version: str | None,
+                          env: Mapping[str, str]) -> Finding | None:
+    """A project that builds against torch needs the torch of the row's train in the row's Python:
+    None when one is installed, else the finding whose fix names the environment, the torch and
+    the index serving the train."""
+    if version is not None:
+        return None
+    import shlex
+
+    from buildrows.provision.torch import torch_for_row
+
+    t = torch_for_row(row, policy.project.torch, env)
+    pip = shlex.join([python, "-m", "pip", "install", *t.pip_arguments()])
+    return Finding("torch", "missing", f"not installed for {python}, and the project builds against torch "
+                   "(torch.utils.cpp_extension, or torch among its build requirements)",
+                   f"`buildrows build {row.name} --provision` installs {t.describe()} into a cached environment of "
+                   f"this interpreter; or install it here: {pip}")
 
 
 def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str,
@@ -501,8 +578,10 @@ def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: Hos
     from buildrows.plan.torchenv import ask_torch
 
     info, error = ask_torch(python, build_env)
+    from buildrows.plan.row import cached_toolkit
+
     return check_torch_cuda_home(row, plan.cuda_home, plan.compiler.path, info.cuda_home if info else None, error,
-                                 library_header_use(project))
+                                 library_header_use(project), cached=cached_toolkit(row, env))
 
 
 def verdict(findings: Sequence[Finding], row: Row) -> None:

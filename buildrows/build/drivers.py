@@ -23,6 +23,7 @@ frontend make a fresh environment from the registry instead, as a release job ma
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -120,14 +121,21 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     from buildrows.render.envfile import environment_from_plan
 
     values = environment_from_plan(plan, base_env)
+    notes = [f"generator: {plan.generator.generator} ({plan.generator.reason})"]
+    from buildrows.build.project_cmake import setup_py_runs_make
+
+    if plan.row.generator is None and setup_py_runs_make(project):
+        # It runs `make` in the tree its CMake wrote: CMAKE_GENERATOR=Ninja would leave no Makefile.
+        for var in ("CMAKE_GENERATOR", "CMAKE_GENERATOR_TOOLSET", "CMAKE_GENERATOR_PLATFORM"):
+            values.pop(var, None)
+        notes = ["generator: left to CMake's default (setup.py runs `make` itself; the policy fixes none)"]
     if provider_path is not None:
         values["PYTHONPATH"] = provider_path
     config, text = setuptools_config(plan.row, project, base_env)
     values["DIST_EXTRA_CONFIG"] = str(config)
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
-                  (f"generator: {plan.generator.generator} ({plan.generator.reason})",
-                   f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
+                  (*notes, f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
     return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),))
 
 
@@ -171,6 +179,32 @@ def with_compiler_cache(bp: BuildPlan, env: Mapping[str, str], launchers: Mappin
             for k, v in launchers.items():
                 argv[-1:-1] = ["-C", f"cmake.define.{k}={v}"]
         commands.append(replace(cmd, argv=tuple(argv), env=(*cmd.env, *env.items())))
+    return replace(bp, commands=tuple(commands))
+
+
+def environment_bin(python: str) -> Path | None:
+    """The scripts directory of the virtual environment `python` belongs to (its `bin`, Scripts on
+    Windows), or None when it is not one. Judged by the path as given, never by the file it
+    resolves to: a venv's python is a link to its base interpreter."""
+    here = Path(os.path.abspath(python)).parent
+    return here if (here.parent / "pyvenv.cfg").is_file() else None
+
+
+def with_environment_bin(bp: BuildPlan, python: str, base_env: Mapping[str, str]) -> BuildPlan:
+    """The plan with the row's environment's scripts directory first on every command's PATH, as
+    an isolated PEP 517 frontend does: the programs its build requirements install (swig, cmake,
+    ninja, cython) and its `python` are the ones the build finds. Unchanged when the row's
+    interpreter is not in a virtual environment (a system python's directory, /usr/bin, must not
+    go before the user's PATH)."""
+    from dataclasses import replace
+
+    scripts = environment_bin(python)
+    if scripts is None:
+        return bp
+    commands = []
+    for cmd in bp.commands:
+        path = cmd.environment(base_env).get("PATH", "")
+        commands.append(replace(cmd, env=(*cmd.env, ("PATH", f"{scripts}{os.pathsep}{path}" if path else str(scripts)))))
     return replace(bp, commands=tuple(commands))
 
 

@@ -4,13 +4,14 @@ its arguments into `BuildOptions` and calls `build_rows`."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from buildrows.build import drivers
     from buildrows.build.compiler_cache import CacheStats, CompilerCache
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from buildrows.build.prepare import BuildOptions, Provided
     from buildrows.build.remote_cache import Remote
     from buildrows.build.summary import RowOutcome
+    from buildrows.check.members import MemberDifference
     from buildrows.errors import BuildrowsError
     from buildrows.plan.row import RowPlan
     from buildrows.plan.toolchain import CudaCompiler, HostOs
@@ -38,7 +40,9 @@ class _Run:
         self.remote: Remote | None = None  # the remote compiler cache, decided once for every row
         self._toolkit_files: dict[tuple[str, ...], tuple[str, ...]] = {}
         self.seeds: dict[str, Seed] = {}  # CMake compiler detection by key (buildrows.build.configure_seed)
-        self.staging = False  # a row built beside others: its wheel is written to a directory of its own first
+        # The wheels this invocation moved into the wheel directory, by row: a row never replaces another's.
+        self.written: dict[Path, str] = {}
+        self.lock = threading.Lock()  # rows build in threads (followers): `written` is shared
         if not args.no_compiler_cache:
             from buildrows.build.compiler_cache import INSTALL_HINT, find_ccache
 
@@ -130,8 +134,9 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
         outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
     if followers:
         _build_followers(state, followers, number, len(ready), provided, outcomes, jobs)
+    differences = _compare_members(state, rows, outcomes)
     ordered = [outcomes[r.name] for r in rows]
-    _report(ordered, env, ui)
+    _report(ordered, env, ui, differences)
     built = sum(1 for o in ordered if o.status == "built")
     ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
     return worst_exit(ordered)
@@ -195,7 +200,6 @@ def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], to
     """Build the followers `jobs` at a time, each into its own buffered log, written out whole and
     in row order as they finish. Without --keep-going a failure stops the rows not yet started."""
     import copy
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     from buildrows.build.summary import RowOutcome
@@ -208,7 +212,7 @@ def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], to
 
     def task(row: Row) -> UI:
         mine = copy.copy(state)
-        mine.ui, mine.staging = state.ui.buffered(), True
+        mine.ui = state.ui.buffered()
         with lock:
             stop_reason = _stop_reason(outcomes, state.args.keep_going)
         if stop_reason:
@@ -262,14 +266,52 @@ def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
     return f"stopped after {bad[0].row} {'was refused' if bad[0].status == 'refused' else 'failed'} (--keep-going builds the rest)"
 
 
-def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
-    """The summary table and the wheel paths (stdout), and on GitHub Actions the step summary."""
+def _compare_members(state: _Run, rows: list[Row], outcomes: dict[str, RowOutcome]) -> list[MemberDifference]:
+    """Hold the wheels of the rows built together to each other (buildrows.check.members). With
+    --strict or `[check] same-members = true`, a row whose wheel lacks members fails (exit 5)."""
+    from dataclasses import replace
+
+    from buildrows.binaries.wheelread import WheelError
+    from buildrows.check.members import compare, read_built
+    from buildrows.errors import EXIT_CHECK_FAILED
+
+    built: dict[str, Path] = {}
+    for r in rows:
+        o = outcomes.get(r.name)
+        if o is not None and o.status == "built" and o.wheel_path and o.wheel_path.endswith(".whl"):
+            built[r.name] = Path(o.wheel_path)
+    if len(built) < 2:
+        return []
+    try:
+        differences = compare(read_built({r.name: r for r in rows}, built))
+    except (WheelError, OSError) as e:
+        state.ui.warn(f"the wheels built together could not be compared: {e}")
+        return []
+    strict = state.args.strict or state.pol.check.same_members
+    for d in differences:
+        o = outcomes[d.row]
+        if strict and o.exit_code in (0, EXIT_CHECK_FAILED):
+            why = f"lacks {len(d.members)} member{'s' if len(d.members) != 1 else ''} {d.other} ships"
+            outcomes[d.row] = replace(o, exit_code=EXIT_CHECK_FAILED, check=False,
+                                      reason=o.reason or f"the members check failed: {why}")
+    return differences
+
+
+def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
+            differences: Sequence[MemberDifference] = ()) -> None:
+    """The summary table, the rows whose members differ, and the wheel paths (stdout), and on
+    GitHub Actions the step summary."""
     from buildrows.build.summary import render_markdown, render_table, size_text, totals
 
     ui.print()
     for line in render_table(outcomes):
         ui.print(line)
     ui.print(totals(outcomes))
+    for d in differences:
+        ui.print(f"members differ: {d.describe()}")
+    if differences:
+        ui.print("  (a build that skipped a module, e.g. a program it found on one row's PATH only; --strict or "
+                 "[check] same-members = true fails these rows)")
     for o in outcomes:
         if o.status == "built" and o.wheel_path:
             verdict = "not checked" if o.check is None else ("check PASS" if o.check else "check FAIL")
@@ -278,7 +320,9 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI) -> None:
     if ui.github and summary:
         from buildrows.render.envfile import append_file
 
-        append_file(summary, "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n")
+        text = "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n"
+        text += "".join(f"\n- members differ: {d.describe(limit=20)}" for d in differences)
+        append_file(summary, text + ("\n" if differences else ""))
 
 
 def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: BuildOptions,
@@ -316,10 +360,11 @@ def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: B
             toolkit = str(got.root)
     if driver_of(pol, args) == "cmake-presets":
         return Provided(interp, toolkit)
-    return Provided(build_environment(interp, project_of(pol, args), driver_of(pol, args), env, ui), toolkit)
+    return Provided(build_environment(pol, row, interp, project_of(pol, args), driver_of(pol, args), env, ui), toolkit)
 
 
-def build_environment(interp: Interpreter, project: Path, driver: Driver, env: Mapping[str, str], ui: UI) -> Interpreter:
+def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path, driver: Driver,
+                      env: Mapping[str, str], ui: UI) -> Interpreter:
     """The row's cached build environment (a venv of `interp` with the frontend and the project's
     build requirements), created or reused."""
     from buildrows.build.doctor import FRONTEND, build_requirements
@@ -330,20 +375,41 @@ def build_environment(interp: Interpreter, project: Path, driver: Driver, env: M
     reqs, problem = build_requirements(project, driver)
     if problem is not None:
         raise BadInput(f"{problem}\n    fix: give the project a pyproject.toml with [build-system] requires")
-    be = buildenv.plan_env(interp, [FRONTEND, *reqs], env)
+    be = buildenv.plan_row_env(pol, row, interp, project, [FRONTEND, *reqs], env, backend=driver == "setup.py")
     if be.ready:
-        ui.info(f"  build environment: {be.root} (reused: same interpreter and requirements)")
+        torch = f", {be.torch.describe()}" if be.torch is not None else ""
+        ui.info(f"  build environment: {be.root} (reused: same interpreter, requirements and project{torch})")
         return be.interpreter
     ui.step(f"build environment for Python {interp.python}: {be.root}")
     buildenv.start(be)
-    for cmd in be.commands():
-        run_step(ui, cmd, env)
+    from buildrows.build.prepare import with_interpreter_bin
+
+    for cmd in be.commands():  # the environment's bin first once it exists: its programs, as in the build
+        run_step(ui, cmd, with_interpreter_bin(env, be.python))
     buildenv.finish(be)
     return be.interpreter
 
 
 def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOutcome:
     """Render, build and check one row (doctor has passed); returns what it produced."""
+    from buildrows.build import drivers
+    from buildrows.build.prepare import driver_of, project_of
+
+    final_dir = drivers.default_wheel_dir(project_of(state.pol, state.args), state.args.wheel_dir)
+    if driver_of(state.pol, state.args) == "cmake-presets":  # it installs a tree, not a wheel
+        return _build_row(state, row, provided, final_dir, final_dir)
+    # Every row writes its wheel into a fresh directory of its own, so no row can take, overwrite
+    # or (stamping renames) remove another's wheel or one already in the wheel directory: the CUDA
+    # row's wheel, before stamping, has exactly the CPU wheel's name. It moves into the wheel
+    # directory under its final name (`_unstage`).
+    staging = _staging_dir(final_dir, row)
+    try:
+        return _build_row(state, row, provided, staging, final_dir)
+    finally:
+        _remove_if_empty(staging)
+
+
+def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path, final_dir: Path) -> RowOutcome:
     from buildrows.build import drivers
     from buildrows.build.prepare import doctor_command, driver_of, project_of
     from buildrows.build.runner import run_step
@@ -355,11 +421,6 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     pol, env, host, args, ui = state.pol, state.env, state.host, state.args, state.ui
     driver = driver_of(pol, args)
     project = project_of(pol, args)
-    final_dir = drivers.default_wheel_dir(project, args.wheel_dir)
-    # A row built beside others writes into a directory of its own, so no row can take (or
-    # overwrite) another's wheel; its wheel moves into the wheel directory once stamped.
-    staged = state.staging and driver == "scikit-build-core"
-    wheel_dir = final_dir / STAGING / row.name if staged else final_dir
     interp = provided.interpreter if provided else None
     toolkit = provided.toolkit if provided else None
     python = None
@@ -402,6 +463,8 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
         ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
     elif driver == "scikit-build-core":
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
+    if python is not None:
+        bp = drivers.with_environment_bin(bp, python, base_env)
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -424,6 +487,13 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
                         "refused the credentials): they were compiled here, and the wheel is the same\n"
                         f"    fix: check the store; export BUILDROWS_CACHE_REMOTE=off to build without it")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
+    if cache is not None and driver == "setup.py":
+        # setuptools (and torch.utils.cpp_extension, with or without ninja) runs the C/C++ compiler
+        # itself, not through the launcher: only nvcc (PYTORCH_NVCC) is behind the cache. Say so
+        # rather than "no compiles" after a build that compiled.
+        nvcc_text = "no nvcc compiles" if stats is None or not stats.compiles else f"nvcc {stats.describe()}"
+        cache_text = f"{nvcc_text}; C/C++ not cached (setup.py)"
+        ui.info("  compiler cache: setuptools compiles C/C++ directly, so only nvcc (PYTORCH_NVCC) goes through it")
     if seeded:
         cache_text += ", detection reused"
     if bp.wheel_dir is None:
@@ -445,8 +515,8 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     if python is not None:
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
-    if staged:
-        wheel = _unstage(wheel, final_dir, ui)
+    if wheel_dir != final_dir:
+        wheel = _unstage(state, row, wheel, final_dir)
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
     if ok is False:
         ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
@@ -455,20 +525,66 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
                       reason="" if ok is not False else "the wheel check failed (its report is above)")
 
 
-def _unstage(wheel: Path, final_dir: Path, ui: UI) -> Path:
-    """Move a wheel from its row's own directory into the wheel directory (replacing a wheel of
-    the same name, as a build writing there directly does), and remove the row's directory."""
-    import os
+def _staging_dir(final_dir: Path, row: Row) -> Path:
+    """A fresh directory for the row's wheel under the wheel directory (the same file system, so
+    the wheel moves into place by a rename); fresh, so nothing an earlier run left is taken."""
+    import tempfile
 
-    final_dir.mkdir(parents=True, exist_ok=True)
-    target = final_dir / wheel.name
-    os.replace(wheel, target)
-    for d in (wheel.parent, wheel.parent.parent):  # .../.buildrows-staging/ROW, then the staging dir if empty
+    (final_dir / STAGING).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{row.name}-", dir=final_dir / STAGING))
+
+
+def _remove_if_empty(staging: Path) -> None:
+    """Remove the row's staging directory, then the staging root, when empty (a wheel that could
+    not be moved into place stays, and its row's error says where)."""
+    for d in (staging, staging.parent):
         try:
             d.rmdir()
         except OSError:
             break
-    ui.info(f"  wheel: {target}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    import filecmp
+
+    return filecmp.cmp(a, b, shallow=False)
+
+
+def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
+    """Move the row's wheel from its own directory into the wheel directory under its final name.
+    Nothing there is overwritten: the same bytes are already in place; a wheel of the same name
+    that another row of this invocation wrote is a refusal (the new wheel stays where it was
+    built, and the error says where); one from an earlier invocation is kept, moved aside into
+    `earlier-<time>/` of the wheel directory, and the move is reported."""
+    import os
+    import time
+
+    from buildrows.errors import Refused
+
+    target = final_dir / wheel.name
+    with state.lock:
+        other = state.written.get(target)
+        if other is not None and other != row.name:
+            raise Refused(
+                f"row {row.name}'s wheel {wheel.name} has the name of row {other}'s wheel, written by this build into "
+                f"{final_dir}; it was not replaced, and {row.name}'s wheel stays at {wheel}\n"
+                "    fix: give each row's wheel its own name ([project] stamp = true adds the row's local tag, "
+                "+cu130, to CUDA wheels), or build these rows into different --wheel-dir directories")
+        if target.exists() and _same_file(wheel, target):
+            wheel.unlink()
+        else:
+            if target.exists():
+                aside = final_dir / time.strftime("earlier-%Y%m%d-%H%M%S") / wheel.name
+                n = 1
+                while aside.exists():
+                    n += 1
+                    aside = final_dir / time.strftime(f"earlier-%Y%m%d-%H%M%S-{n}") / wheel.name
+                aside.parent.mkdir(parents=True, exist_ok=True)
+                os.rename(target, aside)
+                state.ui.warn(f"  {target} was there already (an earlier build, other content): kept as {aside}")
+            os.rename(wheel, target)
+        state.written[target] = row.name
+    state.ui.info(f"  wheel: {target}")
     return target
 
 
@@ -482,6 +598,7 @@ def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mappin
     from buildrows.build import configure_seed, drivers
     from buildrows.build.prepare import doctor_command
     from buildrows.build.runner import run_step
+    from buildrows.errors import ExternalFailure
 
     ui, doctor = state.ui, doctor_command(state.pol, row)
     key, tree = seeding
@@ -491,10 +608,16 @@ def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mappin
         configure_seed.plant(seed, tree, project)
         ui.info(f"  CMake compiler detection: taken from {seed.donor}'s tree (same CMake, generator, compilers, "
                 "flags, architecture list and environment), not run again")
-    for cmd in bp.commands:
-        run_step(ui, cmd, base_env, doctor=doctor)
+    failed: ExternalFailure | None = None
+    try:
+        for cmd in bp.commands:
+            run_step(ui, cmd, base_env, doctor=doctor)
+    except ExternalFailure as e:
+        if seed is None:
+            raise
+        failed = e  # perhaps the planted detection: the build without it decides
     if seed is not None:
-        problem = configure_seed.verify(seed, tree)
+        problem = "its build failed" if failed is not None else configure_seed.verify(seed, tree)
         if problem is None:
             return True
         ui.warn(f"  the planted detection does not fit {row.name}'s tree: {problem}; building it again in a fresh "
@@ -564,7 +687,8 @@ def finish_wheel(pol: Policy, row: Row, wheel: Path, *, python: str, project: Pa
     record = BuildRecord(row=row.name, cuda=compiler_cuda if row.is_cuda else None, torch=torch, torch_cuda=torch_cuda)
     ui.step(f"stamp {wheel.name}" + ("" if pol.project.stamp else " (build record only; [project] stamp is off)"))
     # A PyTorch extension (runtime mode torch) must require the torch it was compiled against.
-    pins = [torch_pin(torch)] if torch and row.runtime is not None and row.runtime.mode == "torch" else []
+    # A CPU row's wheel of one is tied to its torch as much as a CUDA row's.
+    pins = [torch_pin(torch)] if torch and pol.torch_extension(row) else []
     stamped = stamp_wheel(wheel, local_tag=row.local_tag, requirements=row.requires_dist, record=record,
                           metadata=pol.project.stamp, pins=pins)
     for change in stamped.changes:

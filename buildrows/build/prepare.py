@@ -26,6 +26,7 @@ class BuildOptions:
     isolation: bool = False
     provision: bool = False
     no_check: bool = False
+    strict: bool = False  # a difference between the members of rows built together fails (buildrows.check.members)
     keep_going: bool = False
     jobs: int | None = None
     no_compiler_cache: bool = False
@@ -172,6 +173,8 @@ def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args
     driver = driver_of(pol, args)
     project = project_of(pol, args)
     ui.step(f"doctor {row.name} (driver {driver}, project {project})")
+    if provided is not None and provided.interpreter is not None:
+        env = with_interpreter_bin(env, provided.interpreter.path)
     findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation,
                         interpreter=provided.interpreter if provided else None,
                         toolkit=provided.toolkit if provided else None)
@@ -182,6 +185,19 @@ def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args
         say("  " + f.render())
     verdict(findings, row)
     say(f"  {row.name}: everything the row needs is here")
+
+
+def with_interpreter_bin(env: Mapping[str, str], python: str) -> Mapping[str, str]:
+    """env with the scripts directory of `python`'s virtual environment first on PATH, as the
+    build will have it (`buildrows.build.drivers.with_environment_bin`), so doctor finds the
+    cmake, ninja and swig the build will run."""
+    from buildrows.build.drivers import environment_bin
+
+    scripts = environment_bin(python)
+    if scripts is None:
+        return env
+    path = env.get("PATH", "")
+    return {**env, "PATH": f"{scripts}{os.pathsep}{path}" if path else str(scripts)}
 
 
 def doctor(opts: BuildOptions, ui: UI) -> None:

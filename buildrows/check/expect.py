@@ -115,7 +115,8 @@ def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, 
                        files=tuple(r for r in policy.check.files if r.applies_to(row.name)),
                        machine=machine, loose=loose,
                        library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row.name)),
-                       train_archs=_train_archs(policy, row.platform))
+                       train_archs=_train_archs(policy, row.platform),
+                       torch_extension=row.cuda is None and policy.torch_extension(row))
 
 
 def _row_given(args: CheckRequest, policy: Policy | None) -> Row:
@@ -199,7 +200,8 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
                        files=tuple(r for r in policy.check.files if r.applies_to(row)) if policy else (),
                        machine=machine,
                        library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row)) if policy else (),
-                       train_archs=_train_archs(policy, platform) if policy else ())
+                       train_archs=_train_archs(policy, platform) if policy else (),
+                       torch_extension=train is None and policy is not None and any(r.mode == "torch" for _, r in runtimes))
 
 
 def _py(version: str) -> tuple[int, int]:

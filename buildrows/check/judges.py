@@ -64,6 +64,7 @@ class Expectation:
     torch_given: str | None = None  # `check --torch`: the torch a wheel built elsewhere was compiled against
     library_rules: tuple[LibraryRule, ...] = ()  # [[check.libraries]] that apply to this row
     train_archs: tuple[tuple[Train, ArchList], ...] = ()  # the policy's list per train on this platform (per-train)
+    torch_extension: bool = False  # a PyTorch extension's CPU row: pinned to its torch like a CUDA row (mode torch)
 
 
 @dataclass(frozen=True)
@@ -641,9 +642,10 @@ def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[s
     from buildrows.check.torchpin import pin_problem
 
     name = "torch-matches-build"
-    assert exp.cuda is not None
+    # A PyTorch extension's CPU row is held to its torch too (its CUDA rows are mode torch).
+    where = f"[cuda.runtime.{exp.cuda.major}]" if exp.cuda is not None else "the CUDA rows' [cuda.runtime.N]"
     other_modes = (f"or, if the libraries are not compiled against torch, set mode = \"torch-runtime\" (torch brings "
-                   f"the runtime) or \"dynamic\" under [cuda.runtime.{exp.cuda.major}]")
+                   f"the runtime) or \"dynamic\" under {where}")
     abi = _wheel_torch_abi(info, symbols or {})
     if not abi:
         return CheckResult(name, False, [
@@ -694,8 +696,8 @@ def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[s
         problem = _stable_problem(req, built)
         if problem:
             details.append(f"Requires-Dist {str(req)!r}: {problem}")
-    want = exp.cuda.dotted
-    if built is not None and info.build_record is not None:
+    if exp.cuda is not None and built is not None and info.build_record is not None:
+        want = exp.cuda.dotted
         if built_cuda is None:
             details.append(f"the recorded torch {built} has no CUDA (a CPU torch), but the row is CUDA {want}")
         elif Train.parse(built_cuda) != exp.cuda:
@@ -810,7 +812,7 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
             results.append(check_required_files(exp, info))
         if any(r.kind == "no-cuda" for r in exp.files):
             results.append(check_no_cuda_link(exp, info))
-        if exp.cuda is not None and exp.mode == "torch":
+        if (exp.cuda is not None and exp.mode == "torch") or exp.torch_extension:
             results.append(check_torch_pin(exp, info, symbols))
         if exp.cuda is not None and exp.mode == "torch-runtime":
             results.append(check_torch_runtime_only(exp, info, symbols or {}))
@@ -819,7 +821,7 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
 
 def needs_symbols(exp: Expectation) -> bool:
     """Whether judging this row reads the libraries' imported symbols (the torch modes)."""
-    return exp.cuda is not None and exp.mode in ("torch", "torch-runtime")
+    return (exp.cuda is not None and exp.mode in ("torch", "torch-runtime")) or exp.torch_extension
 
 
 def library_json(libs: tuple[LibraryInfo, ...]) -> dict[str, dict[str, list[str]]]:

@@ -24,6 +24,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "project's build requirements, and the row's CUDA toolkit when this machine has no nvcc "
                         "of its train (`buildrows toolkit install`; BUILDROWS_CUDA_MIRROR for the archives)")
     p.add_argument("--no-check", action="store_true", help="skip the wheel check (not for release builds)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail a row (exit 5) whose wheel lacks members another row built with it ships (rows that "
+                        "differ only in Python ship the same members; a CPU row ships its CUDA row's but the "
+                        "CUDA-only libraries); without it the difference is reported, or fails by [check] same-members")
     p.add_argument("--keep-going", action="store_true",
                    help="go on past a row that failed or was refused and build the others (default: stop at "
                         "the first; the summary lists what ran)")

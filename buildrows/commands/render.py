@@ -52,7 +52,17 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     for path in result.paths:
         ui.print(str(path))
     gitignore_advice(Path(project), args.gitignore, ui)
-    ui.ok(f"rendered {len(result.plans)} row(s); run: cmake --workflow --preset {result.plans[0].row.name}")
+    ui.ok(f"rendered {len(result.plans)} row(s); {next_step(pol.path, Path(project), result.plans[0].row.name)}")
     return 0
 
 
+def next_step(policy_path: str, project: Path, row: str) -> str:
+    """What to run after `render`: `cmake --workflow` where it can work (a CMakeLists.txt beside
+    the presets); else the `buildrows build` that builds the row (a scikit-build-core project whose
+    CMake lives in its cmake.source-dir, a setup.py project without CMake)."""
+    import shlex
+
+    if (project / "CMakeLists.txt").is_file():
+        return f"run: cmake --workflow --preset {row}"
+    build = shlex.join(["buildrows", "--config", policy_path, "build", row])
+    return f"{project} has no CMakeLists.txt, so `cmake --workflow` cannot build there; build the row with: {build}"

@@ -27,6 +27,7 @@ from buildrows.plan.toolchain import (
     host_os,
     read_train,
 )
+from buildrows.policy.archs import ArchList
 from buildrows.policy.model import Policy, Row
 from buildrows.provision.interpreters import Interpreter
 from buildrows.resources import cmake_module
@@ -135,6 +136,7 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
             compiler = toolkit_compiler(row, toolkit, env)
     generator = choose_generator(row, env, host)
     cudacxx_set = bool(env.get("CUDACXX", "").strip()) and toolkit is None
+    home: str | None = None
 
     cache: list[tuple[str, str]] = [
         ("BUILDROWS_ROW", row.name),
@@ -169,11 +171,27 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
             environment += [("CUDAToolkit_ROOT", toolkit), ("CUDACXX", compiler.path if compiler else "")]
     # The project's own switches (FORCE_CUDA, USE_CUDA, ...): 1 on CUDA rows, 0 on CPU rows, so
     # a builder image that sets them cannot turn CUDA on for a CPU row.
-    environment += list(row.switches)
+    environment += [(k, _expand(v, row, archs, home)) for k, v in row.switches]
     # The row's own cache (project, platform, train, and the cuda-option ON/OFF) comes last: it wins.
     cache += list(row.cache)
     return RowPlan(row, host, generator, compiler, tuple(_dedupe(cache)), tuple(environment),
                    interpreter, toolkit)
+
+
+#: What a [project] cuda-env value may name, e.g. CUDA_TOOLKIT_ROOT_DIR = "{cuda_home}".
+ROW_ENV_PLACEHOLDERS = ("cuda_home", "cuda", "cu", "archs", "torch_archs")
+
+
+def _expand(value: str, row: Row, archs: ArchList | None, home: str | None) -> str:
+    """A cuda-env value with the row's placeholders filled in (a CPU row's values are kept as written)."""
+    if row.cuda is None or "{" not in value:
+        return value
+    values = {"cuda_home": home or "", "cuda": row.cuda.dotted, "cu": row.cuda.cu,
+              "archs": archs.cmake_cuda_architectures if archs else "",
+              "torch_archs": archs.torch_cuda_arch_list if archs else ""}
+    for k, v in values.items():
+        value = value.replace("{" + k + "}", v)
+    return value
 
 
 def _dedupe(items: list[tuple[str, str]]) -> list[tuple[str, str]]:

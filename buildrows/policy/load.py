@@ -263,14 +263,24 @@ class _Resolver:
     def _project(self, p: dict[str, Any]) -> Project:
         cache = tuple((k, str(v)) for k, v in p.get("cache", {}).items())
         switches: list[str] = []
-        for i, name in enumerate(p.get("env-switches", [])):
+        for i, entry in enumerate(p.get("env-switches", [])):
+            name = entry.removeprefix("!")  # "!FORCE_ONLY_CPU": a switch that means CPU
             if not _ENV_NAME.fullmatch(name):
                 self.problem(("project", "env-switches", i), f"{name!r} is not an environment variable name",
                              hint="use letters, digits and underscores, e.g. FORCE_CUDA")
-            elif name in switches:
+            elif name in [s.removeprefix("!") for s in switches]:
                 self.problem(("project", "env-switches", i), f"{name!r} is listed twice", hint="list each switch once")
             else:
-                switches.append(name)
+                switches.append(entry)
+        torch = None
+        if "torch" in p:
+            from buildrows.provision.torch import torch_requirement
+
+            try:
+                torch = torch_requirement(p["torch"])
+            except ValueError as e:
+                self.problem(("project", "torch"), str(e), hint="a version, e.g. torch = \"2.14.1\" or \"2.14.*\", "
+                             "or a specifier, e.g. \">=2.13,<2.15\"")
         return Project(
             name=p.get("name", Path(self.file).resolve().parent.name),
             driver=cast(Driver, p.get("driver", "cmake-presets")),
@@ -279,7 +289,32 @@ class _Resolver:
             cache=cache,
             switches=tuple(switches),
             stamp=bool(p.get("stamp", False)),
+            torch=torch,
+            cpu_cache=tuple((k, str(v)) for k, v in p.get("cpu-cache", {}).items()),
+            cuda_cache=tuple((k, str(v)) for k, v in p.get("cuda-cache", {}).items()),
+            cpu_env=self._row_env(p, "cpu-env"),
+            cuda_env=self._row_env(p, "cuda-env"),
         )
+
+    def _row_env(self, p: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
+        """[project] cpu-env / cuda-env: variable names checked, placeholders known."""
+        from buildrows.plan.row import ROW_ENV_PLACEHOLDERS
+
+        out: list[tuple[str, str]] = []
+        for name, value in p.get(key, {}).items():
+            if not _ENV_NAME.fullmatch(name):
+                self.problem(("project", key, name), f"{name!r} is not an environment variable name",
+                             hint="use letters, digits and underscores, e.g. FORCE_ONLY_CPU")
+                continue
+            named = re.findall(r"\{([^{}]*)\}", str(value))
+            unknown = [u for u in named if u not in ROW_ENV_PLACEHOLDERS]
+            if key == "cuda-env" and unknown:
+                known = ", ".join("{" + k + "}" for k in ROW_ENV_PLACEHOLDERS)
+                self.problem(("project", key, name), f"{value!r} names {{{unknown[0]}}}, which is not a placeholder",
+                             hint=f"a cuda-env value may name {known}")
+                continue
+            out.append((name, str(value)))
+        return tuple(out)
 
     def _generator(self, pname: str, os_: Os, p: dict[str, Any]) -> tuple[str | None, str]:
         """The generator the policy fixes for a platform (its own, else the project's), and where."""
@@ -539,7 +574,8 @@ class _Resolver:
                 rules.append(FileRule(kind=cast(Any, kind), files=tuple(r["files"]), reason=r["reason"].strip(),
                                       source=self.where(path), rows=tuple(r.get("rows", ())),
                                       allow=tuple(r.get("allow", ()))))
-        return CheckPolicy(tuple(exceptions), tuple(rules), self._library_rules(raw.get("libraries", [])))
+        return CheckPolicy(tuple(exceptions), tuple(rules), self._library_rules(raw.get("libraries", [])),
+                           bool(raw.get("same-members", False)))
 
     def _library_rules(self, raw: list[dict[str, Any] | None]) -> tuple[LibraryRule, ...]:
         """[[check.libraries]]: exactly one of archs, per-train, vendored; one problem per mistake."""
@@ -640,13 +676,13 @@ class _Resolver:
         for py in pythons:
             if p.get("cpu", False):
                 name = row_name(pname, None, py)
-                cache = list(common_cache)
+                cache = list(common_cache) + list(project.cpu_cache)
                 if project.cuda_option:
                     cache.append((project.cuda_option, "OFF"))
                 rows.append(Row(name=name, platform=pname, os=os_, machine=machine, cuda=None, python=py,
                                 archs=None, image=_image(p.get("image"), None), cache=tuple(cache), generator=generator,
                                 generator_source=generator_source,
-                                switches=tuple((s, "0") for s in project.switches),
+                                switches=project.row_switches(cuda=False),
                                 provenance=(("python", self.where(("python", "versions"))),
                                             ("cpu", self.where((*base, "cpu"))),
                                             ("image", self.where((*base, "image")) if "image" in p else "default: the generator's image"))))
@@ -694,7 +730,7 @@ class _Resolver:
                              hint=f"add [{self.key('cuda', 'runtime', str(t.major))}] with requirements and library-dir")
                 continue
             image_src = g.get("image", p.get("image"))
-            cache = list(common_cache) + [(k, str(v)) for k, v in g.get("cache", {}).items()]
+            cache = list(common_cache) + list(project.cuda_cache) + [(k, str(v)) for k, v in g.get("cache", {}).items()]
             if project.cuda_option:
                 cache.append((project.cuda_option, "ON"))
             prov = (
@@ -712,7 +748,7 @@ class _Resolver:
                                 archs=archs, image=_image(image_src, t), runtime=runtime,
                                 cache=tuple(cache), provenance=prov, generator=generator,
                                 generator_source=generator_source,
-                                switches=tuple((s, "1") for s in project.switches)))
+                                switches=project.row_switches(cuda=True)))
         return rows
 
     def _missing_list_fix(self, pname: str, t: Train, names: list[str]) -> str:

@@ -148,6 +148,7 @@ class CheckPolicy:
     rpath_exceptions: tuple[RpathException, ...] = ()
     files: tuple[FileRule, ...] = ()
     libraries: tuple[LibraryRule, ...] = ()  # DOCS["libraries"]
+    same_members: bool = False  # rows built together must ship the same members (buildrows.check.members)
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,9 @@ class Row:
     #: and where it was written.
     generator: str | None = None
     generator_source: str = ""
-    #: The project's environment switches with this row's value ("1" on CUDA rows, "0" on CPU rows).
+    #: The project's environment for this row: its switches with this row's value ("1" on CUDA
+    #: rows, "0" on CPU rows; inverted ones the other way round) and its cpu-env or cuda-env
+    #: (placeholders expanded by buildrows.plan.row).
     switches: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -225,6 +228,25 @@ class Project:
     switches: tuple[str, ...] = ()
     #: Stamp built wheels that lack the row's local version or runtime requirement (opt-in).
     stamp: bool = False
+    #: The torch a torch extension's rows build against (a requirement: "torch==2.14.*"); None:
+    #: the newest the row's train's index serves. `build --provision` installs it.
+    torch: str | None = None
+    #: Cache variables and environment variables for CPU rows only, or CUDA rows only (a cuda-env
+    #: value may name {cuda_home}, {cuda}, {cu}, {archs}, {torch_archs}).
+    cpu_cache: tuple[tuple[str, str], ...] = ()
+    cuda_cache: tuple[tuple[str, str], ...] = ()
+    cpu_env: tuple[tuple[str, str], ...] = ()
+    cuda_env: tuple[tuple[str, str], ...] = ()
+
+    def row_switches(self, *, cuda: bool) -> tuple[tuple[str, str], ...]:
+        """The environment a row of this kind gets from the project: each switch 1 on CUDA rows
+        and 0 on CPU rows ("!NAME": the other way round: a switch that means CPU), then the
+        kind's own variables."""
+        out = []
+        for s in self.switches:
+            inverted = s.startswith("!")
+            out.append((s.removeprefix("!"), "1" if cuda != inverted else "0"))
+        return (*out, *(self.cuda_env if cuda else self.cpu_env))
 
 
 InstallKind = Literal["version", "vcs", "path"]
@@ -314,6 +336,13 @@ class Policy:
     def publishes(self, row: Row) -> bool:
         """Whether the release matrix carries ROW: not declared empty, not of a build-only train."""
         return row.empty_reason is None and (row.cuda is None or row.cuda not in self.build_only_trains)
+
+    def torch_extension(self, row: Row) -> bool:
+        """Whether the row's wheel is a PyTorch extension, tied to the torch it was built against: its
+        runtime's mode is torch; for a CPU row (no runtime), any of the policy's runtimes is."""
+        if row.runtime is not None:
+            return row.runtime.mode == "torch"
+        return row.cuda is None and any(rt.mode == "torch" for _, rt in self.runtimes)
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:

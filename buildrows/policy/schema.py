@@ -256,6 +256,9 @@ CHECK = Table(
         "required": ArrayOf("Files the wheel must ship.", REQUIRED_FILES),
         "no-cuda": ArrayOf("Libraries that must link no CUDA library.", NO_CUDA),
         "libraries": ArrayOf(DOCS["libraries"], LIBRARY_RULE),
+        "same-members": Bool("Fail `build` when rows built together ship different members (rows that differ only "
+                             "in Python ship the same ones; a CPU row ships its CUDA row's but the CUDA-only "
+                             "libraries); default false: the difference is reported. `build --strict` does the same."),
     },
 )
 
@@ -336,11 +339,22 @@ POLICY = Table(
                 "source-dir": Str("The project's source directory, relative to this file.", default="\".\""),
                 "cuda-option": Str("CMake cache variable set ON for CUDA rows and OFF for CPU rows, e.g. EXECUTORCH_BUILD_CUDA."),
                 "env-switches": StrList("Environment variables the project's build reads to turn CUDA on, e.g. [\"FORCE_CUDA\"]: "
-                                        "set to 1 for CUDA rows and 0 for CPU rows, whatever the builder's image sets."),
+                                        "set to 1 for CUDA rows and 0 for CPU rows, whatever the builder's image sets; "
+                                        "\"!NAME\" for a switch that means CPU (\"!FORCE_ONLY_CPU\": 1 on CPU rows, 0 on CUDA rows)."),
+                "cpu-cache": MapOf("CMake cache variables (NAME = value) for CPU rows only.", Str("")),
+                "cuda-cache": MapOf("CMake cache variables (NAME = value) for CUDA rows only.", Str("")),
+                "cpu-env": MapOf("Environment variables (NAME = value) set on CPU rows only.", Str("")),
+                "cuda-env": MapOf("Environment variables set on CUDA rows only; a value may name {cuda_home}, {cuda} "
+                                  "(13.0), {cu} (cu130), {archs} (CMake's list) and {torch_archs}, e.g. "
+                                  "CUDA_TOOLKIT_ROOT_DIR = \"{cuda_home}\".", Str("")),
                 "generator": GENERATOR,
                 "stamp": Bool("Stamp each built wheel that lacks the row's local version (+cu130) or runtime requirement, "
                               "for projects whose build does not read BUILDROWS_LOCAL_VERSION/BUILDROWS_REQUIRES_DIST.", default="false"),
                 "cache": CACHE,
+                "torch": Str("The torch a PyTorch extension's rows build against: a version (\"2.14.1\", \"2.14.*\") "
+                             "or specifier (\">=2.13,<2.15\"). `build --provision` installs it for each row from the "
+                             "index that serves the row's train (BUILDROWS_TORCH_INDEX; default "
+                             "https://download.pytorch.org/whl/{accel}, accel cu130 or cpu); stamping pins its minor."),
             },
         ),
         "python": Table(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -42,6 +43,62 @@ class ProjectFacts:
     why: str  # how the driver was detected
     cuda_option: str | None
     cuda_option_from: str | None
+    name_from: str = "the directory's name"
+    torch: bool = False  # a torch.utils.cpp_extension setup.py: runtime mode torch, stamp
+    switches: tuple[str, ...] = ()  # environment switches the setup.py reads ("!NAME": one that means CPU)
+
+
+#: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
+KNOWN_SWITCHES = ("FORCE_CUDA", "WITH_CUDA", "USE_CUDA", "BUILD_CUDA", "FORCE_ONLY_CUDA")
+CPU_SWITCHES = ("FORCE_ONLY_CPU", "FORCE_CPU", "CPU_ONLY")
+
+
+def _name(project: Path, doc: dict[str, object]) -> tuple[str, str]:
+    """The project's distribution name and where it was read: pyproject.toml's [project], an
+    sdist's PKG-INFO, setup.cfg's [metadata], setup.py's setup(name=...), else the directory's
+    name without a trailing version (an unpacked sdist is NAME-VERSION)."""
+    import configparser
+    import re
+
+    table = doc.get("project")
+    if isinstance(table, dict) and isinstance(table.get("name"), str):
+        return table["name"], "pyproject.toml"
+    info = project / "PKG-INFO"
+    if info.is_file():
+        m = re.search(r"^Name:\s*(\S+)", info.read_text(encoding="utf-8", errors="replace"), re.MULTILINE)
+        if m:
+            return m.group(1), "PKG-INFO"
+    cfg = project / "setup.cfg"
+    if cfg.is_file():
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(cfg, encoding="utf-8")
+            if parser.has_option("metadata", "name"):
+                return parser.get("metadata", "name").strip(), "setup.cfg"
+        except configparser.Error:
+            pass
+    setup_py = project / "setup.py"
+    if setup_py.is_file():
+        m = re.search(r"""\bname\s*=\s*['"]([A-Za-z0-9][A-Za-z0-9._-]*)['"]""",
+                      setup_py.read_text(encoding="utf-8", errors="replace"))
+        if m:
+            return m.group(1), "setup.py"
+    folder = project.resolve().name
+    return re.sub(r"-\d+(\.\d+)*([a-z]+\d*)?$", "", folder) or folder, "the directory's name"
+
+
+def _setup_py_facts(project: Path) -> tuple[bool, tuple[str, ...], bool]:
+    """(a torch.utils.cpp_extension project, the switches its setup.py reads, whether it runs CMake)."""
+    import re
+
+    try:
+        text = (project / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False, (), False
+    torch = "torch.utils.cpp_extension" in text or "from torch.utils import cpp_extension" in text
+    read = set(re.findall(r"""(?:environ\.get|getenv|environ\[)\s*\(?\s*['"]([A-Z][A-Z0-9_]*)['"]""", text))
+    switches = tuple([s for s in KNOWN_SWITCHES if s in read] + ["!" + s for s in CPU_SWITCHES if s in read])
+    return torch, switches, "cmake" in text.lower()
 
 
 def _toml(path: Path) -> dict[str, object]:
@@ -60,8 +117,7 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
     """The project's name, build driver and CUDA switch, from its files."""
     pyproject = project / "pyproject.toml"
     doc = _toml(pyproject) if pyproject.is_file() else {}
-    table = doc.get("project")
-    name = table.get("name") if isinstance(table, dict) else None
+    name, name_from = _name(project, doc)
     system = doc.get("build-system")
     backend = system.get("build-backend", "") if isinstance(system, dict) else ""
     cmakelists = project / "CMakeLists.txt"
@@ -80,12 +136,15 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
     else:
         raise BadInput(f"{project} has no setup.py, pyproject.toml or CMakeLists.txt: buildrows cannot tell how it "
                        "is built\n    fix: run buildrows init in the project's root directory (or pass --driver)")
+    torch, switches, runs_cmake = _setup_py_facts(project) if driver == "setup.py" else (False, (), True)
     option, option_from = None, None
-    if cmakelists.is_file():
+    # A setup.py that never runs CMake never reads a CMakeLists.txt's option (diso ships one for
+    # another build): no cuda-option from it.
+    if cmakelists.is_file() and runs_cmake:
         m = _OPTION.search(cmakelists.read_text(encoding="utf-8", errors="replace"))
         if m:
             option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
-    return ProjectFacts(str(name) if name else project.resolve().name, driver, why, option, option_from)
+    return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches)
 
 
 @dataclass(frozen=True)
@@ -111,13 +170,18 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
         "# (platform x CUDA train x Python). `buildrows rows` lists them; the README explains every key.",
         "",
         "[project]",
-        f"name = {_q(facts.name)}",
+        f"name = {_q(facts.name)}  # from {facts.name_from}",
         f"driver = {_q(facts.driver)}  # detected from {facts.why}",
         'source-dir = "."',
     ]
+    if facts.torch:
+        lines.append("stamp = true  # a torch extension's build sets no local version: stamping adds +cuXYZ and pins torch")
+    if facts.switches:
+        lines.append("env-switches = [" + ", ".join(_q(s) for s in facts.switches) + "]  # read by setup.py "
+                     "(1 on CUDA rows, 0 on CPU rows; !NAME the other way round)")
     if facts.cuda_option:
         lines.append(f"cuda-option = {_q(facts.cuda_option)}  # from {facts.cuda_option_from}: ON for CUDA rows, OFF for CPU rows")
-    else:
+    elif not facts.torch:
         lines.append("# cuda-option = \"MYPROJ_BUILD_CUDA\"  # the project's CMake switch for CUDA, if it has one")
     lines += ["", "[python]", "versions = [" + ", ".join(_q(v) for v in pythons) + "]"]
     trains = ", ".join(_q(t.dotted) for t in trains_of(cuda.facts, cuda.train)) if cuda is not None else ""
@@ -125,6 +189,9 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
         lines += ["", "[cuda]", f"trains = [{trains}]"]
         if cuda.facts is not None:
             lines += runtime_toml(cuda.facts, cuda.train)
+        elif facts.torch:
+            lines += ["", f"[cuda.runtime.{cuda.train.major}]",
+                      'mode = "torch"  # a PyTorch extension: torch brings the CUDA runtime; the wheel pins its torch']
     lines += ["", f"[platforms.{platform}]"]
     lines.append(f"trains = [{trains}]" if cuda is not None else
                  "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")
@@ -240,8 +307,12 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
         raise BadInput(f"--cuda {train.dotted} contradicts {wheel.name}'s tag +{tagged.cu}\n"
                        "    fix: drop --cuda (the wheel names its train), or name the wheel of that train")
     train = train or tagged
+    if train is None and code.info is not None:
+        # PyTorch's PyPI wheel has no +cu130 but requires its runtime: cuda-toolkit[...]==13.0.2, nvidia-cuda-runtime==13.0.96
+        train = train_from_requirements(code.info.requires_dist)
     if train is None:
-        raise BadInput(f"{wheel.name} carries no +cuXYZ tag, so its CUDA train is unknown\n"
+        raise BadInput(f"{wheel.name} carries no +cuXYZ tag and requires no CUDA runtime of one train (cuda-toolkit, "
+                       "nvidia-cuda-runtime), so its CUDA train is unknown\n"
                        "    fix: pass --cuda TRAIN (the train the wheel was built with, e.g. --cuda 13.0)")
     facts = infer(code.info, wheel, train, platform) if code.info is not None else None
     if facts is not None and facts.row is not None:
@@ -270,6 +341,30 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
     source = (f"from {wheel.name}: the architectures common to its {n} librar{'y' if n == 1 else 'ies'} "
               "with device code")
     return CudaStart(train, archs, text, ptx_none, source), (platform_of_wheel(code.info) if code.info else None) or platform
+
+
+def train_from_requirements(requires: Sequence[str]) -> Train | None:
+    """The one CUDA train a wheel's requirements pin (cuda-toolkit==13.0.2, nvidia-cuda-runtime==13.0.96,
+    nvidia-cuda-runtime-cu12==12.6.77), or None when they pin none or several."""
+    import re
+
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    found: set[Train] = set()
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        name = canonicalize_name(req.name)
+        if name != "cuda-toolkit" and not re.fullmatch(r"nvidia-cuda-(runtime|nvrtc|cupti)(-cu\d+)?", name):
+            continue
+        for spec in req.specifier:
+            m = re.match(r"(\d+)\.(\d+)", spec.version)
+            if spec.operator in ("==", "~=", ">=") and m:
+                found.add(Train(int(m.group(1)), int(m.group(2))))
+    return found.pop() if len(found) == 1 else None
 
 
 def _validate(text: str, project: Path) -> None:

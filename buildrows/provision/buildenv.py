@@ -1,6 +1,8 @@
 """A row's isolated build environment: a venv of the row's interpreter holding the project's build
-requirements, cached under the buildrows cache and reused while the interpreter and the
-requirements are unchanged (the key hashes both). The commands are computed here and run by
+requirements (and, for a PyTorch extension, the torch of the row's train), cached under the
+buildrows cache and reused while the interpreter, the requirements, the torch and the project are
+unchanged (the key hashes them all: one project's environment never serves another, so nothing
+installed for one leaks into another's build). The commands are computed here and run by
 `buildrows.build.runner`; the stamp is written last, so an interrupted set-up is redone, never reused."""
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.build.runner import Command
+from buildrows.policy.model import Policy, Row
 from buildrows.provision.cache import envs_dir
 from buildrows.provision.interpreters import Interpreter, probe
+from buildrows.provision.torch import TorchInstall
 
 STAMP = "buildrows-env.json"
 #: Bumped when the environment's layout changes, so old environments are not reused.
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,9 @@ class BuildEnv:
     requirements: tuple[str, ...]
     root: Path
     ready: bool
+    project: str = ""  # the project it serves (resolved path)
+    torch: TorchInstall | None = None  # the torch of the row's train, installed first
+    backend: bool = False  # also install what the backend asks for (the setup.py driver's frontend checks it)
 
     @property
     def python(self) -> str:
@@ -42,26 +49,94 @@ class BuildEnv:
     def commands(self) -> tuple[Command, ...]:
         """Create the venv from the row's interpreter and install the requirements into it."""
         create = Command("build environment (venv)", (self.base.path, "-m", "venv", "--clear", str(self.root)))
-        install = Command("build environment (requirements)",
-                          (self.python, "-m", "pip", "install", "--disable-pip-version-check", "-q",
-                           *self.requirements))
-        return (create, install)
+        pip = (self.python, "-m", "pip", "install", "--disable-pip-version-check", "-q")
+        install = Command("build environment (requirements)", (*pip, *self.requirements))
+        out = [create]
+        if self.torch is not None:
+            # torch first, from its train's index (with the project's own torch requirement, so
+            # both hold); the other requirements then find it installed.
+            own = tuple(r for r in self.requirements if _is_torch(r))
+            out.append(Command(f"build environment (torch for {self.torch.accel})",
+                               (*pip, *self.torch.pip_arguments(), *own),
+                               notes=(f"the torch of the row's train: {self.torch.describe()}",)))
+        out.append(install)
+        if self.backend and self.project:
+            # The frontend checks what the backend's get_requires_for_build_wheel adds (an older
+            # setuptools asks for `wheel`): install that too, as an isolated frontend would.
+            out.append(Command("build environment (what the backend asks for)",
+                               (self.python, "-c", _BACKEND_REQUIRES, self.project), cwd=self.project))
+        return tuple(out)
 
 
-def env_key(base: Interpreter, requirements: Sequence[str]) -> str:
-    """What the environment depends on: the interpreter (its real file and version) and the requirements."""
-    data = json.dumps([FORMAT, os.path.realpath(base.path), base.version, sorted(requirements)])
+#: Ask the project's PEP 517 backend (through `build`, the frontend the environment holds) what
+#: it needs to build a wheel, and install it. A backend that cannot answer here is reported, not
+#: fatal: the build itself then says what is wrong, with the row's environment.
+_BACKEND_REQUIRES = (
+    "import subprocess, sys\n"
+    "try:\n"
+    "    from build import ProjectBuilder\n"
+    "    reqs = sorted(ProjectBuilder(sys.argv[1]).get_requires_for_build('wheel'))\n"
+    "except Exception as e:\n"
+    "    print(f'could not ask the build backend what it needs: {e}')\n"
+    "    raise SystemExit(0)\n"
+    "print('the backend asks for: ' + (', '.join(reqs) or 'nothing more'))\n"
+    "if reqs:\n"
+    "    subprocess.check_call([sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check', '-q', *reqs])\n"
+)
+
+
+def _is_torch(requirement: str) -> bool:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(requirement).name.lower() == "torch"
+    except InvalidRequirement:
+        return False
+
+
+def env_key(base: Interpreter, requirements: Sequence[str], project: str = "",
+            torch: TorchInstall | None = None) -> str:
+    """What the environment depends on: the interpreter (its real file and version), the
+    requirements, the project it serves and the torch it holds."""
+    data = json.dumps([FORMAT, os.path.realpath(base.path), base.version, sorted(requirements), project,
+                       None if torch is None else [torch.requirement, torch.index]])
     return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
-def plan_env(base: Interpreter, requirements: Sequence[str], env: Mapping[str, str]) -> BuildEnv:
-    """The environment for this interpreter and requirements; `ready` when a complete one exists."""
-    root = envs_dir(env) / f"py{base.python}-{env_key(base, requirements)}"
-    built = BuildEnv(base, tuple(requirements), root, False)
+def plan_env(base: Interpreter, requirements: Sequence[str], env: Mapping[str, str], *,
+             project: Path | None = None, torch: TorchInstall | None = None) -> BuildEnv:
+    """The environment for this interpreter, requirements, project and torch; `ready` when a
+    complete one exists."""
+    where = str(project.resolve()) if project is not None else ""
+    root = envs_dir(env) / f"py{base.python}-{env_key(base, requirements, where, torch)}"
+    built = BuildEnv(base, tuple(requirements), root, False, where, torch)
     stamp = root / STAMP
     if stamp.is_file() and os.access(built.python, os.X_OK) and probe(built.python, env)[0] is not None:
-        return BuildEnv(base, tuple(requirements), root, True)
+        return BuildEnv(base, tuple(requirements), root, True, where, torch)
     return built
+
+
+def torch_of(policy: Policy, row: Row, project: Path, requirements: Sequence[str],
+             env: Mapping[str, str]) -> TorchInstall | None:
+    """The torch the row's environment needs: the row's train's, when the project builds against
+    torch (buildrows.plan.torchenv.uses_torch), else None."""
+    from buildrows.plan.torchenv import uses_torch
+    from buildrows.provision.torch import torch_for_row
+
+    if not uses_torch(project, requirements):
+        return None
+    return torch_for_row(row, policy.project.torch, env)
+
+
+def plan_row_env(policy: Policy, row: Row, base: Interpreter, project: Path, requirements: Sequence[str],
+                 env: Mapping[str, str], *, backend: bool = False) -> BuildEnv:
+    """The row's environment of `base` for `project`: the frontend and the project's build
+    `requirements` (the caller's list, FRONTEND first), and the torch of the row's train when the
+    project builds against torch. `build --provision` makes it; doctor judges it when it exists."""
+    from dataclasses import replace
+
+    torch = torch_of(policy, row, project, requirements, env)
+    return replace(plan_env(base, requirements, env, project=project, torch=torch), backend=backend)
 
 
 def start(build_env: BuildEnv) -> None:
@@ -74,5 +149,6 @@ def start(build_env: BuildEnv) -> None:
 def finish(build_env: BuildEnv) -> None:
     """Stamp the environment complete (after its commands succeeded)."""
     data = {"format": FORMAT, "interpreter": build_env.base.path, "version": build_env.base.version,
-            "requirements": list(build_env.requirements)}
+            "requirements": list(build_env.requirements), "project": build_env.project,
+            "torch": None if build_env.torch is None else build_env.torch.describe()}
     (build_env.root / STAMP).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
