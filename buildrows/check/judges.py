@@ -651,12 +651,19 @@ def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[s
         return CheckResult(name, False, [
             "mode \"torch\", but no library links libtorch or imports torch's C++ or stable C ABI",
             f"fix: {other_modes.removeprefix('or, if the libraries are not compiled against torch, ')}"])
-    cxx = sorted((p for p, a in abi.items() if a.kind == "c++"), key=lambda p: (-len(abi[p].cxx), p))
+    # A library that links libtorch but imports none of its stable C ABI (no symbol table to tell,
+    # or only C++ symbols) is held to the torch minor: only imports can prove the stable ABI.
+    cxx = sorted((p for p, a in abi.items() if a.kind in ("c++", "none")), key=lambda p: (-len(abi[p].cxx), p))
     kind = "c++" if cxx else "stable"
-    abi_line = (f"{cxx[0]} imports libtorch's C++ API ({len(abi[cxx[0]].cxx)} symbols, e.g. {abi[cxx[0]].cxx[0]}): "
-                "tied to the torch minor it was built against" if cxx else
-                f"{len(abi)} libraries import only torch's stable C ABI "
-                f"({sum(len(a.stable) for a in abi.values())} aoti_torch_*/torch_* symbols, no libtorch C++ symbol)")
+    if cxx and abi[cxx[0]].cxx:
+        abi_line = (f"{cxx[0]} imports libtorch's C++ API ({len(abi[cxx[0]].cxx)} symbols, e.g. {abi[cxx[0]].cxx[0]}): "
+                    "tied to the torch minor it was built against")
+    elif cxx:
+        abi_line = (f"{cxx[0]} links libtorch and imports none of torch's stable C ABI: held to the torch minor it "
+                    "was built against")
+    else:
+        abi_line = (f"{len(abi)} libraries import only torch's stable C ABI "
+                    f"({sum(len(a.stable) for a in abi.values())} aoti_torch_*/torch_* symbols, no libtorch C++ symbol)")
     built: str | None = None
     built_cuda: str | None = None
     record_cuda: str | None = None
@@ -685,7 +692,8 @@ def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[s
             "build it with `buildrows build`, which records it"])
     if not torch_reqs:
         want = f"torch=={_minor(built)}.*" if kind == "c++" and built else f"torch>={_minor(built) if built else 'X.Y'}"
-        details.append(f"Requires-Dist has no torch requirement; declare {want}")
+        built_with = f"the wheel was built against torch {built}: " if built else ""
+        details.append(f"Requires-Dist has no torch requirement; {built_with}declare {want}")
     for req in torch_reqs:
         if kind == "c++":
             assert built is not None
