@@ -138,11 +138,6 @@ def record_of(wheel: Path) -> dict[str, object]:
 
 
 @needs_torch_cuda13
-@pytest.mark.skipif(os.environ.get("BUILDROWS_REAL_PROJECTS") != "1",
-                    reason="opt-in (BUILDROWS_REAL_PROJECTS=1): passes alone (about 5 minutes, also in .ci/run's "
-                           "environment) but failed after the rest of the suite in one process in this round's "
-                           "clean-clone runs, at its last step (the installed wheel's CPU op in a subprocess); "
-                           "kept out of the default run until that order dependence is found")
 def test_torchsort_cuda_row(cli: Callable[..., object], sdists: Callable[[str, str], Path], cuda_root: Path,
                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
