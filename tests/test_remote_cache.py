@@ -150,8 +150,9 @@ def _ui() -> tuple[UI, io.StringIO]:
 
 @pytest.fixture
 def listener() -> Iterator[int]:
-    """A port that accepts connections and closes them at once: a store that passes the probe and
-    then fails every operation, as one that goes away during a build does."""
+    """A port whose first connection answers like an empty Redis (the probe's GET: no such key) and
+    whose later ones are closed at once: a store that passes the probe and then fails every
+    operation, as one that goes away during a build does."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(64)
@@ -159,12 +160,21 @@ def listener() -> Iterator[int]:
 
     def serve() -> None:
         srv.settimeout(0.2)
+        first = True
         while not stop.is_set():
             try:
                 conn, _ = srv.accept()
-                conn.close()
             except OSError:
                 continue
+            if first:
+                first = False
+                conn.settimeout(2)
+                try:
+                    while conn.recv(4096):
+                        conn.sendall(b"$-1\r\n")
+                except OSError:
+                    pass
+            conn.close()
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()

@@ -456,8 +456,11 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     if cache is not None:
         from buildrows.build.compiler_cache import prepare, without_ccache_settings
 
+        from buildrows.build.remote_cache import withhold
+
         prepare(cache)
-        base_env = without_ccache_settings(env)
+        # Without the user's ccache settings, and without the writer's secret unless this job writes.
+        base_env = withhold(state.remote, without_ccache_settings(env))
         nvcc = plan.compiler.path if plan.compiler is not None and driver == "setup.py" else None
         bp = drivers.with_compiler_cache(bp, cache.environment(nvcc), cache.launchers())
         ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
@@ -483,8 +486,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
             ui.info(f"  compiler cache: {stats.report()}")
             if stats.remote_errors:
                 ui.warn(f"the remote compiler cache failed {stats.remote_errors} compile"
-                        f"{'s' if stats.remote_errors != 1 else ''} of {row.name} (it went away, timed out or "
-                        "refused the credentials): they were compiled here, and the wheel is the same\n"
+                        f"{'s' if stats.remote_errors != 1 else ''} of {row.name} (it went away, timed out, "
+                        "refused the credential, or refused a write: a full store): they were compiled here, and the wheel is the same\n"
                         f"    fix: check the store; export BUILDROWS_CACHE_REMOTE=off to build without it")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
