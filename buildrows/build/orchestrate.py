@@ -455,7 +455,6 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     base_env: Mapping[str, str] = env
     if cache is not None:
         from buildrows.build.compiler_cache import prepare, without_ccache_settings
-
         from buildrows.build.remote_cache import withhold
 
         prepare(cache)

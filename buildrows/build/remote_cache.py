@@ -322,20 +322,22 @@ def usable(remote: Remote, env: Mapping[str, str]) -> tuple[Remote, list[str]]:
             return _off_unreachable(remote, refused[1], warnings)
         else:
             return remote, warnings
-    missing = unset_variables(remote.url, env)
+    url = remote.url
+    assert url is not None  # the reader's URL, or the job's own
+    missing = unset_variables(url, env)
     if missing:
         names = ", ".join(missing)
-        warnings.append(f"the remote compiler cache {masked(remote.url)} names {names}, which this job's environment "
+        warnings.append(f"the remote compiler cache {masked(url)} names {names}, which this job's environment "
                         f"does not set: building without it (ccache would fail every compile)\n    fix: export "
                         f"{missing[0]} (a CI secret), or leave the credential out of the URL where the store allows "
                         "anonymous reads")
         return Remote(None, "off", f"{names} unset", withheld=remote.withheld), warnings
-    problem = probe(remote.url, env)
+    problem = probe(url, env)
     if problem is None:
         return remote, warnings
     kind, why = problem
     if kind == "refused":
-        warnings.append(f"the remote compiler cache {masked(remote.url)} refused this job's credential ({why}): "
+        warnings.append(f"the remote compiler cache {masked(url)} refused this job's credential ({why}): "
                         "building with the local cache only\n    fix: check the secret the URL names and the "
                         "store's rules for it (Redis: ACL GETUSER; HTTP: the server's auth), or export "
                         f"{REMOTE_VAR}=off")
