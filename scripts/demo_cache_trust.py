@@ -23,7 +23,16 @@ sys.path.insert(0, str(REPO))
 from buildrows.build import remote_cache as rc  # noqa: E402
 from buildrows.ui import UI  # noqa: E402
 from tests.redis_store import RedisServer  # noqa: E402 - the tests' own server helpers
-from tests.test_cache_trust import ACL, PULL, PUSH, READER_PW, WRITER_PW, _compile, _settings, _tampered  # noqa: E402
+from tests.test_cache_trust import (  # noqa: E402
+    ACL,
+    PULL,
+    PUSH,
+    READER_PW,
+    WRITER_PW,
+    _compile,
+    _settings,
+    _tampered,
+)
 from tests.webdav_store import WebDavStore  # noqa: E402
 
 
