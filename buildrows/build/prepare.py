@@ -30,6 +30,8 @@ class BuildOptions:
     keep_going: bool = False
     jobs: int | None = None
     no_compiler_cache: bool = False
+    log_dir: str | None = None  # where the rows' logs go (default: PROJECT/build/logs)
+    json: bool = False  # one JSON document on stdout, the human report on stderr
     environment_bin: str | None = None  # set by `setup`: the environment's bin added to PATH, if any
 
     @classmethod
