@@ -102,6 +102,12 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
 
     started = time.perf_counter()
     progress.INTERRUPTED.clear()
+    json_out = None
+    if args.json:  # the document on stdout; what a person reads (the table included) on stderr
+        import copy
+
+        json_out, ui = ui.out, copy.copy(ui)
+        ui.out = ui.err
     pol, env, host = setup(args)
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
     require_places(pol, env, args)
@@ -137,19 +143,30 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
 
     jobs = _jobs(args, len(ready), driver_of(pol, args), ui)
     leaders, followers = _leaders_and_followers(ready) if jobs > 1 else (ready, [])
-    for row in leaders:
-        stop_reason = _stop_reason(outcomes, args.keep_going)
-        if stop_reason:
-            outcomes[row.name] = RowOutcome(row.name, "skipped", reason=stop_reason)
-            continue
-        outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
+    if len(leaders) > 1 and jobs > 1:  # rows that share nothing build beside each other
+        _build_together(state, leaders, number, len(ready), provided, outcomes, jobs, followers=False)
+    else:
+        for row in leaders:
+            stop_reason = _stop_reason(outcomes, args.keep_going)
+            if stop_reason:
+                outcomes[row.name] = RowOutcome(row.name, "skipped", reason=stop_reason)
+                continue
+            outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
     if followers:
-        _build_followers(state, followers, number, len(ready), provided, outcomes, jobs)
+        _build_together(state, followers, number, len(ready), provided, outcomes, jobs, followers=True)
     differences = _compare_members(state, rows, outcomes) if not progress.INTERRUPTED.is_set() else []
     ordered = [outcomes[r.name] for r in rows]
     _report(ordered, env, ui, differences, args)
     built = sum(1 for o in ordered if o.status == "built")
     ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
+    if json_out is not None:
+        import json
+
+        from buildrows.build.summary import to_json
+
+        doc = to_json(ordered, time.perf_counter() - started, [d.describe() for d in differences])
+        json_out.write(json.dumps(doc, indent=2) + "\n")
+        json_out.flush()
     return worst_exit(ordered)
 
 
@@ -243,20 +260,24 @@ def _interrupted(row: Row, ui: UI) -> RowOutcome:
     return _outcome_of_error(row, e)
 
 
-def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], total: int,
-                     provided: Mapping[str, Provided], outcomes: dict[str, RowOutcome], jobs: int) -> None:
-    """Build the followers `jobs` at a time, their lines streamed as they come, each prefixed with
-    its row's name. Without --keep-going a failure stops the rows not yet started; Ctrl-C
-    (landing in this, the main thread) stops every running row's step."""
+def _build_together(state: _Run, rows: list[Row], number: Mapping[str, int], total: int,
+                    provided: Mapping[str, Provided], outcomes: dict[str, RowOutcome], jobs: int, *,
+                    followers: bool) -> None:
+    """Build `rows` `jobs` at a time, their lines streamed as they come, each prefixed with its
+    row's name: first the rows that share nothing (the first row of each group), then the rest
+    of each group (`_leaders_and_followers`). Without --keep-going a failure stops the rows not
+    yet started; Ctrl-C (landing in this, the main thread) stops every running row's step."""
     from concurrent.futures import ThreadPoolExecutor
 
     from buildrows.build import progress
     from buildrows.build.summary import RowOutcome
 
     jobs = min(jobs, len(rows))
-    state.ui.info(f"  building {len(rows)} more row{'s' if len(rows) != 1 else ''} {jobs} at a time (each takes "
-                  "the compiler cache and CMake's detection from its train's first row; --jobs 1 builds one at a "
-                  "time); each line is prefixed with its row")
+    s = "s" if len(rows) != 1 else ""
+    what = (f"{len(rows)} more row{s} {jobs} at a time (each takes the compiler cache and CMake's detection from its "
+            "train's first row" if followers else f"{len(rows)} rows that share no compile {jobs} at a time (the "
+            "first row of each train and set of switches")
+    state.ui.info(f"  building {what}; --jobs 1 builds one at a time)" + ("; each line is prefixed with its row" if jobs > 1 else ""))
 
     lock = threading.Lock()
 
@@ -301,18 +322,24 @@ def _outcome_of_error(row: Row, e: BuildrowsError, project: Path | None = None) 
     """The row's outcome from its error: the first line (the step's first error line, for a
     failed step; paths inside the project shortened) and the fix."""
     from buildrows.build.summary import RowOutcome
-    from buildrows.errors import EXIT_INTERRUPTED, EXIT_REFUSED
+    from buildrows.errors import EXIT_EXTERNAL, EXIT_INTERRUPTED, EXIT_REFUSED
 
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
     first = lines[0] if lines else e.title
     first = first.removeprefix(f"row {row.name} ")
     if first.endswith(":") and len(lines) > 1:  # "cannot be built (2 problems):" - say the first
         first = f"{first} {lines[1]}"
+    import re
+
+    step = re.match(r"step '(.+)' failed after [0-9.ms]+: (.+)$", first)
+    if step and e.exit_code == EXIT_EXTERNAL:  # the error line is what a person needs; the log names the step
+        first = re.sub(r"^(\.\./)+", "", step.group(2))  # the compiler ran in build/skbuild-ROW
     if project is not None:
         first = first.replace(f"{project}{__import__('os').sep}", "")
     fix = next((ln.removeprefix("fix:").strip() for ln in lines if ln.startswith("fix:")), "")
     status = "refused" if e.exit_code == EXIT_REFUSED else "interrupted" if e.exit_code == EXIT_INTERRUPTED else "failed"
-    return RowOutcome(row.name, status, e.exit_code, reason=f"{e.title}: {first}", fix=fix)
+    title = "" if step and e.exit_code == EXIT_EXTERNAL else f"{e.title}: "
+    return RowOutcome(row.name, status, e.exit_code, reason=f"{title}{first}", fix=fix)
 
 
 def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
@@ -646,6 +673,8 @@ def _remove_if_empty(staging: Path) -> None:
     for d in (staging, staging.parent):
         try:
             d.rmdir()
+        except FileNotFoundError:
+            continue  # already removed (an interrupted row's)
         except OSError:
             break
 

@@ -34,7 +34,7 @@ GRACE_TERM, GRACE_KILL = 10.0, 5.0
 _COUNTER = re.compile(r"^\s*\[(\d+)/(\d+)\]")
 #: The lines that say what went wrong, most telling first: a compiler's, CMake's, pip's, ninja's.
 _ERRORS = (
-    re.compile(r"\berror\b.*?:|: fatal error|\berror [A-Z]+\d+:", re.IGNORECASE),  # gcc/clang/nvcc/MSVC
+    re.compile(r"(?<![A-Za-z_-])(fatal )?error( [A-Z]+\d+)?:"),  # gcc, clang, nvcc (`k.cu(7): error:`), MSVC
     re.compile(r"^CMake Error\b"),
     re.compile(r"^ERROR:"),  # pip
 )

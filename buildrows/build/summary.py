@@ -128,3 +128,23 @@ def totals(outcomes: Sequence[RowOutcome]) -> str:
     parts = [f"{counts['built']} built" + (f" ({checked_bad} failed the check)" if checked_bad else "")]
     parts += [f"{n} {'not built' if s == 'skipped' else s}" for s, n in counts.items() if s != "built" and n]
     return f"{len(outcomes)} row{'s' if len(outcomes) != 1 else ''}: " + ", ".join(parts) + f"; exit code {worst_exit(outcomes)}"
+
+
+def to_json(outcomes: Sequence[RowOutcome], seconds: float, differences: Sequence[str] = ()) -> dict[str, object]:
+    """`build --json`: one document with every selected row's outcome (docs/reference.md)."""
+    rows = [{
+        "row": o.row,
+        "status": o.status,
+        "exit_code": o.exit_code,
+        "wheel": o.wheel,
+        "wheel_path": o.wheel_path,
+        "size": o.size,
+        "check": None if o.check is None else ("pass" if o.check else "fail"),
+        "seconds": None if o.seconds is None else round(o.seconds, 3),
+        "compiler_cache": o.cache or None,
+        "reason": o.reason or None,
+        "fix": o.fix or None,
+        "log": o.log,
+    } for o in outcomes]
+    return {"command": "build", "exit_code": worst_exit(outcomes), "seconds": round(seconds, 3),
+            "summary": totals(outcomes), "rows": rows, "members_differ": list(differences)}
