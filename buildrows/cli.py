@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "archs": ("archs", "List the device code of a wheel, and optionally write it into the policy."),
     "schema": ("schema", "Print the JSON Schema of buildrows.toml."),
     "init": ("init", "Write a starting buildrows.toml for the project in the current directory."),
+    "cache": ("cache", "Show what buildrows keeps on disk (toolkits, environments, downloads, compiler cache, build "
+                       "trees, logs, earlier wheels) with sizes, and prune it by age or kind."),
 }
 
 DESCRIPTION = (

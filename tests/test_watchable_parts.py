@@ -75,7 +75,7 @@ def test_the_first_error_line(output: list[str], first: str | None) -> None:
 
 
 def test_a_failed_step_says_its_first_error_and_log_not_a_cut_command(tmp_path: Path) -> None:
-    ui, err, logs = _ui(tmp_path)
+    ui, _err, logs = _ui(tmp_path)
     script = "echo building; echo 'x.c:2:5: error: expected ; before }' ; echo 'FAILED: x.o'; exit 1"
     with pytest.raises(ExternalFailure) as got:
         run_step(ui, Command("build", ("sh", "-c", script)), doctor="buildrows doctor r1")

@@ -93,12 +93,11 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     """`buildrows build`: every selected row end to end, then the summary; returns the worst exit code."""
     import time
 
+    from buildrows.build import progress
     from buildrows.build.prepare import doctor_row, refuse_empty, resolve_rows, setup
     from buildrows.build.runner import duration
     from buildrows.build.summary import RowOutcome, worst_exit
     from buildrows.errors import BuildrowsError
-
-    from buildrows.build import progress
 
     started = time.perf_counter()
     progress.INTERRUPTED.clear()
@@ -392,7 +391,13 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
             differences: Sequence[MemberDifference] = (), args: BuildOptions | None = None) -> None:
     """The summary table, each row's log and fix, the rows whose members differ, and the wheel
     paths (stdout), and on GitHub Actions the step summary."""
-    from buildrows.build.summary import render_logs, render_markdown, render_table, size_text, totals
+    from buildrows.build.summary import (
+        render_logs,
+        render_markdown,
+        render_table,
+        size_text,
+        totals,
+    )
 
     ui.print()
     for line in render_table(outcomes):
