@@ -14,6 +14,7 @@ by file (ccache finds a missing entry a miss); every other kind, entry by entry.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -58,10 +59,8 @@ def _size(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
     return total
 
 
@@ -73,10 +72,8 @@ def _modified(path: Path) -> float:
     if path.is_dir() and not path.is_symlink():
         try:
             for child in os.scandir(path):
-                try:
+                with contextlib.suppress(OSError):
                     newest = max(newest, child.stat(follow_symlinks=False).st_mtime)
-                except OSError:
-                    pass
         except OSError:
             pass
     return newest
