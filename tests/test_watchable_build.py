@@ -134,6 +134,9 @@ def test_rows_in_parallel_stream_prefixed_lines_heartbeats_logs_and_the_first_er
     assert "error: unknown type name" in step_log.read_text(encoding="utf-8")
     assert "  fix: read the step's output in its log;" in out
     assert "2 rows: 1 built, 1 failed; exit code 4" in out
+    # what the built wheel carries, rows x architectures
+    view = out.split("GPU architectures the built wheels carry:\n")[1].splitlines()
+    assert view[0].split() == ["7.5"] and view[1].split() == ["linux-x86_64-cu130", f"py{PYT}", "C+"]
 
 
 def test_ctrl_c_during_a_compile_then_two_builds_of_the_row_at_once(tmp_path: Path) -> None:

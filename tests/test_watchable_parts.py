@@ -166,3 +166,25 @@ def test_a_closed_pipe_ends_quietly() -> None:
     status = subprocess.run(f"set -o pipefail; {sys.executable} -m buildrows schema | head -c 1 >/dev/null",
                             shell=True, capture_output=True, text=True, check=False, executable="/bin/bash")
     assert status.returncode == 141 and status.stderr == "", status.stderr
+
+
+def test_rows_coverage_view_of_the_executorch_policy_fits_80_columns(cli: Callable[..., object]) -> None:
+    r = cli("--config", str(EXECUTORCH), "rows", "--coverage")
+    assert r.code == 0, r.err  # type: ignore[attr-defined]
+    lines = r.out.splitlines()  # type: ignore[attr-defined]
+    assert lines[0] == "GPU architectures the policy promises:"
+    assert lines[1].split() == ["7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "11.0", "12.0"]
+    assert lines[2].split() == ["linux-x86_64-cu126", "py310-py313", "C", "C", "C", "C", "C+", ".", ".", "."]
+    assert "linux-aarch64-cu130 py310-py313" in r.out and lines[-1] == "not in the view: 1 CPU or empty row"  # type: ignore[attr-defined]
+    assert all(len(line) <= 80 for line in lines)
+
+
+def test_coverage_cells_of_a_wheels_libraries() -> None:
+    from buildrows.policy.coverage import Coverage, collapse, of_libraries
+
+    cells = of_libraries([(("sm_75", "sm_90"), ("sm_90",)), (("sm_75",), ("sm_90",))])
+    assert cells == {"sm_75": "C", "sm_90": "~"}  # one library has a cubin for 9.0, the other PTX only
+    assert of_libraries([((), ("sm_120",))]) == {"sm_120": "P"}
+    lines = collapse([Coverage("l-cu130-py310", {"sm_75": "C"}), Coverage("l-cu130-py312", {"sm_75": "C"}),
+                      Coverage("l-cu130-py311", {"sm_75": "."})])
+    assert [c.label for c in lines] == ["l-cu130 py310,py312", "l-cu130 py311"]

@@ -405,6 +405,11 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
     ui.print(totals(outcomes))
     for line in render_logs(outcomes):
         ui.print(line)
+    coverage = _wheel_coverage(outcomes)
+    if coverage:
+        ui.print()
+        for line in coverage:
+            ui.print(line)
     for d in differences:
         ui.print(f"members differ: {d.describe()}")
     if differences:
@@ -420,7 +425,29 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
 
         text = "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n"
         text += "".join(f"\n- members differ: {d.describe(limit=20)}" for d in differences)
+        if coverage:
+            text += "\n```text\n" + "\n".join(coverage) + "\n```\n"
         append_file(summary, text + ("\n" if differences else ""))
+
+
+def _wheel_coverage(outcomes: Sequence[RowOutcome]) -> list[str]:
+    """Rows x architectures of the wheels this build made (buildrows.policy.coverage); [] when
+    none carries device code."""
+    from buildrows.binaries.wheelread import WheelError, read_wheel
+    from buildrows.policy.coverage import Coverage, collapse, of_libraries, render
+
+    lines = []
+    for o in outcomes:
+        if o.status != "built" or not o.wheel_path or not o.wheel_path.endswith(".whl"):
+            continue
+        try:
+            info = read_wheel(Path(o.wheel_path))
+        except (WheelError, OSError):
+            continue
+        libs = [(lib.cubins, lib.ptx) for lib in info.libraries if lib.has_device_code]
+        if libs:
+            lines.append(Coverage(o.row, of_libraries(libs)))
+    return render(collapse(lines), "GPU architectures the built wheels carry:")
 
 
 def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: BuildOptions,

@@ -11,7 +11,7 @@ from buildrows.ui import UI
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from buildrows.provision.store import KINDS
 
-    p.add_argument("action", nargs="?", choices=("list", "prune"), default="list",
+    p.add_argument("cache_action", nargs="?", choices=("list", "prune"), default="list", metavar="ACTION",
                    help="list (default): every entry by kind, with its size and age; prune: remove entries")
     p.add_argument("--kind", action="append", choices=KINDS, metavar="KIND",
                    help=f"only this kind (repeatable): {', '.join(KINDS)}; prune needs --kind or --older-than, and "
@@ -57,7 +57,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     if args.kind:
         entries = [e for e in entries if e.kind in args.kind]
     older = store.parse_age(args.older_than) if args.older_than else None
-    if args.action == "list":
+    if args.cache_action == "list":
         if older is not None:
             entries = [e for e in entries if now - e.modified >= older]
         if args.json:
