@@ -86,9 +86,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     chosen = _chosen_command(argv)
     for name, (module, help_text) in COMMANDS.items():
+        if chosen is not None and name != chosen:
+            continue  # the hook starts fast: only the chosen command's parser is built
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
-        if chosen is None or name == chosen:
-            importlib.import_module(f"buildrows.commands.{module}").add_arguments(p)
+        importlib.import_module(f"buildrows.commands.{module}").add_arguments(p)
     return parser
 
 

@@ -54,6 +54,12 @@ def _project(tmp_path: Path, archs: str, sleep: float = 0) -> Path:
     return policy
 
 
+def _default_sigint() -> None:
+    """SIGINT as a terminal's program has it: a test run in the background of a shell (`pytest &`)
+    inherits it ignored, and Python then never raises KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Run:
     """`buildrows ARGS` in a session of its own (as a terminal runs it), its stderr read as it comes."""
 
@@ -61,7 +67,7 @@ class Run:
         self.lines: list[tuple[float, str]] = []
         self.proc = subprocess.Popen([sys.executable, "-m", "buildrows", *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                     env={**os.environ, "NO_COLOR": "1", **(env or {})})
+                                     env={**os.environ, "NO_COLOR": "1", **(env or {})}, preexec_fn=_default_sigint)
         self.out = ""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
