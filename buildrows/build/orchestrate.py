@@ -320,7 +320,7 @@ def _outcome_of_bug(row: Row, e: Exception, ui: UI) -> RowOutcome:
 def _outcome_of_error(row: Row, e: BuildrowsError, project: Path | None = None) -> RowOutcome:
     """The row's outcome from its error: the first line (the step's first error line, for a
     failed step; paths inside the project shortened) and the fix."""
-    from buildrows.build.summary import RowOutcome
+    from buildrows.build.summary import RowOutcome, Status
     from buildrows.errors import EXIT_EXTERNAL, EXIT_INTERRUPTED, EXIT_REFUSED
 
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
@@ -336,7 +336,8 @@ def _outcome_of_error(row: Row, e: BuildrowsError, project: Path | None = None) 
     if project is not None:
         first = first.replace(f"{project}{__import__('os').sep}", "")
     fix = next((ln.removeprefix("fix:").strip() for ln in lines if ln.startswith("fix:")), "")
-    status = "refused" if e.exit_code == EXIT_REFUSED else "interrupted" if e.exit_code == EXIT_INTERRUPTED else "failed"
+    status: Status = ("refused" if e.exit_code == EXIT_REFUSED else "interrupted" if e.exit_code == EXIT_INTERRUPTED
+                      else "failed")
     title = "" if step and e.exit_code == EXIT_EXTERNAL else f"{e.title}: "
     return RowOutcome(row.name, status, e.exit_code, reason=f"{title}{first}", fix=fix)
 
