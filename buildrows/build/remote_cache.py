@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -161,6 +160,8 @@ def unset_variables(url: str, env: Mapping[str, str]) -> tuple[str, ...]:
 def probe(url: str, env: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S) -> str | None:
     """One connection to the store before the build: None when it answers, else why not. Only
     connects (credentials are ccache's business; a wrong password shows as remote errors)."""
+    import socket  # here: the hook and `env` import this module, and never probe
+
     parts = urlsplit(_expand(url, env))
     try:
         if parts.scheme == "redis+unix":
