@@ -10,6 +10,7 @@ left."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -166,11 +167,18 @@ def test_ctrl_c_during_a_compile_then_two_builds_of_the_row_at_once(tmp_path: Pa
     assert not (dist / ".buildrows-staging").exists() and not list(dist.glob("*.whl"))
     assert (project / "build" / f"skbuild-{row}" / "CMakeCache.txt").is_file()  # the tree stays
     # Two builds of the row at once, in the tree the interrupted one left: the second waits for the first.
-    one = Run(*args)
+    one = Run(*args, "--json")
     one.wait_for(f"==> {STEP}")
     two = Run(*args[:-1], str(tmp_path / "dist2"))
     assert one.finish() == 0, one.err
     assert two.finish() == 0, two.err
     assert f"waiting: row {row} (build/skbuild-{row}) is being built by another buildrows (pid {one.proc.pid}" in two.err
     assert "ended after" in two.err
-    assert "check PASS" in one.out and "check PASS" in two.out
+    assert "check PASS" in two.out
+    # the first build's --json: one document on stdout, the table on stderr
+    doc = json.loads(one.out)
+    (got,) = doc["rows"]
+    assert doc["exit_code"] == 0 and got["status"] == "built" and got["check"] == "pass"
+    assert got["wheel_path"] == str(dist / got["wheel"]) and Path(got["wheel_path"]).is_file()
+    assert got["log"] == str(project / "build" / "logs" / row / "row.log") and Path(got["log"]).is_file()
+    assert "check PASS" in one.err

@@ -189,3 +189,15 @@ def test_coverage_cells_of_a_wheels_libraries() -> None:
     lines = collapse([Coverage("l-cu130-py310", {"sm_75": "C"}), Coverage("l-cu130-py312", {"sm_75": "C"}),
                       Coverage("l-cu130-py311", {"sm_75": "."})])
     assert [c.label for c in lines] == ["l-cu130 py310,py312", "l-cu130 py311"]
+
+
+def test_an_unwritable_build_directory_is_exit_2(cli: Callable[..., object], tmp_path: Path) -> None:
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(EXAMPLE.parent, project, ignore=shutil.ignore_patterns("build", "dist", "__pycache__"))
+    (project / "build").write_text("not a directory")
+    r = cli("--config", str(project / "buildrows.toml"), "build", "linux-x86_64-cpu-py311", "--no-compiler-cache")
+    assert r.code == 2, r.err  # type: ignore[attr-defined]
+    assert f"the project's build directory {project / 'build'} is a file, not a directory" in r.err  # type: ignore[attr-defined]
+    assert "fix: make" in r.err and "==> doctor" not in r.err  # type: ignore[attr-defined]

@@ -16,7 +16,8 @@ from buildrows.errors import BadInput
 
 
 def require_writable(path: Path, what: str, fix: str) -> None:
-    """Create `path` (and its parents) when missing and write a file into it, or raise BadInput."""
+    """Create `path` (and its parents) when missing and write a file into it, or raise BadInput.
+    What it created to find out is removed again: a build refused later leaves nothing behind."""
     problem = _problem(path)
     if problem is not None:
         raise BadInput(f"{what} {path} {problem}\n    fix: {fix}")
@@ -29,14 +30,22 @@ def _problem(path: Path) -> str | None:
             if not p.is_dir():
                 return "is a file, not a directory" if p == path else f"cannot be created: {p} is a file, not a directory"
             break
+    created = [p for p in (path, *path.parents) if not os.path.lexists(p)]
     try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        return f"cannot be created: {e.strerror or e}"
-    try:
-        fd, name = tempfile.mkstemp(prefix=".buildrows-write-test-", dir=path)
-        os.close(fd)
-        os.unlink(name)
-    except OSError as e:
-        return f"is not writable: {e.strerror or e}"
-    return None
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"cannot be created: {e.strerror or e}"
+        try:
+            fd, name = tempfile.mkstemp(prefix=".buildrows-write-test-", dir=path)
+            os.close(fd)
+            os.unlink(name)
+        except OSError as e:
+            return f"is not writable: {e.strerror or e}"
+        return None
+    finally:
+        for p in created:  # deepest first
+            try:
+                p.rmdir()
+            except OSError:
+                break
