@@ -55,6 +55,32 @@ def _project(tmp_path: Path, archs: str, sleep: float = 0) -> Path:
     return policy
 
 
+def _compiling(tree: Path) -> list[int]:
+    """The processes compiling vadd_cuda.cu in `tree` (nvcc runs there; ninja passes the source
+    relative to it, so the command line alone cannot tell this test's compile from another's)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if b"vadd_cuda.cu" in (entry / "cmdline").read_bytes() and os.readlink(entry / "cwd") == str(tree):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def _wait_for_compile(tree: Path, timeout: float = 120) -> list[int]:
+    """The processes compiling the kernel, once there is one (ninja prints a compile's `[n/m]`
+    when it ends, so the output cannot say that one is running)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = _compiling(tree)
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"no process compiling vadd_cuda.cu in {tree} within {timeout}s")
+
+
 def _default_sigint() -> None:
     """SIGINT as a terminal's program has it: a test run in the background of a shell (`pytest &`)
     inherits it ignored, and Python then never raises KeyboardInterrupt."""
@@ -154,9 +180,12 @@ def test_ctrl_c_during_a_compile_then_two_builds_of_the_row_at_once(tmp_path: Pa
     dist = tmp_path / "dist"
     args = ("--config", str(policy), "build", row, "--wheel-dir", str(dist))
     run = Run(*args, "--no-compiler-cache")
-    run.wait_for("Building CUDA object")
+    run.wait_for("Building project with Ninja")
+    tree = project / "build" / f"skbuild-{row}"
+    compiling = _wait_for_compile(tree)  # nvcc is compiling this project's kernel now
     os.killpg(run.proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C: the whole foreground group
     assert run.finish() == 130, run.err
+    assert not set(compiling) & set(_compiling(tree)), "the compiler outlived the build"
     err = run.err
     assert "buildrows: interrupted: step 'build (scikit-build-core wheel)' stopped by the user" in err
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
