@@ -106,22 +106,6 @@ class UI:
         other.log, other.logs = log, logs
         return other
 
-    def buffered(self) -> UI:
-        """A UI with this one's settings that writes into memory; `replay` then writes what it holds, in one piece, here."""
-        import io
-
-        other = UI(io.StringIO(), io.StringIO(), self.quiet, self.verbose)
-        other.github, other.color = self.github, self.color
-        return other
-
-    def replay(self, other: UI) -> None:
-        """Write what a `buffered` UI holds: its results to stdout, its log to stderr."""
-        for mine, theirs in ((self.out, other.out), (self.err, other.err)):
-            getvalue = getattr(theirs, "getvalue", None)
-            if getvalue is not None:
-                mine.write(getvalue())
-                mine.flush()
-
     @contextmanager
     def section(self, title: str) -> Iterator[None]:
         """A header for one part of a long run (each row of `build`): a ::group:: that folds on
