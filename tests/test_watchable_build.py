@@ -191,7 +191,7 @@ def test_ctrl_c_during_a_compile_then_two_builds_of_the_row_at_once(tmp_path: Pa
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert "buildrows: step failed" not in err and "checks the toolchain" not in err, err
     (cell,) = [ln for ln in run.out.splitlines() if ln.startswith(row + " ")]
-    assert "INTERRUPTED" in cell
+    assert "INTERRUPTED" in cell and f"interrupted: Ctrl-C during step '{STEP}'" in cell, cell
     assert "exit code 130" in run.out
     assert not (dist / ".buildrows-staging").exists() and not list(dist.glob("*.whl"))
     assert (project / "build" / f"skbuild-{row}" / "CMakeCache.txt").is_file()  # the tree stays

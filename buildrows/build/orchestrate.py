@@ -333,6 +333,9 @@ def _outcome_of_error(row: Row, e: BuildrowsError, project: Path | None = None) 
     step = re.match(r"step '(.+)' failed after [0-9.ms]+: (.+)$", first)
     if step and e.exit_code == EXIT_EXTERNAL:  # the error line is what a person needs; the log names the step
         first = re.sub(r"^(\.\./)+", "", step.group(2))  # the compiler ran in build/skbuild-ROW
+    stopped = re.match(r"step '(.+)' stopped by the user after ([0-9.ms]+)", first)
+    if stopped and e.exit_code == EXIT_INTERRUPTED:
+        first = f"Ctrl-C during step '{stopped.group(1)}'"
     if project is not None:
         first = first.replace(f"{project}{__import__('os').sep}", "")
     fix = next((ln.removeprefix("fix:").strip() for ln in lines if ln.startswith("fix:")), "")

@@ -187,6 +187,9 @@ def _stream(argv: Sequence[str], env: Mapping[str, str], cmd: Command, ui: UI,
                 progress.kill(proc)
                 proc.wait()
         if log is not None:
+            if progress.INTERRUPTED.is_set():
+                log.write("\n# Ctrl-C: buildrows sent SIGINT to this step's process group (a KeyboardInterrupt "
+                          "above is the step's reaction to it)")
             log.write(f"\n# exit status: {code}\n")
         return code, watch.first_error(), watch.last_line
     finally:
