@@ -110,7 +110,7 @@ class UI:
     def section(self, title: str) -> Iterator[None]:
         """A header for one part of a long run (each row of `build`): a ::group:: that folds on
         GitHub Actions, a header line elsewhere."""
-        if not self.github:
+        if not self.github or self.prefix:  # rows built together get no ::group:: (below): a header line
             self._emit(f"=== {title} ===", "1;36", show=not self.quiet)
         with self.group(title):
             yield

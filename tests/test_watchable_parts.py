@@ -201,3 +201,13 @@ def test_an_unwritable_build_directory_is_exit_2(cli: Callable[..., object], tmp
     assert r.code == 2, r.err  # type: ignore[attr-defined]
     assert f"the project's build directory {project / 'build'} is a file, not a directory" in r.err  # type: ignore[attr-defined]
     assert "fix: make" in r.err and "==> doctor" not in r.err  # type: ignore[attr-defined]
+
+
+def test_rows_built_together_on_github_get_a_header_not_a_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    err = io.StringIO()
+    ui = UI(out=io.StringIO(), err=err).for_row("r1", prefixed=True)
+    with ui.section("row 2/3: r1"):
+        ui.info("inside")
+        ui.warn("careful")
+    assert err.getvalue() == "r1 | === row 2/3: r1 ===\nr1 | inside\n::warning::r1 | careful\n"
