@@ -35,13 +35,15 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from buildrows.policy.model import CompilerCacheSettings
+
+if TYPE_CHECKING:
+    import socket
 from buildrows.ui import UI
 
 #: The schemes ccache's built-in backends serve (HTTPS is not supported by its HTTP backend).
@@ -226,6 +228,8 @@ def probe(url: str, env: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S) ->
     """One exchange with the store before the build, as ccache would start one: connect, present the
     URL's credential and read one key that is not there. None when that works; else ("unreachable",
     why) or ("refused", what the store answered: a wrong password, an ACL without GET, a 401)."""
+    import socket  # here: the hook and `env` import this module, and never probe
+
     parts = urlsplit(_expand(url, env))
     try:
         if parts.scheme == "redis+unix":

@@ -457,8 +457,6 @@ def _walk(
     prefix: tuple[str, ...] = (),
 ) -> bool:
     """Report what is wrong below `value`; False when `value` itself must be dropped."""
-    import difflib  # imported here: the loader's happy path never needs it
-
     def dotted(p: tuple[str | int, ...]) -> str:
         return _dotted((*prefix, *p))
 
@@ -478,6 +476,8 @@ def _walk(
         assert isinstance(value, dict)
         for key, sub in list(value.items()):
             if key not in node.fields:
+                import difflib  # here: the loader's happy path never needs it
+
                 close = difflib.get_close_matches(key, list(node.fields), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(node.fields)
                 problems.append(
@@ -498,6 +498,8 @@ def _walk(
         assert isinstance(value, dict)
         for key, sub in list(value.items()):
             if node.keys and key not in node.keys:
+                import difflib
+
                 close = difflib.get_close_matches(key, list(node.keys), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known names: " + ", ".join(node.keys)
                 problems.append(
