@@ -248,8 +248,8 @@ def _preload(facts: WheelFacts, info: WheelInfo, elf: list[LibraryInfo], train: 
             facts.optional.append(glob)
             facts.optional_why[glob] = ", ".join(libs[:2]) + (" and more" if len(libs) > 2 else "")
             continue
-        offer = [p for p in carriers(soname) if _package_major(p) in (None, train.major)]
-        facts.unresolved.append((soname, libs, offer[0] if offer else None))
+        offers = [p for p in carriers(soname) if _package_major(p) in (None, train.major)]
+        facts.unresolved.append((soname, libs, offers[0] if offers else None))
     facts.optional = sorted(set(facts.optional))
     facts.mode, facts.extra = "preload", extra
     where = f"under extra {extra!r}" if extra else "unconditionally"
@@ -257,8 +257,8 @@ def _preload(facts: WheelFacts, info: WheelInfo, elf: list[LibraryInfo], train: 
                     "libraries that do not reach them through RPATH; review: say how the project loads them")
     facts.summary.append(f"mode preload: NVIDIA packages declared {where}"
                          + (f"; loaded only when present: {', '.join(facts.optional)}" if facts.optional else ""))
-    for soname, libs, offer in facts.unresolved:
-        facts.summary.append(f"NOT HIDDEN: {libs[0]} NEEDS {soname}, which no declared NVIDIA package carries"
+    for soname, needing, offer in facts.unresolved:
+        facts.summary.append(f"NOT HIDDEN: {needing[0]} NEEDS {soname}, which no declared NVIDIA package carries"
                              + (f" (declare {offer})" if offer else "") + "; check fails until the wheel declares it")
     return True
 
