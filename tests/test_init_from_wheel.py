@@ -134,3 +134,22 @@ def test_init_reads_no_symbols_of_a_wheel_that_neither_requires_nor_links_torch(
                          ("torch>=2.8",))
     r, _ = _init(tmp_path / "q", cli, monkeypatch, str(torch_wheel))  # the guard trips where init must read them
     assert r.code != 0 and "init read the libraries' symbols" in r.err, r.err
+
+
+def test_a_host_only_cuda_library(tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    """No device code, but a library links the CUDA runtime (cumm's shape: kernels compiled at run time).
+    Where the policy can say host-only, init says it and `check` passes; where it cannot, init refuses
+    rather than write a policy its check rejects."""
+    from buildrows.policy.from_wheel import host_only_supported
+
+    wheel = _wheel(tmp_path / "w", "tx", "1.0+cu130", {"tx/_C.so": make_elf(needed=["libcudart.so.13"],
+                                                                           rpath="$ORIGIN/../nvidia/cu13/lib")},
+                   ("nvidia-cuda-runtime<14,>=13; platform_system == \"Linux\"",))
+    r, text = _init(tmp_path / "p", cli, monkeypatch, str(wheel))
+    if not host_only_supported():
+        assert r.code == 3 and "host-only CUDA code, which this buildrows' policy cannot state" in r.err, r.err
+        return
+    assert r.code == 0, r.err
+    assert 'files = ["tx/_C.so"]\nhost-only = true' in text, text
+    r = cli("check", str(wheel), "--row", ROW13)
+    assert r.code == 0 and "verdict: PASS" in r.out, text + r.out

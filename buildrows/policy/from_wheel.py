@@ -59,6 +59,9 @@ class WheelFacts:
     # and each train's list as its library carries it; empty when the wheel has no such set.
     per_train_glob: str = ""
     per_train: dict[Train, ListGroup] = field(default_factory=dict)
+    # No library carries device code, and these link CUDA libraries: host-only CUDA code (a
+    # [[check.libraries]] host-only rule, where this buildrows' policy schema has that key).
+    host_only: list[str] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     train_note: str = ""  # where the train came from, when not from a tag or --cuda
 
@@ -78,6 +81,8 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
     if groups and facts.row is None:
         facts.row = max(groups, key=lambda g: (len(g.paths), len(g.elf)))
     facts.own_lists = [g for g in groups if g is not facts.row]
+    if facts.row is None and not facts.vendored:
+        facts.host_only = _host_code(info)
     _mode(facts, info, wheel, train, platform)
     facts.rpath_entries = _rpath_entries(facts, info, train, platform)
     return facts
@@ -107,6 +112,22 @@ def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, 
             sets.setdefault(m.group("head") + "{cu}" + m.group("tail"), {})[t] = lib
     best = max(((g, by) for g, by in sets.items() if len(by) >= 2 and train in by), key=lambda x: len(x[1]), default=None)
     return best if best is not None else ("", {})
+
+
+def host_only_supported() -> bool:
+    """Whether this buildrows' policy has [[check.libraries]] host-only (a rule for CUDA host code)."""
+    from buildrows.policy.model import LibraryRule
+
+    return "host_only" in getattr(LibraryRule, "__dataclass_fields__", {})
+
+
+def _host_code(info: WheelInfo) -> list[str]:
+    """Libraries without device code that link a CUDA toolkit library (a private copy included)
+    or the driver: CUDA host code, such as a library that compiles its kernels at run time."""
+    from buildrows.check.sonames import nvidia_soname
+
+    return sorted(lib.path for lib in info.libraries if lib.format == "elf" and not lib.has_device_code
+                  and any(nvidia_soname(n) is not None or n == "libcuda.so.1" for n in lib.needed))
 
 
 def _bundled_nvidia(path: str) -> bool:
@@ -419,6 +440,9 @@ def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
     if facts.per_train and facts.per_train_glob:
         lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(facts.per_train_glob)}]", "per-train = true",
                   f"reason = {_q('init saw one library per CUDA train; review: say how the one that loads is chosen')}"]
+    if facts.host_only:
+        lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.host_only) + "]",
+                  "host-only = true", f"reason = {_q('init saw CUDA host code and no device code in the wheel; review: say how its kernels come (compiled at run time? another wheel?)')}"]
     if facts.vendored:
         lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.vendored) + "]",
                   "vendored = true", f"reason = {_q('init saw a bundled NVIDIA library (its architectures are NVIDIA choice)')}"]

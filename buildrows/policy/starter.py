@@ -398,6 +398,20 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
             source += f"; {facts.train_note}"
         platform = platform_of_wheel(code.info) or platform if code.info is not None else platform
         return CudaStart(train, archs, text, ptx_none, source, facts), platform
+    if facts is not None and facts.host_only:
+        from buildrows.policy.archs import parse_arch_list, suggested_archs
+        from buildrows.policy.from_wheel import host_only_supported
+
+        if not host_only_supported():
+            raise Refused(f"{wheel.name}: no library carries device code, and {', '.join(facts.host_only[:2])} link CUDA "
+                          "libraries: host-only CUDA code, which this buildrows' policy cannot state\n"
+                          "    fix: a buildrows with [[check.libraries]] host-only, or pass --cuda TRAIN without "
+                          "--from-wheel")
+        text = suggested_archs(train, platform)
+        platform = (platform_of_wheel(code.info) if code.info else None) or platform
+        source = (f"from {wheel.name}: no library carries device code ({len(facts.host_only)} host-only); the list is "
+                  f"buildrows' starting list for CUDA {train.dotted}, which nothing in the wheel is held to")
+        return CudaStart(train, parse_arch_list(text), text, False, source, facts), platform
     if not code.common_elf:
         raise Refused(f"{wheel.name}: no GPU architecture is common to its libraries with device code "
                       f"({len(code.with_code)} of {len(code.libraries)} carry any); nothing to start a list from\n"
