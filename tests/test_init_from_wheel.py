@@ -153,3 +153,18 @@ def test_a_host_only_cuda_library(tmp_path: Path, cli: Callable[..., Result], mo
     assert 'files = ["tx/_C.so"]\nhost-only = true' in text, text
     r = cli("check", str(wheel), "--row", ROW13)
     assert r.code == 0 and "verdict: PASS" in r.out, text + r.out
+
+
+def test_a_wheels_own_python_is_among_the_rows(tmp_path: Path, cli: Callable[..., Result],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cp314 wheel's row is linux-x86_64-cu130-py314: init adds 3.14 to the starting Pythons (an abi3 one adds none)."""
+    where = tmp_path / "w"
+    where.mkdir()
+    wheel = make_wheel(where / "tx-1.0+cu130-cp314-cp314-manylinux_2_28_x86_64.whl",
+                       {"tx/_C.so": _kernel(75, 90, ptx=(90,), needed=())},
+                       metadata="Metadata-Version: 2.1\nName: tx\nVersion: 1.0+cu130\n")
+    r, text = _init(tmp_path / "p", cli, monkeypatch, str(wheel))
+    assert r.code == 0, r.err
+    assert '"3.14"]' in text.split("versions = ")[1].split("\n")[0], text
+    r = cli("check", str(wheel))
+    assert r.code == 0 and "row linux-x86_64-cu130-py314" in r.out, r.out

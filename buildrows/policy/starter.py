@@ -271,6 +271,13 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
                          f"--write '{platform}-{train.cu}-*'` replaces it with what a wheel ships")
         summary.append(f"CUDA {train.dotted}: archs {text} (buildrows' starting list; no --from-wheel)")
     pythons = _pythons(args.python, host_python())
+    if args.python is None:  # a wheel's own CPython (cp314, cp313t) is one of the rows it came from
+        for w in wheels:
+            abi = w.name.removesuffix(".whl").split("-")[-2] if w.name.count("-") >= 4 else ""
+            for m in re.finditer(r"(?:^|\.)cp3(\d{1,2})(t?)(?=\.|$)", abi):  # cp312, cp313t; not abi3 or none
+                v = f"3.{m.group(1)}{m.group(2)}"
+                if v not in pythons:
+                    pythons.append(v)
     text = starter_text(facts, platform, pythons, cuda, cpu=args.cpu)
     _validate(text, project)
     summary.append(f"platform {platform}, Python {', '.join(pythons)}"
