@@ -168,3 +168,11 @@ def test_a_wheels_own_python_is_among_the_rows(tmp_path: Path, cli: Callable[...
     assert '"3.14"]' in text.split("versions = ")[1].split("\n")[0], text
     r = cli("check", str(wheel))
     assert r.code == 0 and "row linux-x86_64-cu130-py314" in r.out, r.out
+
+
+def test_a_binding_module_is_named_after_its_library() -> None:
+    from buildrows.policy.from_wheel import _binding_of
+
+    assert _binding_of("cupy_backends/cuda/libs/cutensor.cpython-312-x86_64-linux-gnu.so", "libcutensorMg.so.2")
+    assert _binding_of("tx/nccl.so", "libnccl.so.2")
+    assert not _binding_of("tx/_core.so", "libcublas.so.13") and not _binding_of("tx/c.so", "libcudart.so.13")

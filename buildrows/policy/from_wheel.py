@@ -262,8 +262,7 @@ def _preload(facts: WheelFacts, info: WheelInfo, elf: list[LibraryInfo], train: 
         if soname in carried or soname in shipped:
             continue  # a declared package brings it, or the wheel ships it itself
         glob = re.sub(r"\.so\..*$", ".so.*", soname)
-        stem = soname.split(".so")[0].removeprefix("lib").lower()
-        if all(stem and stem in lib.rsplit("/", 1)[-1].lower() for lib in libs):
+        if all(_binding_of(lib, soname) for lib in libs):
             # Only a binding module named after the library NEEDS it (cupy's nccl.cpython-*.so): such
             # a module is imported when the library is present, so it is optional, and the comment says why.
             facts.optional.append(glob)
@@ -282,6 +281,14 @@ def _preload(facts: WheelFacts, info: WheelInfo, elf: list[LibraryInfo], train: 
         facts.summary.append(f"NOT HIDDEN: {needing[0]} NEEDS {soname}, which no declared NVIDIA package carries"
                              + (f" (declare {offer})" if offer else "") + "; check fails until the wheel declares it")
     return True
+
+
+def _binding_of(library: str, soname: str) -> bool:
+    """Whether `library` is a binding module named after the NVIDIA library `soname` (cupy's
+    cutensor.cpython-312-*.so for libcutensor.so.2 and libcutensorMg.so.2; nccl.cpython-*.so for libnccl)."""
+    module = library.rsplit("/", 1)[-1].split(".")[0].lstrip("_").lower()
+    stem = soname.split(".so")[0].removeprefix("lib").lower()
+    return module == stem or (len(module) >= 4 and len(stem) >= 4 and (stem.startswith(module) or module.startswith(stem)))
 
 
 def _rpath_entries(facts: WheelFacts, info: WheelInfo, train: Train, platform: str) -> list[tuple[str, bool]]:
