@@ -175,4 +175,4 @@ def test_a_binding_module_is_named_after_its_library() -> None:
 
     assert _binding_of("cupy_backends/cuda/libs/cutensor.cpython-312-x86_64-linux-gnu.so", "libcutensorMg.so.2")
     assert _binding_of("tx/nccl.so", "libnccl.so.2")
-    assert not _binding_of("tx/_core.so", "libcublas.so.13") and not _binding_of("tx/c.so", "libcudart.so.13")
+    assert not _binding_of("tx/_core.so", "libcublas.so.13") and not _binding_of("tx/cuda.so", "libcudart.so.13")

@@ -288,7 +288,7 @@ def _binding_of(library: str, soname: str) -> bool:
     cutensor.cpython-312-*.so for libcutensor.so.2 and libcutensorMg.so.2; nccl.cpython-*.so for libnccl)."""
     module = library.rsplit("/", 1)[-1].split(".")[0].lstrip("_").lower()
     stem = soname.split(".so")[0].removeprefix("lib").lower()
-    return module == stem or (len(module) >= 4 and len(stem) >= 4 and (stem.startswith(module) or module.startswith(stem)))
+    return module == stem or (len(module) >= 5 and stem.startswith(module))
 
 
 def _rpath_entries(facts: WheelFacts, info: WheelInfo, train: Train, platform: str) -> list[tuple[str, bool]]:
