@@ -80,6 +80,12 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
     groups = _groups(coded)
     if groups and facts.row is None:
         facts.row = max(groups, key=lambda g: (len(g.paths), len(g.elf)))
+    unit = _kernel_unit(info)
+    if unit is not None:  # kernel files (.cubin, .fatbin, .ptx) are judged together, as one unit
+        if facts.row is None:
+            facts.row = unit
+        elif (unit.elf, unit.ptx) != (facts.row.elf, facts.row.ptx):
+            groups.append(unit)
     facts.own_lists = [g for g in groups if g is not facts.row]
     if facts.row is None and not facts.vendored:
         facts.host_only = _host_code(info)
@@ -112,6 +118,18 @@ def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, 
             sets.setdefault(m.group("head") + "{cu}" + m.group("tail"), {})[t] = lib
     best = max(((g, by) for g, by in sets.items() if len(by) >= 2 and train in by), key=lambda x: len(x[1]), default=None)
     return best if best is not None else ("", {})
+
+
+def _kernel_unit(info: WheelInfo) -> ListGroup | None:
+    """The wheel's kernel files (members that are no shared library but carry device code, where
+    this buildrows reads them) as one group: the union of their code, under their common directory."""
+    kernels = [k for k in getattr(info, "kernels", ()) if k.cubins or k.ptx]
+    if not kernels:
+        return None
+    common = posixpath.commonpath([k.path for k in kernels]) if len(kernels) > 1 else kernels[0].path
+    glob = common if len(kernels) == 1 else (common + "/*" if common else "*")
+    return ListGroup(frozenset(c for k in kernels for c in k.cubins), frozenset(p for k in kernels for p in k.ptx),
+                     (glob,))
 
 
 def host_only_supported() -> bool:
