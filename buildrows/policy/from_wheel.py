@@ -59,6 +59,9 @@ class WheelFacts:
     # and each train's list as its library carries it; empty when the wheel has no such set.
     per_train_glob: str = ""
     per_train: dict[Train, ListGroup] = field(default_factory=dict)
+    # Library -> the NVIDIA sonames it names but does not NEED (loaded by dlopen), written as a
+    # [[check.libraries]] dlopens rule where this buildrows reads and states them (i28load).
+    dlopens: dict[str, list[str]] = field(default_factory=dict)
     # No library carries device code, and these link CUDA libraries: host-only CUDA code (a
     # [[check.libraries]] host-only rule, where this buildrows' policy schema has that key).
     host_only: list[str] = field(default_factory=list)
@@ -91,7 +94,37 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
         facts.host_only = _host_code(info)
     _mode(facts, info, wheel, train, platform)
     facts.rpath_entries = _rpath_entries(facts, info, train, platform)
+    # Libraries another rule covers (the first matching rule wins, so a dlopens rule would shadow it);
+    # host-only ones name their bundled copies' sonames, which check reports as a warning.
+    ruled = {*facts.vendored, *facts.host_only, *(p for g in facts.own_lists for p in g.paths),
+             *(lib.path for lib in per_train.values())}
+    facts.dlopens = _dlopened(info, wheel, ruled)
     return facts
+
+
+def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str]) -> dict[str, list[str]]:
+    """Library -> the NVIDIA sonames it names but neither NEEDS nor ships (it dlopens them by name),
+    for the libraries no other rule covers; empty where this buildrows cannot read or state them.
+    Read as `check` reads them for its dlopen judge: streamed, one library at a time."""
+    import importlib
+    import posixpath as pp
+
+    from buildrows.check.nvidia import nvidia_soname
+    from buildrows.policy.model import LibraryRule
+
+    reader = getattr(importlib.import_module("buildrows.binaries.symbols"), "wheel_library_symbols", None)
+    if reader is None or "dlopens" not in getattr(LibraryRule, "__dataclass_fields__", {}):
+        return {}
+    shipped = {pp.basename(m) for m in info.members}
+    elf = [lib for lib in info.libraries if lib.format == "elf" and lib.path not in ruled]
+    out: dict[str, list[str]] = {}
+    for path, syms in reader(wheel, [lib.path for lib in elf]).items():
+        lib = next(x for x in elf if x.path == path)
+        named = sorted({n for n in getattr(syms, "sonames_named", ()) if nvidia_soname(n) and n not in lib.needed
+                        and n not in shipped and n != getattr(syms, "soname", None)})
+        if named:
+            out[path] = named
+    return out
 
 
 # A library whose name carries a CUDA train: lib_cuda128.so, ops_cu130.so (the digits are the train).
@@ -465,6 +498,10 @@ def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
     if facts.per_train and facts.per_train_glob:
         lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(facts.per_train_glob)}]", "per-train = true",
                   f"reason = {_q('init saw one library per CUDA train; review: say how the one that loads is chosen')}"]
+    for path, sonames in sorted(facts.dlopens.items()):
+        lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(path)}]",
+                  "dlopens = [" + ", ".join(_q(n) for n in sonames) + "]",
+                  f"reason = {_q('init saw these NVIDIA sonames named in the library but not NEEDED (loaded by dlopen?); review: say when it loads them, or drop the ones it never loads')}"]
     if facts.host_only:
         lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.host_only) + "]",
                   "host-only = true", f"reason = {_q('init saw CUDA host code and no device code in the wheel; review: say how its kernels come (compiled at run time? another wheel?)')}"]
