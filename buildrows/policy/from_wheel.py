@@ -115,8 +115,15 @@ def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str]) -> dict[str, list[s
     reader = getattr(importlib.import_module("buildrows.binaries.symbols"), "wheel_library_symbols", None)
     if reader is None or "dlopens" not in getattr(LibraryRule, "__dataclass_fields__", {}):
         return {}
+    from buildrows.check.sonames import nvidia_soname as toolkit_soname
+
+    # What the wheel ships: names as written, and the plain soname of each private copy
+    # (libnvrtc-d7c32a86.so.12.0.140 is libnvrtc.so.12), which its loader finds beside it.
     shipped = {pp.basename(m) for m in info.members}
-    elf = [lib for lib in info.libraries if lib.format == "elf" and lib.path not in ruled]
+    shipped |= {ns.plain for m in shipped if (ns := toolkit_soname(m)) is not None}
+    # An NVIDIA library itself (a bundled copy, an NVIDIA wheel's own) names its own and its siblings' sonames.
+    elf = [lib for lib in info.libraries if lib.format == "elf" and lib.path not in ruled
+           and toolkit_soname(pp.basename(lib.path)) is None]
     out: dict[str, list[str]] = {}
     for path, syms in reader(wheel, [lib.path for lib in elf]).items():
         lib = next(x for x in elf if x.path == path)
