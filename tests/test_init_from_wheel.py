@@ -176,3 +176,19 @@ def test_a_binding_module_is_named_after_its_library() -> None:
     assert _binding_of("cupy_backends/cuda/libs/cutensor.cpython-312-x86_64-linux-gnu.so", "libcutensorMg.so.2")
     assert _binding_of("tx/nccl.so", "libnccl.so.2")
     assert not _binding_of("tx/_core.so", "libcublas.so.13") and not _binding_of("tx/cuda.so", "libcudart.so.13")
+
+
+def test_kernel_files_are_one_unit_under_their_common_directory() -> None:
+    """Where the reader lists kernel files (WheelInfo.kernels), init takes them as one unit, as check judges them."""
+    from types import SimpleNamespace
+
+    from buildrows.policy.from_wheel import _kernel_unit
+
+    kernels = [SimpleNamespace(path="fi/cubins/a/x_sm100f.cubin", cubins=("sm_100f",), ptx=()),
+               SimpleNamespace(path="fi/cubins/b/y.cubin", cubins=("sm_103a",), ptx=()),
+               SimpleNamespace(path="fi/cubins/b/z.ptx", cubins=(), ptx=("sm_90",)),
+               SimpleNamespace(path="fi/readme.txt", cubins=(), ptx=())]
+    unit = _kernel_unit(SimpleNamespace(kernels=kernels))  # type: ignore[arg-type]
+    assert unit is not None and unit.paths == ("fi/cubins/*",)
+    assert (unit.elf, unit.ptx) == (frozenset({"sm_100f", "sm_103a"}), frozenset({"sm_90"}))
+    assert _kernel_unit(SimpleNamespace(libraries=())) is None  # type: ignore[arg-type]  # a reader without kernel files
