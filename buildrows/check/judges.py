@@ -233,9 +233,13 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
         if major is not None and major != exp.cuda.major:
             details.append(f"unexpected: {text!r} is a CUDA {major} package, but the row is CUDA {exp.cuda.dotted}")
     carried = {so for p in declared if p in known for so in known[p].sonames}
+    shipped = {m.rsplit("/", 1)[-1] for m in info.members}
     for soname, libs in sorted(_nvidia_needed(info).items()):
         names = ", ".join(libs[:3]) + (f" and {len(libs) - 3} more" if len(libs) > 3 else "")
         if soname in carried:
+            continue
+        if soname in shipped:  # the wheel brings it itself (an NVIDIA package's own libraries, a bundled copy)
+            notes.append(f"{soname} (NEEDED by {names}): shipped in the wheel")
             continue
         if optional(soname, exp.optional_sonames):
             notes.append(f"{soname} (NEEDED by {names}): loaded only when present (optional)")

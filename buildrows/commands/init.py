@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from-wheel", metavar="WHEEL",
-                   help="take the CUDA architecture list from this wheel's device code (PyTorch's wheel for the "
-                        "train, or one of your own), as `buildrows archs --from-wheel` reads it")
+    p.add_argument("--from-wheel", metavar="WHEEL", nargs="+",
+                   help="take the CUDA architecture list, and what `check` needs to pass, from this wheel's device "
+                        "code (PyTorch's wheel for the train, or one of your own), as `buildrows archs --from-wheel` "
+                        "reads it; several wheels of one project (one per CUDA train or per Python) give each "
+                        "train its list")
     p.add_argument("--cuda", metavar="TRAIN",
                    help="the CUDA train (13.0 or cu130); default: the wheel's +cuXYZ tag. Without --from-wheel, "
                         "the train gets buildrows' starting list, cut to what it compiles")
