@@ -43,8 +43,8 @@ def test_explicit_ptx_and_suffixes() -> None:
     assert al.torch_cuda_arch_list == "8.0+PTX;9.0a;10.0f"
     assert al.cmake_cuda_architectures == "80-real;90a-real;100f-real;80-virtual"
     assert [a.sm for a in al.archs] == ["sm_80", "sm_90a", "sm_100f"]
-    # cuobjdump (and our reader) name a family cubin without its f; its PTX keeps it
-    assert al.cubin_names == ["sm_80", "sm_90a", "sm_100"]
+    # the reader names a family cubin with its f, as `cuobjdump -elf` does (only --list-elf drops it)
+    assert al.cubin_names == ["sm_80", "sm_90a", "sm_100f"]
     # PTX goes on the newest plain architecture: a family (f) or specific (a) PTX would not JIT on newer GPUs
     assert parse_arch_list("9.0 10.0f").ptx_names == ["sm_90"]
     assert parse_arch_list("8.0 9.0", ptx="none").torch_cuda_arch_list == "8.0;9.0"

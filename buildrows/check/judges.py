@@ -548,7 +548,8 @@ def _compare_device_code(lib: LibraryInfo, archs: ArchList, label: str) -> list[
     if missing:  # what each such GPU does instead is said truly (buildrows.check.consequences)
         details.append(missing_code(lib.path, missing, lib.cubins, lib.ptx))
     if extra:
-        details.append(f"{lib.path}: device code for {', '.join(extra)}, which {label} does not list")
+        details.append(f"{lib.path}: device code for {', '.join(extra)}, which {label} does not list"
+                       + _variant_fix(extra, missing))
     relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
     if relocatable:
         details.append(f"{lib.path}: PTX for {', '.join(relocatable)} exists only in __nv_relfatbin, the relocatable "
@@ -561,8 +562,30 @@ def _compare_device_code(lib: LibraryInfo, archs: ArchList, label: str) -> list[
     if missing_ptx:
         details.append(missing_ptx_line(lib.path, missing_ptx, lib.cubins, lib.ptx))
     if extra_ptx:
-        details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which {label} does not mark +PTX")
+        spelled = " ".join(_list_token(a, a in have_elf) for a in extra_ptx)
+        details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which {label} does not list as PTX "
+                       f"(to promise it, write {spelled} in the list)")
     return details
+
+
+def _dotted(sm: str) -> str:
+    """`sm_120a` -> `12.0a`, as a list writes it."""
+    m = re.match(r"^sm_(\d+?)(\d)([af]?)$", sm)
+    return f"{m.group(1)}.{m.group(2)}{m.group(3)}" if m else sm
+
+
+def _list_token(sm: str, cubin: bool) -> str:
+    """How a list says PTX of `sm` (`sm_120` -> 12.0+PTX beside its cubin, 12.0-virtual without one)."""
+    return f"{_dotted(sm)}+PTX" if cubin else f"{_dotted(sm)}-virtual"
+
+
+def _variant_fix(extra: list[str], missing: list[str]) -> str:
+    """For an a/f cubin carried where the list names the plain one (or the other way round): how to promise it."""
+    pairs = [f"{_dotted(sm)} instead of {_dotted(twin)}" for sm in extra
+             for twin in missing if twin.rstrip("af") == sm.rstrip("af")]
+    if not pairs:
+        return ""
+    return f" (if the project promises that cubin, write {', '.join(pairs)} in the list)"
 
 
 def unused_exceptions(exp: Expectation, info: Artifact) -> list[dict[str, str]]:
@@ -809,6 +832,10 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
     if not exp.loose:
         results.append(check_runtime_declared(exp, info))
     results += [check_rpath(exp, info), check_device_code(exp, info)]
+    if exp.cuda is not None:
+        from buildrows.check.device_train import check_device_train
+
+        results.append(check_device_train(exp, info))
     if exp.machine is not None:
         results.append(check_machine(exp, info))
     if exp.platform.startswith("windows"):
