@@ -13,6 +13,7 @@ from cuda_tools import (
     VARIANTS,
     build_variants,
     cuobjdump_list,
+    listed,
     fatbin_container,
     fatbin_entry,
     find_cuobjdump,
@@ -293,7 +294,7 @@ def test_nvcc_wheel_agrees_with_cuobjdump(tmp_path_factory: pytest.TempPathFacto
         elf, ptx = cuobjdump_list(
             cuobjdump, libs[lib.path.removeprefix("demo/lib").removesuffix(".so")]
         )
-        assert (lib.cubins, lib.ptx) == (elf, ptx), lib.path
+        assert (listed(lib.cubins), lib.ptx) == (elf, ptx), lib.path
 
 
 @pytest.mark.integration
@@ -311,5 +312,5 @@ def test_torch_wheel_agrees_with_cuobjdump(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         for lib in info.libraries:
             extracted = Path(zf.extract(lib.path, tmp_path))
-            assert (lib.cubins, lib.ptx) == cuobjdump_list(cuobjdump, extracted), lib.path
+            assert (listed(lib.cubins), lib.ptx) == cuobjdump_list(cuobjdump, extracted), lib.path
             extracted.unlink()

@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 __all__ = [
@@ -131,7 +131,8 @@ class DeviceCode:
 
     cubins: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
-    ptx_isa: tuple[tuple[int, int], ...] = ()
+    # Not part of equality: two readings agree on which code a binary carries; the ISA is checked apart.
+    ptx_isa: tuple[tuple[int, int], ...] = field(default=(), compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.cubins or self.ptx)

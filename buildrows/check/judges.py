@@ -223,7 +223,7 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
 
     assert exp.cuda is not None
     name = "runtime-declared"
-    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
+    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "among its unconditional requirements"
     declared = declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
     known = packages()
     details: list[str] = []
@@ -244,17 +244,21 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
         fix = (f"declare {offer[0]} {scope}" if offer else
                "no NVIDIA wheel buildrows knows carries it; if the project loads it only when present, list it "
                "under optional")
-        details.append(f"missing: {names} NEEDS {soname}, which no NVIDIA package the wheel declares {scope} "
-                       f"carries; fix: {fix}, or optional = [\"{soname.split('.so')[0]}.so.*\"] "
+        details.append(f"missing: {names} NEEDS {soname}, which none of the NVIDIA packages the wheel declares "
+                       f"{scope} carries; fix: {fix}, or optional = [\"{soname.split('.so')[0]}.so.*\"] "
                        f"under [cuda.runtime.{exp.cuda.major}] if it is loaded only when present")
     unknown = [p for p in declared if p not in known]
     if unknown:
         notes.append(f"not in buildrows' table of NVIDIA packages, so not judged: {', '.join(sorted(unknown))}")
     if details:
         return CheckResult(name, False, details + notes)
-    head = (f"mode preload ({exp.mode_reason}): declares {scope} "
-            + (", ".join(sorted(declared)) or "no NVIDIA package")
-            + f"; they carry every NVIDIA soname the libraries NEED ({len(_nvidia_needed(info))})")
+    needed = len(_nvidia_needed(info))
+    if declared:
+        head = (f"mode preload ({exp.mode_reason}): declares {', '.join(sorted(declared))} {scope}; they carry "
+                f"every NVIDIA soname the libraries NEED ({needed})")
+    else:
+        head = (f"mode preload ({exp.mode_reason}): no NVIDIA package is declared {scope}, and every NVIDIA soname "
+                f"the libraries NEED ({needed}) is optional")
     return CheckResult(name, True, [head, *notes])
 
 
@@ -359,9 +363,10 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
             if exp.mode == "preload":
                 offer = _package_of_dir(resolved, exp.cuda.major if exp.cuda else 0)
                 if offer:
-                    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
-                    found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which no NVIDIA package "
-                                            f"the wheel declares {scope} installs; fix: declare {offer} {scope}, "
+                    scope = (f"under extra {exp.runtime_extra!r}" if exp.runtime_extra
+                             else "among its unconditional requirements")
+                    found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which none of the NVIDIA "
+                                            f"packages the wheel declares {scope} installs; fix: declare {offer} {scope}, "
                                             "or drop the entry"))
                     continue
             runtime = f"the CUDA runtime ({target})" if target else "the CUDA runtime"
@@ -468,7 +473,10 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
     if not libs:
-        return CheckResult(name, False, [f"inspected no library with device code; expected {sorted(exp.archs.cubin_names)}"])
+        expected = " ".join(sorted(exp.archs.cubin_names, key=_arch_key)) or "-"
+        ptx = " ".join(sorted(exp.archs.ptx_names, key=_arch_key))
+        return CheckResult(name, False, [f"inspected no library with device code; expected {expected}"
+                                         + (f" with PTX {ptx}" if ptx else "")])
     details: list[str] = []
     held: dict[str, list[str]] = {}  # what a list is called -> the libraries that carry it exactly
     wants: dict[str, ArchList] = {}

@@ -26,7 +26,7 @@ def arch_text(archs: ArchList) -> tuple[str, bool]:
         default = None
     if archs.ptx == default:
         return " ".join(a.dotted for a in archs.archs), False
-    return " ".join(a.dotted + ("+PTX" if a in archs.ptx else "") for a in archs.archs), False
+    return archs.text, False  # 8.0+PTX 12.0, PTX without a cubin as 12.0-virtual
 
 
 def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path, list[str]]:
@@ -111,5 +111,5 @@ def _load_pyproject(tmp: str) -> None:
 
 def archs_from_names(cubins: set[str], ptx: set[str]) -> ArchList:
     elf = sorted((Arch.parse(n) for n in cubins), key=lambda a: (a.number, a.suffix))
-    marked = tuple(a for a in elf if a.sm in ptx)
-    return ArchList(tuple(elf), marked)
+    marked = sorted((Arch.parse(n) for n in ptx), key=lambda a: (a.number, a.suffix))  # PTX-only entries included
+    return ArchList(tuple(elf), tuple(marked))
