@@ -208,7 +208,9 @@ def fatbin_entry(
     flags: int = 0x11,
     payload: bytes = b"\0" * 8,
     header_size: int = 64,
+    version: tuple[int, int] = (1, 8),
 ) -> bytes:
+    """One entry header and payload; `version` is (major, minor): a cubin's ELF ABI, a PTX entry's ISA."""
     header = struct.pack(
         "<HHIQIIHHIIIQQQ",
         kind,
@@ -217,8 +219,8 @@ def fatbin_entry(
         len(payload),
         0,
         0,
-        8,
-        1,
+        version[1],
+        version[0],
         sm,
         0,
         0,
