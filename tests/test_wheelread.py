@@ -13,11 +13,11 @@ from cuda_tools import (
     VARIANTS,
     build_variants,
     cuobjdump_list,
-    listed,
     fatbin_container,
     fatbin_entry,
     find_cuobjdump,
     find_nvcc,
+    listed,
     make_elf,
     make_wheel,
 )

@@ -123,9 +123,9 @@ def missing_code(path: str, missing: Sequence[str], cubins: Iterable[str], ptx: 
     fallback: list[str] = []
     none: list[str] = []
     for entry in missing:
-        said, left = _one(entry, cubins, ptx)
-        if said is not None:
-            fallback.append(said)
+        sentence, left = _one(entry, cubins, ptx)
+        if sentence is not None:
+            fallback.append(sentence)
         none += left
     head = f"{path}: missing device code for {', '.join(missing)}"
     if not fallback:

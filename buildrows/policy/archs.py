@@ -406,7 +406,8 @@ def _trains_data() -> dict[str, Any]:
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
 
-    return tomllib.loads(data_file("cuda_trains.toml").read_text(encoding="utf-8"))
+    data: dict[str, Any] = tomllib.loads(data_file("cuda_trains.toml").read_text(encoding="utf-8"))
+    return data
 
 
 @cache

@@ -722,7 +722,7 @@ class _Resolver:
                 self.problem((*gpath, "archs"), str(e), row=f"{pname}-{t.cu}-py*", hint=e.hint)
                 continue
             runtime = runtimes.get(t.major)
-            if archs.ptx_only and (runtime is not None and runtime.mode == "torch"
+            if archs.ptx_only and ((runtime is not None and runtime.mode == "torch")
                                    or any("{torch_archs}" in v for _, v in project.cuda_env)):
                 # TORCH_CUDA_ARCH_LIST cannot say PTX without a cubin; a build that reads it would change the list
                 why = ("runtime mode \"torch\": PyTorch's cpp_extension and CMake build from TORCH_CUDA_ARCH_LIST"
