@@ -247,3 +247,21 @@ def test_a_ptx_only_row_pytorch_builds_is_refused(tmp_path: Path, cli: Callable[
     assert (f"{policy}:{line} [platforms.linux-x86_64.cuda[0].archs]: row linux-x86_64-cu130-py*: '12.0-virtual': "
             "TORCH_CUDA_ARCH_LIST cannot say PTX without a cubin") in r.err, r.err
     assert "fix: write 12.0+PTX (the cubin and its PTX) or drop the PTX-only entry for rows PyTorch builds" in r.err
+
+
+@pytest.mark.parametrize(("cubins", "ptx", "text", "ptx_none"), [
+    ({"sm_52", "sm_60", "sm_70", "sm_80"}, {"sm_120"}, "5.2 6.0 7.0 8.0 12.0-virtual", False),  # forward-compatible PTX
+    ({"sm_70", "sm_80"}, {"sm_52", "sm_80"}, "5.2-virtual 7.0 8.0+PTX", False),  # compute_52 beside sm_ cubins
+    (set(), {"sm_80"}, "8.0-virtual", False),  # PTX only
+    ({"sm_80", "sm_120a"}, {"sm_80"}, "8.0 12.0a", False),  # PTX on the newest plain entry: the default
+    ({"sm_80", "sm_100f"}, set(), "8.0 10.0f", True),
+])
+def test_lists_read_from_a_wheel_are_written_in_the_canonical_spelling(cubins: set[str], ptx: set[str], text: str,
+                                                                       ptx_none: bool) -> None:
+    """What `archs --write` and `init --from-wheel` write: loading it gives the same list back."""
+    from buildrows.policy.edit import arch_text, archs_from_names
+
+    archs = archs_from_names(cubins, ptx)
+    assert arch_text(archs) == (text, ptx_none)
+    again = parse_arch_list(text, ptx="none" if ptx_none else "newest")
+    assert (set(again.cubin_names), set(again.ptx_names)) == (cubins, ptx)

@@ -79,7 +79,16 @@ def test_failure_messages_name_library_and_architecture(name: str, wheels: dict[
 def test_no_library_check_never_passes_vacuously(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
     r = cli("check", str(wheels["no-library"]), "--archs", mcf.ROW_ARCHS, "--json")
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
-    assert checks["device-code-covers-row"]["details"] == ["inspected no library with device code; expected ['sm_75', 'sm_90']"]
+    # numerically sorted, PTX named (it once printed a Python list sorted as strings)
+    assert checks["device-code-covers-row"]["details"] == ["inspected no library with device code; expected sm_75 sm_90 "
+                                                           "with PTX sm_90"]
+
+
+def test_architecture_lists_sort_numerically(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels["no-library"]), "--archs", "12.0 7.5 10.0", "--json")
+    checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
+    assert checks["device-code-covers-row"]["details"] == ["inspected no library with device code; expected sm_75 "
+                                                           "sm_100 sm_120 with PTX sm_120"]
 
 
 def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
@@ -89,8 +98,8 @@ def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) 
     assert report["row"] == "linux-x86_64-cu130-py311"
     assert report["libraries"] == {"fx/_core.so": {"elf": ["sm_75", "sm_90"], "ptx": ["sm_90"]}}
     assert [c["name"] for c in report["checks"]] == [
-        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "binary-machine",
-        "cuda-soname-majors"]
+        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "device-code-train",
+        "binary-machine", "cuda-soname-majors"]
 
 
 def test_row_inferred_from_wheel_name_and_policy(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
@@ -367,7 +376,8 @@ def test_loose_library_and_install_tree(wheels: dict[str, Path], cli: Callable[.
     assert r.code == 0, r.out + r.err
     report = json.loads(r.out)
     assert [c["name"] for c in report["checks"]] == [
-        "cuda-libraries-present", "runtime-reached", "device-code-covers-row", "binary-machine", "cuda-soname-majors"]
+        "cuda-libraries-present", "runtime-reached", "device-code-covers-row", "device-code-train", "binary-machine",
+        "cuda-soname-majors"]
     r = cli("check", str(tree), "--cuda", "13.0", "--archs", "9.0")
     assert r.code == 5
     assert "lib/libfx.so: device code for sm_75, which the row does not list" in r.out

@@ -20,6 +20,8 @@ def arch_text(archs: ArchList) -> tuple[str, bool]:
     """The list as the policy writes it, and whether the group needs `ptx = "none"`."""
     if not archs.ptx:
         return " ".join(a.dotted for a in archs.archs), True
+    if not archs.archs:  # PTX only, no cubin at all
+        return archs.text, False
     try:
         default: tuple[Arch, ...] | None = (newest_portable(archs.archs),)  # what ptx = "newest" picks
     except ArchError:
