@@ -199,7 +199,8 @@ def audit(wheel: RealWheel, path: Path, work: Path) -> Outcome:
                     o.unreadable.append(member)
                     continue
                 o.compared += 1
-                if (set(code["elf"]), set(code["ptx"])) == theirs:
+                # --list-elf drops a family cubin's f (sm_100f -> sm_100); the reader keeps it, as cuobjdump -elf does
+                if ({c.removesuffix("f") for c in code["elf"]}, set(code["ptx"])) == theirs:
                     o.equal += 1
                 else:
                     o.differing.append(f"{member}: buildrows {code}, cuobjdump {sorted(theirs[0])} {sorted(theirs[1])}")

@@ -148,7 +148,8 @@ def test_train_for_a_wheel_without_local_tag(wheels: dict[str, Path], cli: Calla
     assert r.code == 2 and "--cuda 12.6 contradicts the wheel's tag +cu130" in r.err
     r = cli("check", str(plain))  # checked as the CPU row its name suggests, with the way out named
     assert r.code == 5
-    assert "if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with --cuda TRAIN --archs LIST" in r.out
+    assert ("if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with --cuda 13.0 --archs LIST (its newest "
+            "PTX is ISA 9.0, first written by CUDA 13.0)") in r.out
     r = cli("--config", str(EXAMPLE_POLICY), "check", str(wheels["good"]), "--row", "linux-x86_64-cu130-py311",
             "--cuda", "12.6")
     assert r.code == 2 and "--cuda 12.6 contradicts --row linux-x86_64-cu130-py311 (CUDA 13.0)" in r.err

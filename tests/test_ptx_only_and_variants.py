@@ -109,7 +109,7 @@ def test_code_newer_than_the_claimed_train_fails(cli: Callable[..., Result], whe
         "was built by a newer toolkit, and its PTX needs CUDA 13.0's driver (>= 580.65.06 on Linux); on the drivers "
         "CUDA 12.8 supports, GPUs without a cubin get CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the "
         "CUDA 12.8 toolkit, or check it against a CUDA 13.0 row",
-        "oldest driver it loads on: 580.65.06, CUDA 13.0's, to JIT-compile its PTX ISA 9.0",
+        "oldest driver it loads on: 580.65.06, CUDA 13.0's, to JIT-compile its PTX ISA 9.0",  # 13's first driver too
     ]
 
 
@@ -126,3 +126,12 @@ def test_untagged_wheel_outside_the_policy_is_offered_cuda(cli: Callable[..., Re
     r = cli("--config", str(policy), "check", str(wheel), "--cuda", "13.0", "--json")
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
     assert checks["device-code-covers-row"]["ok"], checks
+
+
+def test_an_untagged_wheel_checked_as_cpu_is_told_its_train(cli: Callable[..., Result], wheel: Path,
+                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no policy here: the untagged name makes it a CPU row
+    r = cli("check", str(wheel))
+    assert r.code == 5
+    assert ("if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with --cuda 13.0 --archs LIST (its "
+            "newest PTX is ISA 9.0, first written by CUDA 13.0), or --row ROW") in r.out

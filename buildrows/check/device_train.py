@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING
 from buildrows.policy.archs import Train, driver_floor, newest_ptx_isa, ptx_isa_train, train_driver
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from buildrows.binaries.wheelread import LibraryInfo
     from buildrows.check.judges import Artifact, CheckResult, Expectation
 
-__all__ = ["check_device_train", "oldest_driver"]
+__all__ = ["check_device_train", "oldest_driver", "train_of_code"]
 
 NAME = "device-code-train"
 
@@ -52,6 +55,15 @@ def oldest_driver(isas: list[tuple[int, int]], major: int) -> tuple[str | None, 
         if driver is not None and (best is None or _driver_key(driver) > _driver_key(best)):
             best, why = driver, f"CUDA {train}'s, to JIT-compile its PTX ISA {_isa(newest)}"
     return best, why
+
+
+def train_of_code(libraries: Iterable[LibraryInfo]) -> tuple[Train, str] | None:
+    """The oldest train that can have written the libraries' PTX (the train of the newest ISA), and that ISA."""
+    isas = [isa for lib in libraries for isa in lib.ptx_isa]
+    if not isas:
+        return None
+    train = ptx_isa_train(max(isas))
+    return (train, _isa(max(isas))) if train is not None else None
 
 
 def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
@@ -93,7 +105,10 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                    f"it against a CUDA {wrote or 'newer'} row")
     driver, why = oldest_driver(seen, exp.cuda.major)
     where = " (Linux x86_64 numbering; Windows drivers are numbered apart)" if exp.platform.startswith("windows") else ""
-    summary = (f"oldest driver it loads on: {driver}, {why}{where}" if driver is not None
+    floor = driver_floor(exp.cuda.major)
+    cubins = (f"; GPUs its cubins cover load it from {floor}, CUDA {exp.cuda.major}'s first driver"
+              if driver is not None and floor is not None and driver != floor and not bad else "")
+    summary = (f"oldest driver it loads on: {driver}, {why}{cubins}{where}" if driver is not None
                else f"oldest driver it loads on: not known for CUDA {exp.cuda}; {why}")
     if bad:
         return CheckResult(NAME, False, [*bad, summary])

@@ -101,6 +101,16 @@ def _req_key(req: Requirement) -> tuple[str, frozenset[str], frozenset[str]]:
     return canonicalize_name(req.name), frozenset(req.extras), frozenset(str(s) for s in req.specifier)
 
 
+def _train_hint(info: Artifact) -> str:
+    """`--cuda`'s value for an untagged wheel, as far as its device code tells (the train of its newest PTX)."""
+    from buildrows.check.device_train import train_of_code
+
+    found = train_of_code(info.libraries)
+    if found is None:
+        return "TRAIN --archs LIST"
+    return f"{found[0]} --archs LIST (its newest PTX is ISA {found[1]}, first written by CUDA {found[0]})"
+
+
 def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
     with_code = [lib.path for lib in info.libraries if lib.has_device_code]
     name = "cuda-libraries-present"
@@ -108,7 +118,7 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
         if with_code:
             return CheckResult(name, False, [f"a CPU row's wheel ships device code in {p}" for p in with_code]
                                + ["if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with "
-                                  "--cuda TRAIN --archs LIST, or --row ROW"])
+                                  f"--cuda {_train_hint(info)}, or --row ROW"])
         return CheckResult(name, True, [f"CPU row: {len(info.libraries)} libraries, none with device code"])
     if not info.libraries:
         return CheckResult(name, False, ["the wheel ships no shared library at all; a CUDA row's wheel needs its CUDA libraries"])
