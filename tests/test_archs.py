@@ -265,3 +265,15 @@ def test_lists_read_from_a_wheel_are_written_in_the_canonical_spelling(cubins: s
     assert arch_text(archs) == (text, ptx_none)
     again = parse_arch_list(text, ptx="none" if ptx_none else "newest")
     assert (set(again.cubin_names), set(again.ptx_names)) == (cubins, ptx)
+
+
+@pytest.mark.parametrize("given", ["", "  "])
+def test_archs_from_an_empty_path_is_refused(given: str, tmp_path: Path, cli: Callable[..., Result],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Path("") is the current directory: an empty argument (an unset shell variable) once scanned it."""
+    monkeypatch.chdir(tmp_path)
+    r = cli("archs", "--from-wheel", given)
+    assert r.code == 2, (r.out, r.err)
+    assert ("--from-wheel is empty\n    fix: pass a .whl, a shared library or a directory (write . for the current "
+            "directory)") in r.err
+    assert r.out == ""

@@ -93,16 +93,19 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
             continue
         wrote, driver = _jit_driver(isa)
         if wrote is None:
-            by = f"a train newer than any buildrows knows (add PTX ISA {_isa(isa)} to buildrows/data/cuda_trains.toml)"
-            needs = "a driver newer than any buildrows knows"
+            by = ("newer than any train buildrows knows (add it under [ptx-isa] in "
+                  "buildrows/data/cuda_trains.toml)")
+            needs = "a newer driver than any buildrows knows"
+            other = "the row of the train that built it"
         else:
             by = f"CUDA {wrote}'s"
             needs = f"CUDA {wrote}'s driver" + (f" (>= {driver} on Linux)" if driver else "")
+            other = f"a CUDA {wrote} row"
         bad.append(f"{lib.path}: PTX ISA {_isa(isa)} is {by}, but {label} claims CUDA {train} (which writes ISA "
                    f"{_isa(newest_ptx_isa(train))} at most): it was built by a newer toolkit, and its PTX needs "
                    f"{needs}; on the drivers CUDA {train} supports, GPUs without a cubin get "
                    f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the CUDA {train} toolkit, or check "
-                   f"it against a CUDA {wrote or 'newer'} row")
+                   f"it against {other}")
     driver, why = oldest_driver(seen, exp.cuda.major)
     where = " (Linux x86_64 numbering; Windows drivers are numbered apart)" if exp.platform.startswith("windows") else ""
     floor = driver_floor(exp.cuda.major)
