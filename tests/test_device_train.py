@@ -11,7 +11,13 @@ import pytest
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
 from buildrows.check.device_train import check_device_train, oldest_driver, train_of_code
 from buildrows.check.judges import Expectation
-from buildrows.policy.archs import Train, newest_ptx_isa, parse_arch_list, ptx_isa_train, train_driver
+from buildrows.policy.archs import (
+    Train,
+    newest_ptx_isa,
+    parse_arch_list,
+    ptx_isa_train,
+    train_driver,
+)
 from buildrows.policy.model import LibraryRule
 
 T118, T126, T128, T130 = (Train.parse(t) for t in ("11.8", "12.6", "12.8", "13.0"))
