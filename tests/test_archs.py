@@ -167,9 +167,6 @@ def test_cmake_pairs_and_ptx_beside_a_cubin() -> None:
     ("compute_120 120-virtual", None, "'120-virtual' duplicates 'compute_120'", "list each architecture's PTX once"),
     ("8.0 12.0-virtual", "none", "'12.0-virtual' conflicts with ptx = 'none'",
      "mark PTX in one place only: in the list (+PTX, -virtual) or with the ptx key"),
-    ("8.0 compute_120a", None, "compute_120a: PTX of an architecture-specific or family target (compute_120a) runs "
-     "only on that architecture or family", "write the plain 12.0-virtual instead: its PTX is JIT-compiled by every "
-     "newer GPU"),
     ("8.0 120-Virtual", None, "'120-Virtual': CMake's suffix is written '-virtual' in lower case", "write 120-virtual"),
     ("8.0 sm_90+PTX", None, "'sm_90+PTX' mixes two spellings of one entry",
      "write 9.0 (a cubin), 9.0+PTX (a cubin and its PTX) or 9.0-virtual (PTX without a cubin)"),
@@ -255,6 +252,8 @@ def test_a_ptx_only_row_pytorch_builds_is_refused(tmp_path: Path, cli: Callable[
     (set(), {"sm_80"}, "8.0-virtual", False),  # PTX only
     ({"sm_80", "sm_120a"}, {"sm_80"}, "8.0 12.0a", False),  # PTX on the newest plain entry: the default
     ({"sm_80", "sm_100f"}, set(), "8.0 10.0f", True),
+    ({"sm_80", "sm_90a"}, {"sm_90a"}, "8.0 9.0a 9.0a-virtual", False),  # arch-specific PTX, deliberately
+    ({"sm_100", "sm_100f"}, {"sm_100", "sm_100f"}, "10.0+PTX 10.0f+PTX", False),  # cuequivariance-ops: family PTX
 ])
 def test_lists_read_from_a_wheel_are_written_in_the_canonical_spelling(cubins: set[str], ptx: set[str], text: str,
                                                                        ptx_none: bool) -> None:
@@ -277,3 +276,14 @@ def test_archs_from_an_empty_path_is_refused(given: str, tmp_path: Path, cli: Ca
     assert ("--from-wheel is empty\n    fix: pass a .whl, a shared library or a directory (write . for the current "
             "directory)") in r.err
     assert r.out == ""
+
+
+def test_a_or_f_ptx_written_in_the_list_is_what_the_wheel_ships() -> None:
+    """NVIDIA's cuequivariance-ops wheel ships family PTX (compute_100f, compute_120f) beside plain PTX: a list
+    can say it when written explicitly; the ptx key never picks such a target (test_newcomer)."""
+    al = parse_arch_list("9.0 10.0+PTX 10.0f+PTX 12.0 12.0f-virtual", train=Train(13, 0))
+    assert al.ptx_names == ["sm_100", "sm_100f", "sm_120f"]
+    assert al.cmake_cuda_architectures == "90-real;100-real;100f-real;120-real;100-virtual;100f-virtual;120f-virtual"
+    assert al.text == "9.0 10.0+PTX 10.0f+PTX 12.0 12.0f-virtual"
+    assert parse_arch_list("8.0 compute_90a").ptx_names == ["sm_90a"]
+    assert parse_arch_list("8.0 9.0a 9.0a-virtual").ptx_names == ["sm_90a"]

@@ -93,6 +93,15 @@ def test_plain_entry_is_told_what_really_runs(cli: Callable[..., Result], wheel:
     assert "GPUs JIT-compile its sm_120 PTX when it first loads (a slower start, and no sm_120" not in str(device)
 
 
+def test_an_a_cubin_beside_the_plain_one_says_how_to_promise_it(cli: Callable[..., Result], wheel: Path) -> None:
+    device = _checks(cli, wheel, "--cuda", "13.0", "--archs", "8.0 12.0 12.0a-virtual")["device-code-covers-row"]
+    assert not device["ok"]
+    assert "fx/_core.so: device code for sm_120a, which the row does not list" in str(device["details"])
+    device = _checks(cli, wheel, "--cuda", "13.0", "--archs", "8.0 12.0-virtual")["device-code-covers-row"]
+    assert device["details"] == ["fx/_core.so: device code for sm_120a, which the row does not list (if the project "
+                                 "promises that cubin, add 12.0a to the list)"]
+
+
 def test_ptx_the_list_does_not_name_says_how_to_write_it(cli: Callable[..., Result], wheel: Path) -> None:
     device = _checks(cli, wheel, "--cuda", "13.0", "--archs", "8.0 12.0a", "--ptx", "none")["device-code-covers-row"]
     assert not device["ok"]

@@ -601,9 +601,13 @@ def _variant_fix(extra: list[str], missing: list[str]) -> str:
     """For an a/f cubin carried where the list names the plain one (or the other way round): how to promise it."""
     pairs = [f"{_dotted(sm)} instead of {_dotted(twin)}" for sm in extra
              for twin in missing if twin.rstrip("af") == sm.rstrip("af")]
-    if not pairs:
-        return ""
-    return f" (if the project promises that cubin, write {', '.join(pairs)} in the list)"
+    if pairs:
+        return f" (if the project promises that cubin, write {', '.join(pairs)} in the list)"
+    variants = [_dotted(sm) for sm in extra if sm[-1] in "af"]  # an a/f cubin beside the plain one the list names
+    if variants:
+        return f" (if the project promises {'that cubin' if len(variants) == 1 else 'those cubins'}, add " \
+               f"{' '.join(variants)} to the list)"
+    return ""
 
 
 def unused_exceptions(exp: Expectation, info: Artifact) -> list[dict[str, str]]:

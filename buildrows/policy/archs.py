@@ -145,7 +145,9 @@ class ArchList:
     @property
     def tokens(self) -> list[str]:
         """The list as a policy writes it: `8.0 12.0+PTX`, a PTX-only entry as `12.0-virtual`."""
-        out = {a: a.dotted + ("+PTX" if a in self.ptx else "") for a in self.archs}
+        # an arch-specific cubin with its PTX is written `9.0a 9.0a-virtual` (parse refuses 9.0a+PTX)
+        out = {a: a.dotted + ("" if a not in self.ptx else f" {a.dotted}-virtual" if a.suffix == "a" else "+PTX")
+               for a in self.archs}
         out.update({a: f"{a.dotted}-virtual" for a in self.ptx_only})
         return [out[a] for a in self.entries]
 
@@ -317,16 +319,31 @@ def parse_arch_list(
                      "PTX without a cubin)",
             )
         ptx_archs = (chosen,)
-    for a in ptx_archs:
-        if a.suffix:
+    # PTX of an a/f target JIT-compiles only on that architecture or family. The `ptx` key never
+    # picks one (newer GPUs could not use it), and `9.0a+PTX` is refused: arch-specific PTX serves no GPU
+    # its cubin does not, so +PTX there is the mistake of someone who wanted forward compatibility.
+    # Family PTX (10.0f+PTX) JIT-compiles on later members of the family, and NVIDIA's own wheels ship
+    # it; and PTX-only spellings (9.0a-virtual, compute_90a) are deliberate: both are accepted, and the
+    # check holds the wheel to them.
+    for tok in marks.values():
+        arch, kind = _parse_token(tok)
+        if kind == CUBIN_PTX and arch.suffix == "a":
             plain = [b for b in archs if not b.suffix]
-            written = marks.get(a, a.dotted + "+PTX")
             raise ArchError(
-                f"{written}: PTX of an architecture-specific or family target (compute_{a.number}{a.suffix}) "
+                f"{tok}: PTX of an architecture-specific target (compute_{arch.number}a) runs only on CC "
+                f"{arch.major}.{arch.minor} GPUs, which run its cubin anyway, so newer GPUs could not JIT-compile it",
+                tok,
+                hint=_portable_ptx_hint(arch, plain, inline=True)
+                + f" (if the wheel ships that PTX on purpose, write {arch.dotted} {arch.dotted}-virtual)",
+            )
+    for a in ptx_archs:
+        if a.suffix and not marks:
+            plain = [b for b in archs if not b.suffix]
+            raise ArchError(
+                f"ptx = {a.dotted!r}: PTX of an architecture-specific or family target (compute_{a.number}{a.suffix}) "
                 "runs only on that architecture or family, so newer GPUs could not JIT-compile it",
-                written,
-                hint=(f"write the plain {a.major}.{a.minor}-virtual instead: its PTX is JIT-compiled by every newer GPU"
-                      if a in marks and a not in cubins else _portable_ptx_hint(a, plain, inline=bool(marks))),
+                a.dotted,
+                hint=_portable_ptx_hint(a, plain, inline=False),
             )
     return ArchList(archs, ptx_archs)
 
