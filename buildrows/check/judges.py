@@ -267,8 +267,9 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
         head = (f"mode preload ({exp.mode_reason}): declares {', '.join(sorted(declared))} {scope}; they carry "
                 f"every NVIDIA soname the libraries NEED ({needed})")
     else:
-        head = (f"mode preload ({exp.mode_reason}): no NVIDIA package is declared {scope}, and every NVIDIA soname "
-                f"the libraries NEED ({needed}) is optional")
+        head = (f"mode preload ({exp.mode_reason}): no NVIDIA package is declared {scope}, and "
+                + (f"every NVIDIA soname the libraries NEED ({needed}) is optional" if needed
+                   else "the libraries NEED no NVIDIA soname"))
     return CheckResult(name, True, [head, *notes])
 
 
