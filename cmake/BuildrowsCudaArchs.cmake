@@ -4,7 +4,10 @@
 # first project() call before any language is enabled (a project may also include() it before
 # enabling CUDA). It:
 #   1. turns TORCH_CUDA_ARCH_LIST (a CMake variable, else the environment variable) into
-#      CMAKE_CUDA_ARCHITECTURES: 7.5;9.0+PTX -> 75-real;90-real;90-virtual;
+#      CMAKE_CUDA_ARCHITECTURES: 7.5;9.0+PTX -> 75-real;90-real;90-virtual. A list with PTX but no
+#      cubin for an architecture (120-virtual) cannot be said there: a row with one comes as
+#      CMAKE_CUDA_ARCHITECTURES with TORCH_CUDA_ARCH_LIST empty, and compute_120 or 12.0-virtual in
+#      TORCH_CUDA_ARCH_LIST is refused rather than read as a cubin;
 #   2. stops configuration with FATAL_ERROR when CUDA is requested and no list is given, or the
 #      list asks CMake to choose (native, all, all-major): a wheel must never carry code for
 #      whatever GPU the builder happened to have;
@@ -87,6 +90,10 @@ if(NOT _buildrows_list STREQUAL "")
       if(CMAKE_MATCH_4)
         list(APPEND _buildrows_virtual "${_num}-virtual")
       endif()
+    elseif(_tok MATCHES "^compute_[0-9]+[af]?$" OR _tok MATCHES "-virtual$")
+      # PTX without a cubin: PyTorch reads this variable too and has no way to say it (X.Y+PTX is always
+      # a cubin and its PTX), so it is never converted into something else.
+      _buildrows_fail("'${_tok}' in ${_buildrows_list_from} ('${_buildrows_list}'): TORCH_CUDA_ARCH_LIST cannot say PTX without a cubin (X.Y+PTX always builds the cubin too). Give the list as CMAKE_CUDA_ARCHITECTURES (e.g. 120-virtual) and leave TORCH_CUDA_ARCH_LIST empty, as `buildrows render` does for such a row.")
     elseif(_tok MATCHES "\\+[pP][tT][xX]$" AND NOT _tok MATCHES "\\+PTX$")
       _buildrows_fail("'${_tok}' in ${_buildrows_list_from} ('${_buildrows_list}'): write PTX as '+PTX' in capitals; PyTorch ignores any other spelling and would ship no PTX.")
     else()

@@ -83,7 +83,8 @@ def _row_archs(args: CheckRequest, row: Row) -> ArchList | None:
         return _archs(args.archs, row.cuda, args.ptx)
     archs = row.require_archs("check")
     if args.ptx:
-        return _archs(" ".join(archs.dotted), row.cuda, args.ptx)
+        # the row's cubins, and its PTX-only entries as written (a list marking PTX conflicts with --ptx)
+        return _archs(" ".join([*archs.dotted, *(f"{a.dotted}-virtual" for a in archs.ptx_only)]), row.cuda, args.ptx)
     return archs
 
 
@@ -184,8 +185,16 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
         from buildrows.policy.rows import refuse_excluded_python
 
         refuse_excluded_python(policy, row)
+        fix = "pass --row, or add the row to the policy"
+        if train is None:
+            # No +cuXYZ tag (PyPI's wheels have none): the train comes from --cuda, as `init --from-wheel` takes it.
+            trains = sorted({r.cuda for r in policy.rows if r.platform == platform and r.cuda is not None})
+            example = trains[-1].dotted if trains else "12.8"
+            known = (f"; the policy's trains on {platform}: {', '.join(t.dotted for t in trains)}" if trains else "")
+            fix = (f"pass --cuda {example} (the train the wheel was built with: its name carries no +cuXYZ tag{known}), "
+                   "or --row ROW, or add the row to the policy")
         raise Refused(f"{wheel}: inferred row {row} ({python.described}) is not in {policy.path}\n"
-                      "    fix: pass --row, or add the row to the policy")
+                      f"    fix: {fix}")
     runtimes = policy.runtimes if policy is not None else tuple(default_runtimes().items())
     rt = dict(runtimes).get(train.major) if train else None
     archs = None

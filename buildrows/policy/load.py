@@ -740,11 +740,21 @@ class _Resolver:
             if archs is None:
                 continue
             try:
-                check_train_supports(t, archs.archs)
+                check_train_supports(t, archs.entries)
             except ArchError as e:
                 self.problem((*gpath, "archs"), str(e), row=f"{pname}-{t.cu}-py*", hint=e.hint)
                 continue
             runtime = runtimes.get(t.major)
+            if archs.ptx_only and ((runtime is not None and runtime.mode == "torch")
+                                   or any("{torch_archs}" in v for _, v in project.cuda_env)):
+                # TORCH_CUDA_ARCH_LIST cannot say PTX without a cubin; a build that reads it would change the list
+                why = ("runtime mode \"torch\": PyTorch's cpp_extension and CMake build from TORCH_CUDA_ARCH_LIST"
+                       if runtime is not None and runtime.mode == "torch" else "[project] cuda-env uses {torch_archs}")
+                try:
+                    archs.require_torch_list()
+                except ArchError as e:
+                    self.problem((*gpath, "archs"), f"{e} ({why})", row=f"{pname}-{t.cu}-py*", hint=e.hint, refusal=True)
+                    continue
             if runtime is None and t.major in self.runtime_reported:
                 continue  # one problem per CUDA major, not one per row
             if runtime is None:

@@ -37,7 +37,8 @@ DOCS: dict[str, str] = {
     "libraries.files": ("Wheel member globs; with per-train, \"{cu}\" stands for the train's digits in the name "
                         "(e.g. \"bitsandbytes/libbitsandbytes_cuda{cu}.so\" matches _cuda128.so as CUDA 12.8)."),
     "libraries.archs": "The architecture list these libraries carry, e.g. \"6.0 7.0 8.0\" (same syntax as a platform's).",
-    "libraries.ptx": "Which of archs also ships as PTX: \"newest\" (default), \"none\" or one of the list.",
+    "libraries.ptx": ("Which of archs also ships as PTX: \"newest\" (default), \"none\" or one of the list; not "
+                      "with a list that marks PTX itself (+PTX, 12.0-virtual)."),
     "libraries.per-train": ("Hold each library to the policy's list for the train its name carries ({cu} in files): "
                             "one kernel library per CUDA train in one wheel."),
     "libraries.vendored": "A library bundled from elsewhere (NVIDIA's libnvjpeg): its device code is not the project's list.",
@@ -206,7 +207,7 @@ class Row:
         """The guard every step runs: a CUDA row without a list never falls back to detection."""
         if self.empty_reason is not None:
             raise Refused(f"row {self.name} is declared empty: {self.empty_reason}")
-        if self.cuda is not None and (self.archs is None or not self.archs.archs):
+        if self.cuda is not None and (self.archs is None or not self.archs.entries):
             raise Refused(
                 f"{step}: row {self.name} is a CUDA {self.cuda.dotted} row with no architecture list; "
                 "buildrows will not fall back to detecting the builder's GPU",

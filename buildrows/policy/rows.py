@@ -76,6 +76,7 @@ def row_json(row: Row) -> dict[str, Any]:
         "python": row.python or None,
         "archs": row.archs.dotted if row.archs else [],
         "ptx": ([a.dotted for a in row.archs.ptx][-1] if row.archs and row.archs.ptx else None),
+        "ptx_only": [a.dotted for a in row.archs.ptx_only] if row.archs else [],
         "torch_cuda_arch_list": row.archs.torch_cuda_arch_list if row.archs else None,
         "cmake_cuda_architectures": row.archs.cmake_cuda_architectures if row.archs else None,
         "local_version": row.local_tag or None,
@@ -102,7 +103,7 @@ def check_json(policy: Policy, row: Row) -> dict[str, Any]:
                                ("climbs_out", e.climbs_out or None), ("reason", e.reason), ("source", e.source))
              if v is not None}
             for e in policy.check.rpath_exceptions],
-        "libraries": [{k: v for k, v in (("files", list(r.files)), ("archs", r.archs.dotted if r.archs else None),
+        "libraries": [{k: v for k, v in (("files", list(r.files)), ("archs", r.archs.tokens if r.archs else None),
                                          ("ptx", [a.dotted for a in r.archs.ptx] if r.archs else None),
                                          ("per_train", r.per_train or None), ("vendored", r.vendored or None),
                                          ("reason", r.reason), ("source", r.source)) if v is not None}
