@@ -70,3 +70,65 @@ def test_a_command_in_a_subdirectory_finds_the_policy_up_to_the_repository_root(
     assert r.code == 2
     assert (f"no buildrows policy in {example / 'csrc'} or the directories above it up to the repository root "
             f"{tmp_path.resolve()}") in r.err
+
+
+# --- reproducible wheels ----------------------------------------------------------------------------
+
+
+def _rezip(src: Path, dest: Path, date_time: tuple[int, int, int, int, int, int], *, change: str | None = None) -> Path:
+    """SRC's members rewritten with other timestamps (and, with CHANGE, one byte of that member flipped)."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if info.filename == change:
+                data = data[:-1] + bytes([data[-1] ^ 1])
+            out = zipfile.ZipInfo(info.filename, date_time=date_time)
+            out.external_attr = info.external_attr
+            zout.writestr(out, data)
+    return dest
+
+
+def test_stamping_the_same_wheel_twice_gives_the_same_bytes(tmp_path: Path) -> None:
+    """The build record and RECORD took the clock's time: every stamp was other bytes."""
+    import time
+
+    from buildrows.build.record import BuildRecord
+    from buildrows.build.stamp import stamp_wheel
+    from tests.test_stamp import build_tiny
+
+    wheel = build_tiny(tmp_path)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    rec = BuildRecord(row="linux-x86_64-cu130-py311", cuda="13.0", torch=None, torch_cuda=None, buildrows="0")
+    first = stamp_wheel(shutil.copy2(wheel, a), local_tag="+cu130", requirements=["nvidia-cuda-runtime>=13,<14"],
+                        record=rec, metadata=True).wheel
+    time.sleep(2.1)  # zip timestamps have two-second steps
+    second = stamp_wheel(shutil.copy2(wheel, b), local_tag="+cu130", requirements=["nvidia-cuda-runtime>=13,<14"],
+                         record=rec, metadata=True).wheel
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_the_rebuild_compare_ignores_zip_timestamps_but_not_content(tmp_path: Path) -> None:
+    from buildrows.build.stamp import same_wheel
+    from tests.test_stamp import build_tiny
+
+    wheel = build_tiny(tmp_path)
+    later = _rezip(wheel, tmp_path / "later.whl", (2030, 1, 2, 3, 4, 6))
+    assert later.read_bytes() != wheel.read_bytes()
+    assert same_wheel(wheel, later)
+    changed = _rezip(wheel, tmp_path / "changed.whl", (2030, 1, 2, 3, 4, 6), change="tiny/__init__.py")
+    assert not same_wheel(wheel, changed)
+
+
+def test_a_source_date_epoch_that_is_not_a_number_is_refused(tmp_path: Path) -> None:
+    from buildrows.build.stamp import ZIP_EPOCH, source_date_epoch
+    from buildrows.errors import BadInput
+
+    assert source_date_epoch(tmp_path, {"SOURCE_DATE_EPOCH": "1700000000"}) == (
+        "1700000000", "SOURCE_DATE_EPOCH from the environment")
+    assert source_date_epoch(tmp_path, {}) == (str(ZIP_EPOCH), "1980-01-01 (no git history and no SOURCE_DATE_EPOCH)")
+    with pytest.raises(BadInput, match=r"SOURCE_DATE_EPOCH='yesterday' is not a whole number of seconds"):
+        source_date_epoch(tmp_path, {"SOURCE_DATE_EPOCH": "yesterday"})
