@@ -32,4 +32,4 @@ def extract_sdist(tar: tarfile.TarFile, dest: Path) -> None:
                 raise tarfile.TarError(f"{m.name!r} links outside {dest} ({m.linkname!r})")
         elif not (m.isfile() or m.isdir()):
             raise tarfile.TarError(f"{m.name!r} is neither a file, a directory nor a link")
-    tar.extractall(dest, members=members)  # noqa: S202 - every member was checked above
+    tar.extractall(dest, members=members)

@@ -6,7 +6,12 @@ lookup of every command); the end-to-end adoption of two fresh projects is furth
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import subprocess
+import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,3 +137,332 @@ def test_a_source_date_epoch_that_is_not_a_number_is_refused(tmp_path: Path) -> 
     assert source_date_epoch(tmp_path, {}) == (str(ZIP_EPOCH), "1980-01-01 (no git history and no SOURCE_DATE_EPOCH)")
     with pytest.raises(BadInput, match=r"SOURCE_DATE_EPOCH='yesterday' is not a whole number of seconds"):
         source_date_epoch(tmp_path, {"SOURCE_DATE_EPOCH": "yesterday"})
+
+
+# --- two fresh projects, adopted as the README and the guide say ------------------------------------
+#
+# Each project has one tiny .cu file; the policy init writes is narrowed to one architecture (the
+# guide's "grow it" step, the other way), so each build compiles one kernel for one GPU.
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+ROW = f"linux-x86_64-cu130-py{PY.replace('.', '')}"
+RUNTIME_NAME = "nvidia-cuda-runtime"
+ALL_PLACES = os.environ.get("BUILDROWS_TEST_ADOPT_ALL") == "1"
+
+MODULE_C = r"""#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+int tiny_devices(void);
+static PyObject *devices(PyObject *self, PyObject *args) { return PyLong_FromLong(tiny_devices()); }
+static PyMethodDef methods[] = {{"devices", devices, METH_NOARGS, "CUDA devices (-1: no driver)"}, {NULL, NULL, 0, NULL}};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_core", NULL, -1, methods};
+PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&module); }
+"""
+CPU_C = "int tiny_devices(void) { return -1; }\n"
+KERNEL_CU = r"""#include <cuda_runtime.h>
+__global__ void tiny_kernel(int *out) { *out = 1; }
+extern "C" int tiny_devices(void) {
+  int n = -1;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return -1;
+  return n;
+}
+"""
+
+SK_PYPROJECT = """\
+[build-system]
+requires = ["scikit-build-core>=0.10"]
+build-backend = "scikit_build_core.build"
+
+[project]
+name = "tiny-sk"
+version = "0.2.0"
+requires-python = ">=3.10"
+dependencies = ["packaging>=20"]
+
+[tool.scikit-build]
+wheel.packages = ["src/tiny_sk"]
+cmake.build-type = "Release"
+"""
+SK_CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.25)
+project(tiny_sk LANGUAGES C)
+option(TINY_SK_CUDA "Build the CUDA kernel" OFF)
+find_package(Python REQUIRED COMPONENTS Interpreter Development.Module)
+if(TINY_SK_CUDA)
+  enable_language(CUDA)
+  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
+  set(_sources csrc/module.c csrc/kernel.cu)
+else()
+  set(_sources csrc/module.c csrc/cpu.c)
+endif()
+Python_add_library(_core MODULE WITH_SOABI ${_sources})
+install(TARGETS _core LIBRARY DESTINATION tiny_sk)
+"""
+PY_PYPROJECT = """\
+[build-system]
+requires = ["setuptools>=61", "wheel"]
+build-backend = "setuptools.build_meta"
+"""
+# A setup.py that compiles its .cu with the row's nvcc (CUDA_HOME) for the row's list
+# (TORCH_CUDA_ARCH_LIST), as many projects without torch do.
+PY_SETUP = r'''import os
+import subprocess
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+WITH_CUDA = os.environ.get("WITH_CUDA", "0") == "1"
+
+
+def gencode(arch_list):
+    flags = []
+    for entry in arch_list.replace(";", " ").split():
+        num = entry.replace("+PTX", "").replace(".", "")
+        flags += ["-gencode", f"arch=compute_{num},code=sm_{num}"]
+        if entry.endswith("+PTX"):
+            flags += ["-gencode", f"arch=compute_{num},code=compute_{num}"]
+    return flags
+
+
+class BuildExt(build_ext):
+    def build_extensions(self):
+        # A Python built with --enable-shared (pyenv's) puts its own lib directory into every
+        # extension's RPATH through LDSHARED; a wheel must not carry the builder's paths.
+        self.compiler.linker_so = [a for a in self.compiler.linker_so if not a.startswith("-Wl,-rpath,")]
+        super().build_extensions()
+
+    def build_extension(self, ext):
+        if WITH_CUDA:
+            home = os.environ["CUDA_HOME"]
+            os.makedirs(self.build_temp, exist_ok=True)
+            obj = os.path.join(self.build_temp, "kernel.o")
+            subprocess.check_call([os.path.join(home, "bin", "nvcc"), "-c", "csrc/kernel.cu", "-o", obj,
+                                   "-Xcompiler", "-fPIC", *gencode(os.environ["TORCH_CUDA_ARCH_LIST"])])
+            ext.extra_objects.append(obj)
+            ext.libraries.append("cudart")
+            ext.library_dirs += [os.path.join(home, "lib64"), os.path.join(home, "lib")]
+        super().build_extension(ext)
+
+
+sources = ["csrc/module.c"] + ([] if WITH_CUDA else ["csrc/cpu.c"])
+setup(
+    name="tiny-py",
+    version="0.3.0",
+    packages=["tiny_py"],
+    install_requires=["packaging>=20"],
+    ext_modules=[Extension("tiny_py._core", sources)],
+    cmdclass={"build_ext": BuildExt},
+)
+'''
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+
+
+def _cli(*argv: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "buildrows"
+    return subprocess.run([str(exe), *argv], cwd=cwd, capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})})
+
+
+def _indented(lines: list[str], start: int) -> list[str]:
+    """The advice's block lines (indented 9) from `start` on, dedented, up to the next step."""
+    out = []
+    for line in lines[start:]:
+        if line.startswith("         ") or (line == "" and out):
+            out.append(line[9:])
+        else:
+            break
+    while out and out[-1] == "":
+        out.pop()
+    return out
+
+
+def apply_pyproject_advice(text: str, advice: str) -> str:
+    """pyproject.toml after the edits init printed, made as a user makes them: the [project] lines
+    replaced, dependencies deleted, keys added to [tool.scikit-build], tables appended."""
+    lines = advice.splitlines()
+    i = next(n for n, line in enumerate(lines) if "in [project], replace these lines" in line)
+    old = _indented(lines, i + 1)
+    j = i + 1 + len(old)
+    assert lines[j].strip() == "with", lines[j]
+    new = _indented(lines, j + 1)
+    text = text.replace(old[0] + "\n", "\n".join(new) + "\n", 1)
+    for extra in old[1:]:
+        text = text.replace(extra + "\n", "", 1)
+    if any("and delete its dependencies" in line for line in lines):
+        text = re.sub(r"^dependencies = \[.*\]\n", "", text, count=1, flags=re.M)
+    k = next((n for n, line in enumerate(lines) if "in [tool.scikit-build], add" in line), None)
+    if k is not None:
+        keys = _indented(lines, k + 1)
+        text = text.replace("[tool.scikit-build]\n", "[tool.scikit-build]\n" + "\n".join(keys) + "\n", 1)
+    m = next(n for n, line in enumerate(lines) if "add at the end of the file" in line)
+    return text + "\n" + "\n".join(_indented(lines, m + 1)) + "\n"
+
+
+def _needs_cuda_toolchain() -> None:
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc on PATH: the adoption tests build a CUDA row")
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    if not (Path(sys.executable).parent / "buildrows").exists():
+        pytest.skip(f"no buildrows executable beside {sys.executable}")
+    if PY not in ("3.10", "3.11", "3.12", "3.13"):
+        pytest.skip(f"init's starting policy and the CI fixture have no Python {PY} rows")
+
+
+def adopt_scikit_build_core(root: Path) -> tuple[Path, str]:
+    """A fresh scikit-build-core project, adopted: init, then what init printed (pyproject lines,
+    the RPATH line), then the list narrowed to one architecture. Returns it and init's output."""
+    project = root / "tiny-sk"
+    _write(project, {"pyproject.toml": SK_PYPROJECT, "CMakeLists.txt": SK_CMAKELISTS, "csrc/module.c": MODULE_C,
+                     "csrc/cpu.c": CPU_C, "csrc/kernel.cu": KERNEL_CU, "src/tiny_sk/__init__.py": "from ._core import devices\n"})
+    r = _cli("init", cwd=project)
+    assert r.returncode == 0, r.stderr
+    assert (project / "build_support" / "buildrows_version.py").is_file()
+    assert "CUDA 13.0: the train of this machine's nvcc" in r.stderr
+    (project / "pyproject.toml").write_text(apply_pyproject_advice(SK_PYPROJECT, r.stderr), encoding="utf-8")
+    m = re.search(r'add set_target_properties\(TARGET PROPERTIES INSTALL_RPATH "([^"]+)"\)', r.stderr)
+    assert m, r.stderr
+    with open(project / "CMakeLists.txt", "a", encoding="utf-8") as f:
+        f.write(f'set_target_properties(_core PROPERTIES INSTALL_RPATH "{m.group(1)}")\n')
+    _narrow(project)
+    return project, r.stderr
+
+
+def adopt_setup_py(root: Path) -> tuple[Path, str]:
+    project = root / "tiny-py"
+    _write(project, {"pyproject.toml": PY_PYPROJECT, "setup.py": PY_SETUP, "csrc/module.c": MODULE_C,
+                     "csrc/cpu.c": CPU_C, "csrc/kernel.cu": KERNEL_CU, "tiny_py/__init__.py": "from ._core import devices\n"})
+    r = _cli("init", cwd=project)
+    assert r.returncode == 0, r.stderr
+    policy = (project / "buildrows.toml").read_text(encoding="utf-8")
+    assert "stamp = true" in policy and 'env-switches = ["WITH_CUDA"]' in policy
+    m = re.search(r'pass Extension\(\.\.\., runtime_library_dirs=\["([^"]+)"\]\)', r.stderr)
+    assert m, r.stderr
+    setup_py = (project / "setup.py").read_text(encoding="utf-8")
+    (project / "setup.py").write_text(setup_py.replace(
+        'Extension("tiny_py._core", sources)', f'Extension("tiny_py._core", sources, runtime_library_dirs=["{m.group(1)}"])'),
+        encoding="utf-8")
+    _narrow(project)
+    return project, r.stderr
+
+
+def _narrow(project: Path) -> None:
+    policy = project / "buildrows.toml"
+    text = policy.read_text(encoding="utf-8")
+    text, n = re.subn(r'^archs = "[^"]*"$', 'archs = "8.0"', text, flags=re.M)
+    assert n == 1
+    policy.write_text(text, encoding="utf-8")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+
+
+def assert_row_wheel(wheel: Path, project: Path) -> None:
+    """+cu130, the runtime requirement (and the project's own), and the check's PASS."""
+    assert "+cu130" in wheel.name, wheel.name
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        requires = [line.split(":", 1)[1].strip() for line in z.read(meta).decode().splitlines()
+                    if line.startswith("Requires-Dist:")]
+    assert any(r.startswith(RUNTIME_NAME) for r in requires), requires
+    assert any(r.replace(" ", "").startswith("packaging") for r in requires), requires
+    r = _cli("check", "--row", ROW, str(wheel), cwd=project)
+    assert r.returncode == 0 and "verdict: PASS" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+ADOPT = {"scikit-build-core": adopt_scikit_build_core, "setup.py": adopt_setup_py}
+
+
+@pytest.fixture(scope="module")
+def adopted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
+    _needs_cuda_toolchain()
+    root = tmp_path_factory.mktemp("adopt")
+    return {driver: make(root) for driver, make in ADOPT.items()}
+
+
+def _copy(project: Path, dest: Path) -> Path:
+    shutil.copytree(project, dest, ignore=shutil.ignore_patterns("build", "dist"))
+    return dest
+
+
+def _build(project: Path, *extra: str) -> Path:
+    r = _cli("build", *extra, cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheels = sorted((project / "dist").glob("*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("driver", list(ADOPT))
+def test_the_adopted_projects_row_builds_in_buildrows_own_environment(adopted: dict[str, tuple[Path, str]],
+                                                                      driver: str) -> None:
+    """The first build passes (runtime-reached included); a rebuild is the same bytes and moves
+    nothing aside."""
+    if not ALL_PLACES and driver != "setup.py":
+        pytest.skip("the whole adoption matrix is opt-in: BUILDROWS_TEST_ADOPT_ALL=1")
+    project, _out = adopted[driver]
+    wheel = _build(project)
+    assert_row_wheel(wheel, project)
+    first = wheel.read_bytes()
+    again = _build(project)
+    assert again == wheel and again.read_bytes() == first
+    assert not list((project / "dist").glob("earlier-*")), list((project / "dist").iterdir())
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("driver", list(ADOPT))
+@pytest.mark.parametrize("place", ["--provision", "--isolation"])
+def test_the_adopted_projects_row_builds_where_buildrows_is_not_importable(
+        adopted: dict[str, tuple[Path, str]], driver: str, place: str, tmp_path: Path) -> None:
+    if not ALL_PLACES and (driver, place) != ("scikit-build-core", "--isolation"):
+        pytest.skip("the whole adoption matrix is opt-in: BUILDROWS_TEST_ADOPT_ALL=1")
+    project = _copy(adopted[driver][0], tmp_path / driver)
+    assert_row_wheel(_build(project, place), project)
+
+
+@pytest.fixture(scope="module")
+def buildrows_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests import ci_harness
+
+    try:
+        return ci_harness.buildrows_wheel(REPO, tmp_path_factory.mktemp("buildrows-wheel"))
+    except ci_harness.HarnessError as e:
+        pytest.skip(f"needs hatchling from PyPI: {e}")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("driver", list(ADOPT))
+def test_the_adopted_projects_row_builds_in_test_infras_isolated_build_step(
+        adopted: dict[str, tuple[Path, str]], driver: str, tmp_path: Path, buildrows_wheel: Path) -> None:
+    """README step 5: `buildrows workflow`, whose refusal says what [ci] install to write; then
+    test-infra's build job runs as rendered (tests/ci_harness.py): pkg-helpers, the pre-script's
+    hook, the build where buildrows is not installed, the post-script's stamp and check, the upload."""
+    if not ALL_PLACES:
+        pytest.skip("the whole adoption matrix is opt-in: BUILDROWS_TEST_ADOPT_ALL=1 (about 3 minutes per project)")
+    from tests.ci_harness import LinuxRun
+
+    repo = _copy(adopted[driver][0], tmp_path / "repo")
+    r = _cli("workflow", cwd=repo)
+    assert r.returncode == 2 and "[ci] install is not set" in r.stderr, r.stderr
+    (repo / "tools").mkdir()
+    shutil.copy2(buildrows_wheel, repo / "tools" / buildrows_wheel.name)
+    with open(repo / "buildrows.toml", "a", encoding="utf-8") as f:
+        f.write(f'\n[ci]\ninstall = "./tools/{buildrows_wheel.name}"\n')
+    r = _cli("workflow", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    for args in (["add", "-A"], ["commit", "-q", "-m", "adopt buildrows"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", *args], cwd=repo, check=True,
+                       capture_output=True)
+    lines: list[str] = []
+    run = LinuxRun(caller=repo / ".github" / "workflows" / "build-wheels-cuda-linux-x86_64.yml", repository=repo,
+                   work=tmp_path / "work", python=PY, accel="cu130",
+                   generator=REPO / "tests" / "data" / "generator" / "linux-release-prfalse.json", echo=lines.append)
+    job = run.run()
+    out = "\n".join(lines)
+    assert "verdict: PASS" in out, out[-3000:]
+    wheels = sorted(job.workspace.rglob("dist/*.whl"))
+    assert len(wheels) == 1, wheels
+    assert_row_wheel(wheels[0], repo)
