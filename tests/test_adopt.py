@@ -466,3 +466,36 @@ def test_the_adopted_projects_row_builds_in_test_infras_isolated_build_step(
     wheels = sorted(job.workspace.rglob("dist/*.whl"))
     assert len(wheels) == 1, wheels
     assert_row_wheel(wheels[0], repo)
+
+
+def test_init_with_nvcc_writes_its_trains_row_and_says_how_to_choose(
+        tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    """It wrote a CPU-only policy on a machine with nvcc, with no word of --cuda."""
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("no nvcc on PATH")
+    _write(tmp_path, {"pyproject.toml": SK_PYPROJECT, "CMakeLists.txt": SK_CMAKELISTS})
+    monkeypatch.chdir(tmp_path)
+    r = cli("init")
+    assert r.code == 0, r.err
+    from buildrows.policy.load import load_policy
+
+    pol = load_policy(tmp_path / "buildrows.toml")
+    trains = {row.cuda.dotted for row in pol.rows if row.cuda is not None}
+    assert len(trains) == 1
+    assert f"CUDA {trains.pop()}: the train of this machine's nvcc, " in r.err
+    assert "`--cuda TRAIN` names another, `--cpu` adds CPU rows" in r.err
+    text = (tmp_path / "buildrows.toml").read_text(encoding="utf-8")
+    assert "README" not in text and "docs/reference/policy.md" in text
+
+
+def test_init_never_replaces_a_provider_file_and_says_so(
+        tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, {"pyproject.toml": SK_PYPROJECT, "CMakeLists.txt": SK_CMAKELISTS,
+                      "build_support/buildrows_version.py": "# the user's own\n"})
+    monkeypatch.chdir(tmp_path)
+    r = cli("init", "--cuda", "13.0")
+    assert r.code == 0, r.err
+    assert (tmp_path / "build_support" / "buildrows_version.py").read_text(encoding="utf-8") == "# the user's own\n"
+    assert "build_support/buildrows_version.py is there already and differs from buildrows' provider: kept" in r.err
+    assert (tmp_path / "pyproject.toml").read_text(encoding="utf-8") == SK_PYPROJECT  # never edited
