@@ -289,7 +289,7 @@ def package_map_problems(design: str, package: Path) -> list[str]:
         for child in sorted(path.iterdir()):
             if child.name.startswith(("_", ".")):
                 continue
-            name = child.stem if child.suffix == ".py" else child.name
+            name = child.name if path.name == "data" or child.suffix != ".py" else child.stem
             if name not in rows[path.name]:
                 out.append(f"buildrows/{path.name}/{child.name}: not named in the `buildrows/{path.name}/` row of "
                            f"docs/design.md's package table")
@@ -325,3 +325,22 @@ def test_a_hidden_option_is_described_not_shown_as_suppress(monkeypatch: pytest.
     monkeypatch.setattr(gen, "HIDDEN_HELP", {})
     with pytest.raises(SystemExit, match=r"(?s)buildrows schema --write is hidden from --help .*HIDDEN_HELP"):
         gen.commands_reference()
+
+
+def opt_in_variables(tests: Path) -> set[str]:
+    """The variables that switch on tests left out of the default run (`environ.get("X") == "1"`)."""
+    pattern = re.compile(r'environ\.get\("(BUILDROWS_[A-Z0-9_]+)"\)\s*[!=]=\s*"1"')
+    return {m for path in sorted(tests.glob("*.py")) for m in pattern.findall(path.read_text(encoding="utf-8"))}
+
+
+def test_the_readme_names_every_opt_in_test_variable() -> None:
+    found = opt_in_variables(REPO / "tests")
+    assert "BUILDROWS_REAL_PROJECTS" in found
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    missing = sorted(v for v in found if f"`{v}=1`" not in readme)
+    assert not missing, f"opt-in variables the README's Tests section does not name: {missing}"
+
+
+def test_an_unnamed_opt_in_variable_is_found(tmp_path: Path) -> None:
+    (tmp_path / "test_x.py").write_text('if os.environ.get("BUILDROWS_NEW_THING") != "1": skip()\n', encoding="utf-8")
+    assert opt_in_variables(tmp_path) == {"BUILDROWS_NEW_THING"}
