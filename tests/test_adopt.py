@@ -499,3 +499,67 @@ def test_init_never_replaces_a_provider_file_and_says_so(
     assert (tmp_path / "build_support" / "buildrows_version.py").read_text(encoding="utf-8") == "# the user's own\n"
     assert "build_support/buildrows_version.py is there already and differs from buildrows' provider: kept" in r.err
     assert (tmp_path / "pyproject.toml").read_text(encoding="utf-8") == SK_PYPROJECT  # never edited
+
+
+# --- the rendered presets stop a configuration whose Python is not the row's ------------------------
+
+OTHER = "3.12" if PY != "3.12" else "3.11"  # a row whose Python is not the running one
+PRESETS_POLICY = """\
+[project]
+name = "p"
+driver = "cmake-presets"
+generator = "{generator}"
+
+[python]
+versions = ["{py}", "{other}"]
+
+[platforms.linux-x86_64]
+cpu = true
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("generator", "pinned"), [("Ninja", False), ("Unix Makefiles", False), ("Ninja", True)],
+                         ids=["ninja-no-interpreter-of-the-row", "makefiles-no-interpreter-of-the-row",
+                              "ninja-another-interpreter-given"])
+def test_a_preset_configured_with_another_python_is_stopped(tmp_path: Path, generator: str, pinned: bool) -> None:
+    """`cmake --workflow` exited 0 and built a cpython-311 module for the py312 row."""
+    from buildrows.provision.interpreters import find_interpreter
+
+    if shutil.which("cmake") is None or (generator == "Ninja" and shutil.which("ninja") is None) or (
+            generator == "Unix Makefiles" and shutil.which("make") is None):
+        pytest.skip(f"needs cmake and the {generator} generator's tool")
+    row = f"linux-x86_64-cpu-py{OTHER.replace('.', '')}"
+    _write(tmp_path, {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.25)\nproject(p LANGUAGES C)\n"
+                                        "find_package(Python 3.10 REQUIRED COMPONENTS Interpreter)\n",
+                      "buildrows.toml": PRESETS_POLICY.format(generator=generator, py=PY, other=OTHER)})
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / f"python{PY}").symlink_to(sys.executable)
+    for tool in ("cmake", "ninja", "make", "cc", "gcc", "ld", "as"):
+        found = shutil.which(tool)
+        if found:
+            (bindir / tool).symlink_to(found)
+    env = {"HOME": str(tmp_path), "PATH": f"{bindir}:/usr/bin:/bin", "LANG": "C.UTF-8"}
+    configure = ["cmake", "--workflow", "--preset", row]
+    if pinned:
+        other = find_interpreter(OTHER, os.environ).found
+        if other is None:
+            pytest.skip(f"no Python {OTHER} here to pin in the preset")
+        render_env = {**os.environ, "PATH": f"{bindir}:{os.environ['PATH']}"}
+        configure = ["cmake", "--preset", row, f"-DPython_EXECUTABLE={sys.executable}"]
+    else:  # a machine without the row's Python: render warns, and the preset pins none
+        render_env = {**env, "PYENV_ROOT": str(tmp_path / "no-pyenv"), "PATH": f"{bindir}:{Path(sys.executable).parent}:/usr/bin:/bin"}
+    r = subprocess.run([str(Path(sys.executable).parent / "buildrows"), "render", row], cwd=tmp_path, env=render_env,
+                       capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    res = subprocess.run(configure, cwd=tmp_path, env={**env, "PATH": f"{bindir}:/usr/bin:/bin"}, capture_output=True,
+                         text=True, check=False)
+    out = re.sub(r"\s+", " ", res.stdout + res.stderr)
+    assert res.returncode != 0, out
+    assert f"buildrows: row {row}: the project found Python {PY} " in out, out
+    assert f"but the row is Python {OTHER}; its module would carry the wrong tag." in out
+    if pinned:
+        assert "Fix: keep the preset's Python_EXECUTABLE" in out
+    else:
+        assert f"Fix: get Python {OTHER} (`buildrows doctor ROW` prints the command), then `buildrows render ROW` again" in out
