@@ -95,22 +95,42 @@ def _rezip(src: Path, dest: Path, date_time: tuple[int, int, int, int, int, int]
     return dest
 
 
-def test_stamping_the_same_wheel_twice_gives_the_same_bytes(tmp_path: Path) -> None:
+def tiny_wheel(dest: Path) -> Path:
+    """A small real wheel (WheelFile writes its RECORD), in a fraction of a second: a module, METADATA
+    with an own dependency, WHEEL; timestamps of 2020 as a build with SOURCE_DATE_EPOCH writes them."""
+    from wheel.wheelfile import WheelFile
+
+    dest.mkdir(parents=True, exist_ok=True)
+    path = dest / "tiny_ext-1.2.3-py3-none-any.whl"
+    when = (2020, 1, 2, 3, 4, 6)
+    with WheelFile(path, "w") as whl:
+        for name, text in (("tiny/__init__.py", "ANSWER = 42\n"),
+                           ("tiny_ext-1.2.3.dist-info/METADATA",
+                            "Metadata-Version: 2.1\nName: tiny-ext\nVersion: 1.2.3\nRequires-Dist: packaging>=20\n\n"),
+                           ("tiny_ext-1.2.3.dist-info/WHEEL",
+                            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")):
+            info = zipfile.ZipInfo(name, date_time=when)
+            info.external_attr = 0o644 << 16
+            whl.writestr(info, text)
+    return path
+
+
+def test_stamping_the_same_wheel_twice_gives_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The build record and RECORD took the clock's time: every stamp was other bytes."""
     import time
 
     from buildrows.build.record import BuildRecord
     from buildrows.build.stamp import stamp_wheel
-    from tests.test_stamp import build_tiny
 
-    wheel = build_tiny(tmp_path)
+    wheel = tiny_wheel(tmp_path / "built")
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir()
     b.mkdir()
     rec = BuildRecord(row="linux-x86_64-cu130-py311", cuda="13.0", torch=None, torch_cuda=None, buildrows="0")
     first = stamp_wheel(shutil.copy2(wheel, a), local_tag="+cu130", requirements=["nvidia-cuda-runtime>=13,<14"],
                         record=rec, metadata=True).wheel
-    time.sleep(2.1)  # zip timestamps have two-second steps
+    later = time.time() + 3600  # an hour later (zip timestamps have two-second steps)
+    monkeypatch.setattr(time, "time", lambda: later)
     second = stamp_wheel(shutil.copy2(wheel, b), local_tag="+cu130", requirements=["nvidia-cuda-runtime>=13,<14"],
                          record=rec, metadata=True).wheel
     assert first.read_bytes() == second.read_bytes()
@@ -118,9 +138,8 @@ def test_stamping_the_same_wheel_twice_gives_the_same_bytes(tmp_path: Path) -> N
 
 def test_the_rebuild_compare_ignores_zip_timestamps_but_not_content(tmp_path: Path) -> None:
     from buildrows.build.stamp import same_wheel
-    from tests.test_stamp import build_tiny
 
-    wheel = build_tiny(tmp_path)
+    wheel = tiny_wheel(tmp_path / "built")
     later = _rezip(wheel, tmp_path / "later.whl", (2030, 1, 2, 3, 4, 6))
     assert later.read_bytes() != wheel.read_bytes()
     assert same_wheel(wheel, later)
@@ -395,14 +414,15 @@ def _build(project: Path, *extra: str) -> Path:
     return wheels[0]
 
 
+OPT_IN = pytest.mark.skipif(not ALL_PLACES, reason="the whole adoption matrix is opt-in: BUILDROWS_TEST_ADOPT_ALL=1")
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize("driver", list(ADOPT))
+@pytest.mark.parametrize("driver", [pytest.param("scikit-build-core", marks=OPT_IN), "setup.py"])
 def test_the_adopted_projects_row_builds_in_buildrows_own_environment(adopted: dict[str, tuple[Path, str]],
                                                                       driver: str) -> None:
     """The first build passes (runtime-reached included); a rebuild is the same bytes and moves
     nothing aside."""
-    if not ALL_PLACES and driver != "setup.py":
-        pytest.skip("the whole adoption matrix is opt-in: BUILDROWS_TEST_ADOPT_ALL=1")
     project, _out = adopted[driver]
     wheel = _build(project)
     assert_row_wheel(wheel, project)
@@ -413,12 +433,15 @@ def test_the_adopted_projects_row_builds_in_buildrows_own_environment(adopted: d
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("driver", list(ADOPT))
-@pytest.mark.parametrize("place", ["--provision", "--isolation"])
+@pytest.mark.parametrize(("driver", "place"), [
+    pytest.param("scikit-build-core", "--isolation"),
+    pytest.param("scikit-build-core", "--provision", marks=OPT_IN),
+    pytest.param("setup.py", "--isolation", marks=OPT_IN),
+    pytest.param("setup.py", "--provision", marks=OPT_IN),
+])
 def test_the_adopted_projects_row_builds_where_buildrows_is_not_importable(
         adopted: dict[str, tuple[Path, str]], driver: str, place: str, tmp_path: Path) -> None:
-    if not ALL_PLACES and (driver, place) != ("scikit-build-core", "--isolation"):
-        pytest.skip("the whole adoption matrix is opt-in: BUILDROWS_TEST_ADOPT_ALL=1")
+    """Places where the build cannot import buildrows: an isolated frontend, a provisioned environment."""
     project = _copy(adopted[driver][0], tmp_path / driver)
     assert_row_wheel(_build(project, place), project)
 
@@ -434,14 +457,13 @@ def buildrows_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.integration
+@OPT_IN
 @pytest.mark.parametrize("driver", list(ADOPT))
 def test_the_adopted_projects_row_builds_in_test_infras_isolated_build_step(
         adopted: dict[str, tuple[Path, str]], driver: str, tmp_path: Path, buildrows_wheel: Path) -> None:
     """README step 5: `buildrows workflow`, whose refusal says what [ci] install to write; then
     test-infra's build job runs as rendered (tests/ci_harness.py): pkg-helpers, the pre-script's
     hook, the build where buildrows is not installed, the post-script's stamp and check, the upload."""
-    if not ALL_PLACES:
-        pytest.skip("the whole adoption matrix is opt-in: BUILDROWS_TEST_ADOPT_ALL=1 (about 3 minutes per project)")
     from tests.ci_harness import LinuxRun
 
     repo = _copy(adopted[driver][0], tmp_path / "repo")
@@ -519,9 +541,8 @@ cpu = true
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize(("generator", "pinned"), [("Ninja", False), ("Unix Makefiles", False), ("Ninja", True)],
-                         ids=["ninja-no-interpreter-of-the-row", "makefiles-no-interpreter-of-the-row",
-                              "ninja-another-interpreter-given"])
+@pytest.mark.parametrize(("generator", "pinned"), [("Ninja", False), ("Unix Makefiles", True)],
+                         ids=["ninja-no-interpreter-of-the-row", "makefiles-another-interpreter-given"])
 def test_a_preset_configured_with_another_python_is_stopped(tmp_path: Path, generator: str, pinned: bool) -> None:
     """`cmake --workflow` exited 0 and built a cpython-311 module for the py312 row."""
     from buildrows.provision.interpreters import find_interpreter

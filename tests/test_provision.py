@@ -516,7 +516,9 @@ def test_build_refuses_a_row_without_an_interpreter_with_the_command(tmp_path: P
     err = r.err  # type: ignore[attr-defined]
     assert f"no Python {other} that runs to build {row} with" in err
     assert f"{shims}/python{other} (PATH) does not run: it exited with status 127" in err
-    assert f"uv python install {other}" in err and f"pyenv install {other}" in err
+    # neither pyenv nor uv on this PATH: the command installs uv first, and offers no pyenv
+    assert "/bin/pip install -q uv && " in err and f"uv python install {other}" in err
+    assert f"pyenv install {other}" not in err
     assert not (tmp_path / "dist").exists()
 
 
