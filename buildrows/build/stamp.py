@@ -183,7 +183,7 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
 
     from buildrows.binaries.wheelread import parse_wheel_filename
 
-    class FixedTimeWheel(WheelFile):
+    class FixedTimeWheel(WheelFile):  # type: ignore[misc]  # wheel ships no type information
         """A WheelFile whose members written by name (the build record, RECORD) carry `date_time`,
         not the clock's time (wheel takes SOURCE_DATE_EPOCH from this process's environment, which
         is not the build's)."""

@@ -95,7 +95,8 @@ def scikit_build_core(project: Path, local_tag: str) -> Adoption:
                       f"provider by {PROVIDER} (see docs/policy.md) or set [project] stamp = true in the policy")
         return Adoption(tuple(files), tuple(advice))
     proj = doc.get("project", {}) if isinstance(doc.get("project"), dict) else {}
-    base = proj.get("version") if isinstance(proj.get("version"), str) else "0.1.0"
+    version = proj.get("version")
+    base = version if isinstance(version, str) else "0.1.0"
     deps = [d for d in proj.get("dependencies", []) if isinstance(d, str)] if isinstance(
         proj.get("dependencies"), list) else []
     skb = doc.get("tool", {}).get("scikit-build") if isinstance(doc.get("tool"), dict) else None
