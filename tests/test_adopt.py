@@ -77,6 +77,19 @@ def test_a_command_in_a_subdirectory_finds_the_policy_up_to_the_repository_root(
             f"{tmp_path.resolve()}") in r.err
 
 
+def test_the_hook_in_a_subdirectory_finds_the_policy(tmp_path: Path, cli: Callable[..., Result],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    example = _bundled_checkout(tmp_path)
+    monkeypatch.chdir(example / "src")
+    env_file, gh_env = tmp_path / "build.env", tmp_path / "github.env"
+    for k, v in {"CU_VERSION": "cpu", "BUILD_ENV_FILE": str(env_file), "GITHUB_ENV": str(gh_env)}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("DESIRED_CUDA", raising=False)
+    r = cli("hook")
+    assert r.code == 0, r.err
+    assert f"BUILDROWS_ROW='linux-x86_64-cpu-py{PY.replace('.', '')}'" in env_file.read_text(encoding="utf-8")
+
+
 # --- reproducible wheels ----------------------------------------------------------------------------
 
 
