@@ -264,7 +264,9 @@ def _renamed(path: str, old_info: str, new_info: str, old_data: str, new_data: s
 def same_wheel(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     """Whether two wheels hold the same members with the same content and file modes, in any zip
     timestamps, compression or member order: a rebuild of the same sources is the same wheel."""
-    if Path(a).read_bytes() == Path(b).read_bytes():
+    import filecmp
+
+    if filecmp.cmp(a, b, shallow=False):  # streams: wheels may be a gigabyte
         return True
     try:
         with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
@@ -277,8 +279,13 @@ def same_wheel(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
                 if (info.file_size != other.file_size or info.CRC != other.CRC
                         or (info.external_attr >> 16) != (other.external_attr >> 16)):
                     return False
-                if za.read(name) != zb.read(name):
-                    return False
+                with za.open(name) as fa, zb.open(name) as fb:
+                    while True:
+                        chunk = fa.read(1 << 20)
+                        if chunk != fb.read(1 << 20):
+                            return False
+                        if not chunk:
+                            break
     except (zipfile.BadZipFile, OSError, ValueError):
         return False
     return True
