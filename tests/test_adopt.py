@@ -597,3 +597,32 @@ def test_a_preset_configured_with_another_python_is_stopped(tmp_path: Path, gene
         assert "Fix: keep the preset's Python_EXECUTABLE" in out
     else:
         assert f"Fix: get Python {OTHER} (`buildrows doctor ROW` prints the command), then `buildrows render ROW` again" in out
+
+
+@pytest.mark.parametrize("tool_table", [True, False], ids=["with-tool-scikit-build", "without"])
+def test_the_pyproject_lines_init_prints_give_a_working_metadata_setup(tmp_path: Path, tool_table: bool) -> None:
+    """The printed edits, made as printed, give pyproject.toml what scikit-build-core needs to load
+    the in-tree provider (experimental, provider-path) without the 1.x deprecation warning."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    from buildrows.policy.adopt import scikit_build_core
+
+    text = SK_PYPROJECT if tool_table else SK_PYPROJECT.split("[tool.scikit-build]")[0].rstrip() + "\n"
+    (tmp_path / "pyproject.toml").write_text(text, encoding="utf-8")
+    found = scikit_build_core(tmp_path, "+cu130")
+    assert [p.relative_to(tmp_path).as_posix() for p, _ in found.files] == ["build_support/buildrows_version.py"]
+    doc = tomllib.loads(apply_pyproject_advice(text, "\n".join(found.advice)))
+    assert "version" not in doc["project"] and "dependencies" not in doc["project"]
+    assert doc["project"]["dynamic"] == ["version", "dependencies"]
+    skb = doc["tool"]["scikit-build"]
+    assert skb["experimental"] is True and skb["minimum-version"] == "0.10"
+    assert skb["metadata"]["version"] == {"provider": "buildrows_version", "provider-path": "build_support",
+                                          "base": "0.2.0"}
+    assert skb["metadata"]["dependencies"]["requires"] == ["packaging>=20"]
+    # and once it is there, init has nothing more to say about it
+    (tmp_path / "pyproject.toml").write_text(apply_pyproject_advice(text, "\n".join(found.advice)), encoding="utf-8")
+    again = scikit_build_core(tmp_path, "+cu130")
+    assert again.advice == ("pyproject.toml already names buildrows_version for the version and dependencies: "
+                            "nothing to add",)
