@@ -167,19 +167,32 @@ cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _buildrows_check_langu
 # version than the row's stops the configuration: a cp311 module built under a py312 row's name
 # is the mistake this prevents.
 set(_buildrows_python_pins "${Python_EXECUTABLE};${Python3_EXECUTABLE};${BUILDROWS_PYTHON}")
+# Whether the presets (or the user) pinned an interpreter before the project looked for one.
+if(Python_EXECUTABLE OR Python3_EXECUTABLE)
+  set(_buildrows_python_pinned ON)
+else()
+  set(_buildrows_python_pinned OFF)
+endif()
 function(_buildrows_check_python)
   if(NOT BUILDROWS_PYTHON)
     return()
   endif()
   string(REGEX REPLACE "t$" "" _want "${BUILDROWS_PYTHON}")
-  foreach(_p Python Python3)
+  # The rendered presets pin the row's interpreter only when this machine had one at render time;
+  # either way, any FindPython, FindPython3 or (legacy) FindPythonInterp result is held to the row.
+  if(_buildrows_python_pinned)
+    set(_fix "keep the preset's Python_EXECUTABLE (`buildrows render ROW` pins the row's interpreter)")
+  else()
+    string(CONCAT _fix "get Python ${BUILDROWS_PYTHON} (`buildrows doctor ROW` prints the command), then "
+           "`buildrows render ROW` again: the presets then pin it")
+  endif()
+  foreach(_p Python Python3 PYTHON)
     if(DEFINED ${_p}_VERSION_MAJOR AND DEFINED ${_p}_VERSION_MINOR)
       set(_got "${${_p}_VERSION_MAJOR}.${${_p}_VERSION_MINOR}")
       if(NOT _got STREQUAL _want)
         message(FATAL_ERROR "buildrows: row ${BUILDROWS_ROW}: the project found Python ${_got} "
           "(${${_p}_EXECUTABLE}), but the row is Python ${BUILDROWS_PYTHON}; its module would carry "
-          "the wrong tag. Fix: keep the preset's ${_p}_EXECUTABLE (`buildrows render ROW` pins the "
-          "row's interpreter), or get Python ${BUILDROWS_PYTHON} (`buildrows doctor ROW` says how).")
+          "the wrong tag. Fix: ${_fix}.")
       endif()
     endif()
   endforeach()

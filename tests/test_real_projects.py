@@ -35,6 +35,7 @@ from packaging.requirements import Requirement
 from buildrows.binaries.wheelread import read_wheel
 from buildrows.build.record import parse_record
 from tests.cuda_root import assemble, nvidia_tree
+from tests.tar_tools import extract_sdist
 
 pytestmark = pytest.mark.integration
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -78,7 +79,7 @@ def sdists(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Pat
                 cache.glob(f"{name}-{version}.tar.gz"))
         dest = tmp_path_factory.mktemp(name)
         with tarfile.open(found[0]) as tar:
-            tar.extractall(dest, filter="data")
+            extract_sdist(tar, dest)
         (src,) = dest.iterdir()
         return src
 

@@ -636,6 +636,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
     if python is not None:
         bp = drivers.with_environment_bin(bp, python, base_env)
+        bp, epoch = drivers.with_source_date_epoch(bp, project, base_env)
+        ui.info(f"  {epoch}")
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -718,9 +720,9 @@ def _remove_if_empty(staging: Path) -> None:
 
 
 def _same_file(a: Path, b: Path) -> bool:
-    import filecmp
+    from buildrows.build.stamp import same_wheel  # the same content, whatever its zip timestamps
 
-    return filecmp.cmp(a, b, shallow=False)
+    return same_wheel(a, b)
 
 
 def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:

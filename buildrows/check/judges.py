@@ -414,12 +414,24 @@ def _runtime_mode_problems(exp: Expectation, elf: list[LibraryInfo], found: list
         for lib in linking:
             if target is not None and not _reaches(lib, target):
                 found.append((lib.path, f"links {', '.join(_links_cudart(lib))} but no RPATH/RUNPATH entry reaches "
-                                        f"site-packages/{target} (has: {list(lib.rpaths) or 'none'})"))
+                                        f"site-packages/{target} (has: {list(lib.rpaths) or 'none'}); "
+                                        + _rpath_fix(lib.path, target)))
     elif exp.mode == "static":
         for lib in linking:
             found.append((lib.path, f"links {', '.join(_links_cudart(lib))} dynamically, but {where} is \"static\": "
                                     "no runtime is declared for it to load; link cudart statically "
                                     "(CUDA_RUNTIME_LIBRARY Static), or set mode = \"dynamic\""))
+
+
+def _rpath_fix(path: str, target: str) -> str:
+    """The fix for a library that does not reach the runtime: its $ORIGIN-relative entry, and where a
+    CMake build and a setup.py build set it."""
+    origin = _install_dir(path)
+    rel = posixpath.relpath(target, origin or ".") if origin is not None else target
+    entry = f"$ORIGIN/{rel}"
+    return (f"fix: give it the RPATH entry '{entry}': in CMake, set_target_properties(TARGET PROPERTIES "
+            f"INSTALL_RPATH \"{entry}\"); in setup.py, Extension(..., runtime_library_dirs=[\"{entry}\"]) "
+            f"(or extra_link_args=[\"-Wl,-rpath,{entry}\"])")
 
 
 def _reaches(lib: LibraryInfo, target: str) -> bool:

@@ -147,7 +147,8 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         cache.append(("BUILDROWS_CUDA_OPTION", policy.project.cuda_option))
     if interpreter is not None:
         cache += [(name, interpreter.path.replace("\\", "/")) for name in PYTHON_PINS]
-        cache.append(("BUILDROWS_PYTHON", row.python))  # the CMake module refuses another version found
+    # Pinned or not (no interpreter of the row here), the CMake module refuses another version found.
+    cache.append(("BUILDROWS_PYTHON", row.python))
     cache += list(generator.cache)
     environment: list[tuple[str, str]] = [("CU_VERSION", row.accel),
                                           ("BUILDROWS_LOCAL_VERSION", row.local_tag)]

@@ -56,8 +56,26 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
 def find_config(path: str | Path | None) -> Path:
-    """The policy file: PATH itself, PATH/buildrows.toml, or the current directory's."""
+    """The policy file: PATH itself, PATH/buildrows.toml, or the current directory's; without PATH,
+    inside a git repository, also the nearest directory above it up to the repository's root that
+    has one (as git finds its root from any subdirectory)."""
     base = Path(path) if path is not None else Path.cwd()
+    if path is None:
+        from buildrows.ci.paths import repository_root
+
+        top = repository_root(base)
+        if top is not None:
+            here = base.resolve()
+            for d in (here, *here.parents):
+                found = _policy_in(d)
+                if found is not None:
+                    return found
+                if d == top:
+                    break
+            raise BadInput(
+                f"no buildrows policy in {base} or the directories above it up to the repository root {top}: looked "
+                "for buildrows.toml and [tool.buildrows] in pyproject.toml\n"
+                "    fix: pass --config PATH, or create buildrows.toml (`buildrows init` starts one)")
     if base.is_dir():
         for name in CONFIG_NAMES:
             cand = base / name
@@ -70,6 +88,14 @@ def find_config(path: str | Path | None) -> Path:
     if not base.is_file():
         raise BadInput(f"{base}: no such policy file\n    fix: pass --config with an existing buildrows.toml")
     return base
+
+
+def _policy_in(d: Path) -> Path | None:
+    for name in CONFIG_NAMES:
+        cand = d / name
+        if cand.is_file() and (name != "pyproject.toml" or "[tool.buildrows" in _read(cand)):
+            return cand
+    return None
 
 
 def _read(p: Path) -> str:

@@ -167,7 +167,8 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     """A commented buildrows.toml for the project: one platform, its CUDA train (if any), CPU rows if asked."""
     lines = [
         "# buildrows policy, started by `buildrows init`: the wheels this project publishes, as rows",
-        "# (platform x CUDA train x Python). `buildrows rows` lists them; the README explains every key.",
+        "# (platform x CUDA train x Python). `buildrows rows` lists them; every key is described in",
+        "# buildrows' policy reference (docs/reference/policy.md), and `buildrows schema` prints them.",
         "",
         "[project]",
         f"name = {_q(facts.name)}  # from {facts.name_from}",
@@ -176,6 +177,9 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     ]
     if facts.torch:
         lines.append("stamp = true  # a torch extension's build sets no local version: stamping adds +cuXYZ and pins torch")
+    elif facts.driver == "setup.py":
+        lines.append("stamp = true  # the built wheel gets the row's local version (+cuXYZ) and runtime requirement; "
+                     "setup.py stays as it is")
     if facts.switches:
         lines.append("env-switches = [" + ", ".join(_q(s) for s in facts.switches) + "]  # read by setup.py "
                      "(1 on CUDA rows, 0 on CPU rows; !NAME the other way round)")
@@ -262,7 +266,9 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
             if cuda.facts.reason or cuda.facts.rpath_entries or cuda.facts.own_lists or cuda.facts.vendored:
                 summary.append("review: the reasons init wrote say what it saw; replace them with why the project "
                                "does it")
-    elif train is not None:
+    elif train is None:
+        train = _nvcc_train(summary)
+    if cuda is None and train is not None:
         text = suggested_archs(train, platform)
         from buildrows.policy.archs import parse_arch_list
 
@@ -283,6 +289,29 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
     summary.append(f"platform {platform}, Python {', '.join(pythons)}"
                    + (f", CUDA {cuda.train.dotted}" if cuda else "") + (", CPU" if args.cpu or cuda is None else ""))
     return text, summary
+
+
+def _nvcc_train(summary: list[str]) -> Train | None:
+    """The train of the nvcc this machine has (CUDA_HOME, CUDACXX or PATH, as `build` finds it), with a
+    summary line saying so and how to choose; None, with a line saying how to add one, without it."""
+    import os
+
+    from buildrows.errors import BuildrowsError
+    from buildrows.plan.toolchain import find_cuda_compiler
+
+    try:
+        nvcc = find_cuda_compiler(os.environ)
+    except BuildrowsError as e:
+        summary.append(f"the nvcc found does not run ({str(e).splitlines()[0]}): CPU rows only; "
+                       "`buildrows init --cuda 13.0` starts a CUDA train anyway")
+        return None
+    if nvcc is None or nvcc.train is None:
+        summary.append("no nvcc on this machine: CPU rows only; `buildrows init --cuda 13.0` (any train) adds "
+                       "the CUDA rows of that train")
+        return None
+    summary.append(f"CUDA {nvcc.train.dotted}: the train of this machine's nvcc, {nvcc.describe()}; "
+                   "`--cuda TRAIN` names another, `--cpu` adds CPU rows")
+    return nvcc.train
 
 
 def _pythons(given: str | None, running: str) -> list[str]:
