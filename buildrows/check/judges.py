@@ -10,7 +10,7 @@ import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -24,6 +24,9 @@ from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, 
 from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import FileRule, LibraryRule, RpathException, RuntimeMode
 from buildrows.policy.requirements import applies, expected_requirements
+
+if TYPE_CHECKING:
+    from buildrows.check.loading import LoadInputs
 
 
 class Artifact(Protocol):
@@ -804,7 +807,8 @@ def check_torch_runtime_only(exp: Expectation, info: Artifact, symbols: dict[str
     return CheckResult(name, True, [f"{len(elf)} libraries link no libtorch and import none of its C++ symbols"])
 
 
-def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> list[CheckResult]:
+def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None,
+               loading: LoadInputs | None = None) -> list[CheckResult]:
     results = [check_cuda_libraries(exp, info)]
     if not exp.loose:
         results.append(check_runtime_declared(exp, info))
@@ -824,6 +828,10 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
             results.append(check_torch_pin(exp, info, symbols))
         if exp.cuda is not None and exp.mode == "torch-runtime":
             results.append(check_torch_runtime_only(exp, info, symbols or {}))
+    if loading is not None:  # would each library load (buildrows.check.loading)
+        from buildrows.check.loading import loading_checks
+
+        results += loading_checks(exp, info, loading)
     return results
 
 
