@@ -295,6 +295,10 @@ def _offer(soname: str, exp: Expectation) -> str:
     offer = [p for p in carriers(soname) if major is None or _package_major(p) in (None, major)]
     if offer:
         return f"declare {offer[0]}"
+    other = carriers(soname)
+    if other:
+        return (f"only {other[0]} carries it, a package of another CUDA major than the row's: load the soname of "
+                f"CUDA {major}")
     return "declare the NVIDIA package that carries it"
 
 
@@ -336,6 +340,7 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
         # The loader's breadth-first closure of NEEDED: (who needs it, name, its search path, through torch)
         queue: list[tuple[str, str, tuple[str, ...], bool]] = [(lib.path, n, lib.rpaths, False) for n in syms.needed]
         seen: set[str] = set()
+        unresolved = False  # a NEEDED library of its own is missing: that is the failure, not its symbols
         while queue:
             owner, needed, rpaths, via_torch = queue.pop(0)
             if needed in seen:
@@ -345,6 +350,7 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
             if prov is None:
                 if owner == lib.path:
                     problems.append(f"{lib.path}: {problem}")
+                    unresolved = True
                 continue
             if via_torch:
                 prov = _Provider(prov.kind, prov.label, prov.symbols, prov.opaque, via_torch=True)
@@ -378,6 +384,8 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
             if opaque:
                 for p in opaque[:1]:
                     unverified[p.label] = unverified.get(p.label, 0) + 1
+                continue
+            if unresolved:
                 continue
             missing_syms.append((lib.path, imp.name, _closure_text(readable, inputs)))
     if missing_syms:
