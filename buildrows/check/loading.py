@@ -359,7 +359,8 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
             if owner == lib.path:
                 counts.setdefault(prov.kind, set()).add(prov.label)
             if prov.symbols is not None:  # follow what it needs in turn (libtorch.so -> libtorch_cpu.so)
-                owner_path = prov.label if prov.kind == "wheel" else owner
+                # torch's own dependencies are torch's business: a missing one is not this library's problem
+                owner_path = prov.label if prov.kind == "wheel" else f"torch:{prov.label}" if prov.kind == "torch" else owner
                 sub_rpaths = _rpaths_of(info, prov.label) if prov.kind == "wheel" else rpaths
                 queue += [(owner_path, n, sub_rpaths, via_torch or prov.kind == "torch") for n in prov.symbols.needed]
         readable = [p for p in closure if p.symbols is not None]
@@ -398,7 +399,7 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
             more = f" and {len(symbols) - MAX_NAMED} more" if len(symbols) > MAX_NAMED else ""
             problems.append(f"{lib_path}: undefined symbol {shown}{more}: not defined by {where}, so `import` "
                             f"fails with 'undefined symbol: {symbols[0]}'; {_fix(where, inputs)}")
-    notes = _notes(unverified, inputs, resolver)
+    notes = _notes(unverified, inputs, resolver) + _torch_admitted(exp, info, inputs)
     if problems:
         return CheckResult(name, False, problems + notes)
     if not libs:
@@ -442,8 +443,32 @@ def _fix(where: str, inputs: LoadInputs) -> str:
         v = inputs.torch.version.split("+")[0]
         minor = ".".join(v.split(".")[:2])
         return (f"the library was built against another torch; fix: rebuild it against torch {v} (its headers and "
-                f"libraries), or require the torch it was built against (torch=={minor}.* admits only {minor})")
+                f"libraries) if the wheel is meant for torch {minor}, else make the wheel require the torch it was "
+                "built against (torch==X.Y.*, one minor) and check it against that torch")
     return "fix: link the library that defines it, or rebuild against the version of the library it NEEDS"
+
+
+def _torch_admitted(exp: Expectation, info: Artifact, inputs: LoadInputs) -> list[str]:
+    """A note when the torch read is not one the wheel's torch requirement admits."""
+    from packaging.version import InvalidVersion, Version
+
+    if inputs.torch is None:
+        return []
+    try:
+        version = Version(inputs.torch.version)
+    except InvalidVersion:
+        return []
+    out = []
+    for text in info.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) == "torch" and "extra" not in str(req.marker or "") \
+                and not req.specifier.contains(version, prereleases=True):
+            out.append(f"note: the wheel requires {req}, which does not admit {inputs.torch.where}: pip would not "
+                       "install them together")
+    return out
 
 
 def _notes(unverified: dict[str, int], inputs: LoadInputs, resolver: _Resolver) -> list[str]:
