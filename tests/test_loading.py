@@ -22,11 +22,8 @@ from tests.conftest import Result
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux" or shutil.which("gcc") is None, reason="needs gcc on Linux")
 
-CUDART_STATIC = next(iter(Path(sys.prefix).glob("lib/python3*/site-packages/nvidia/cu13/lib/libcudart_static.a")), None)
-if CUDART_STATIC is None:  # this venv imports its third-party packages from a base venv (.pth)
-    import nvidia  # type: ignore[import-not-found, unused-ignore]
-
-    CUDART_STATIC = next((p for d in nvidia.__path__ for p in Path(d).glob("cu13/lib/libcudart_static.a")), None)
+# PyPI's nvidia-cuda-runtime (13) ships the static runtime; this venv may import it from a base venv (.pth).
+CUDART_STATIC = next((p for d in sys.path if d for p in Path(d).glob("nvidia/cu13/lib/libcudart_static.a")), None)
 
 SOURCES = {
     "dep.c": "int dep_present(int x) { return x + 1; }\n",

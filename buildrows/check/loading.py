@@ -223,6 +223,16 @@ def _nvidia_carriers(exp: Expectation, info: Artifact) -> dict[str, str]:
             if pkg in known:
                 for so in known[pkg].sonames:
                     out.setdefault(so, pkg if extra is None else f"{pkg} [extra {extra}]")
+    if exp.cuda is not None:  # the row's runtime set: whether the wheel declares it is runtime-declared's to say
+        from buildrows.policy.requirements import expected_requirements
+
+        for text in expected_requirements(exp.platform, exp.cuda, exp.requirements):
+            try:
+                pkg = str(canonicalize_name(Requirement(text).name))
+            except InvalidRequirement:
+                continue
+            for so in known[pkg].sonames if pkg in known else ():
+                out.setdefault(so, f"{pkg} (the row's runtime)")
     return out
 
 
@@ -259,6 +269,9 @@ class _Resolver:
             return _Provider("driver", name, opaque=True), ""
         if _PYTHON.match(name):
             return _Provider("python", name, opaque=True), ""
+        if exp.loose and (nvidia_soname(name) or _TORCH_LIB.match(name)):
+            # loose files carry no metadata: what they would declare is not known
+            return _Provider("nvidia" if nvidia_soname(name) else "torch", name, opaque=True), ""
         torch = inputs.torch
         if (torch is not None and name in torch.names) or _TORCH_LIB.match(name):
             if not self.torch_required:
