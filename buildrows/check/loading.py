@@ -150,7 +150,8 @@ def read_load_inputs(wheel: Path, info: Artifact, torch: TorchLibraries | None, 
         base = wheel if wheel.is_dir() else wheel.parent
         libs = {p: s for p in elf if (s := library_symbols(base / p, scan=True)) is not None}
     else:
-        libs = wheel_library_symbols(wheel, elf)
+        # the CUDA runtime's entry points matter only where there is no device code (a host-side CUDA library)
+        libs = wheel_library_symbols(wheel, elf, markers={lib.path for lib in info.libraries if not lib.has_device_code})
     return LoadInputs(libs, torch,
                       torch_hint="give the torch with --torch PATH (a torch wheel, or the environment it is installed in)")
 
@@ -257,12 +258,14 @@ class _Resolver:
             reached = [m for m in in_wheel if _install_dir(m) in dirs]
             if reached:
                 return _Provider("wheel", reached[0], inputs.libraries[reached[0]]), ""
-            if exp.mode == "preload":  # the project loads its libraries itself
+            if exp.mode in ("preload", "torch-runtime"):  # the project loads its libraries itself, in order
                 return _Provider("wheel", in_wheel[0], inputs.libraries[in_wheel[0]]), ""
             return None, (f"NEEDS {name}, which the wheel ships as {in_wheel[0]}, but no RPATH/RUNPATH entry of it "
                           f"reaches {_install_dir(in_wheel[0]) or 'the wheel root'}/ (has: {list(rpaths) or 'none'}): "
-                          f"`import` fails with '{name}: cannot open shared object file'; fix: add an $ORIGIN-relative "
-                          "RPATH entry to that directory (CMake: INSTALL_RPATH)")
+                          f"`import` fails with '{name}: cannot open shared object file' unless the package loads "
+                          "it first itself; fix: add an $ORIGIN-relative RPATH entry to that directory (CMake: "
+                          "INSTALL_RPATH, auditwheel repair), or, if the project loads its libraries itself, say so "
+                          "with mode = \"preload\" and its reason")
         if name in BASE_LIBRARIES or _MUSL.match(name):
             return _Provider("base", name, opaque=name not in _VERSIONED_ONLY), ""
         if name in DRIVER_LIBRARIES:
