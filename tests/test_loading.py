@@ -283,3 +283,39 @@ def _torch_213(tmp_path: Path) -> Path:
     subprocess.run([sys.executable, "-m", "pip", "download", "torch==2.13.0", "--no-deps", "-d", str(tmp_path / "w")],
                    check=True, capture_output=True)
     return next((tmp_path / "w").glob("torch-2.13.0*.whl"))
+
+
+def test_a_library_stated_host_only_that_carries_device_code_fails() -> None:
+    from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
+    from buildrows.check.judges import Expectation, check_device_code
+    from buildrows.policy.archs import Train, parse_arch_list
+    from buildrows.policy.model import LibraryRule
+
+    t = Train.parse("13.0")
+    rule = LibraryRule(("pkg/*.so",), "no kernels", "check.libraries[0]", host_only=True)
+    lib = LibraryInfo(path="pkg/_k.so", format="elf", size=1, machine="x86_64", cubins=("sm_80",))
+    name = "pkg-1.0+cu130-cp312-cp312-linux_x86_64.whl"
+    wheel = WheelInfo(Path(name), parse_wheel_filename(name), (), (lib,), (lib.path,))
+    exp = Expectation("row", "linux-x86_64", t, parse_arch_list("8.0", train=t), machine="x86_64", library_rules=(rule,))
+    r = check_device_code(exp, wheel)
+    assert not r.ok
+    assert ("pkg/_k.so: stated host-only (no device code) [check.libraries[0]], but it carries elf sm_80; ptx -; fix: "
+            "drop host-only, or give the rule its archs") in r.details, r.details
+
+
+def test_build_finds_the_build_environment_torch_without_importing_it(tmp_path: Path) -> None:
+    """`build` checks a PyTorch extension against the torch of the Python that built it."""
+    from buildrows.build.orchestrate import _torch_dir
+
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    found = _torch_dir(sys.executable)
+    if spec is None or not spec.submodule_search_locations:
+        assert found is None
+    else:
+        assert found is not None and Path(found) == Path(spec.submodule_search_locations[0])
+    bare = tmp_path / "python"  # this Python without site-packages: no torch
+    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S -I \"$@\"\n", encoding="utf-8")
+    bare.chmod(0o755)
+    assert _torch_dir(str(bare)) is None
