@@ -31,7 +31,7 @@ SOURCES = {
     "good.c": "int dep_present(int);\nint use_one(int x) { return dep_present(x); }\n",
     "far.c": "int far_away(int);\nint use_far(int x) { return far_away(x); }\n",
     "fardef.c": "int far_away(int x) { return x; }\n",
-    "vdep.c": "int dep_v(int x) { return x; }\n",
+    "vdep.c": "int dep_v(int x) { return x; }\nint dep_v2(int x) { return x; }\n",
     "vdep2.c": "int dep_v(int x) { return x; }\nint dep_v2(int x) { return -x; }\n",
     "vuse.c": "int dep_v2(int);\nint use_v2(int x) { return dep_v2(x); }\n",
     "dl.c": ('#include <dlfcn.h>\nvoid *open_blas(void) { return dlopen("libcublas.so.12", RTLD_LAZY); }\n'),
@@ -56,7 +56,8 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _gcc(d, "-o", "libfar.so.3", "-Wl,-soname,libfar.so.3", "fardef.c")  # linked against, never shipped
     _gcc(d, "-o", "libneedsfar.so", "far.c", "-L.", "-l:libfar.so.3", "-Wl,-rpath,$ORIGIN")
     # Symbol versions: built against a libvdep that defines dep_v2@VDEP_2, shipped with one that has only VDEP_1.
-    (d / "v1.map").write_text("VDEP_1 { global: dep_v; local: *; };\n", encoding="utf-8")
+    # (the old one has dep_v2 too, under VDEP_1: a versioned reference binds to its own version only)
+    (d / "v1.map").write_text("VDEP_1 { global: dep_v; dep_v2; local: *; };\n", encoding="utf-8")
     (d / "v2.map").write_text("VDEP_1 { global: dep_v; local: *; };\nVDEP_2 { global: dep_v2; } VDEP_1;\n",
                               encoding="utf-8")
     (d / "new").mkdir()
@@ -241,6 +242,8 @@ def test_symbol_reader_reads_only_the_dynamic_sections(libs: Path) -> None:
     new = read_dynamic_symbols(FileSource(libs / "new" / "libvdep.so"))
     assert new is not None and new.soname == "libvdep.so"
     assert new.defines("dep_v2", "VDEP_2") and new.defines("dep_v", None) and not new.defines("nope", None)
+    old = library_symbols(libs / "libvdep.so")
+    assert old is not None and old.defines("dep_v2", "VDEP_1") and not old.defines("dep_v2", "VDEP_2")
     assert read_dynamic_symbols(FileSource(libs / "dep.c")) is None  # not ELF
 
 

@@ -148,11 +148,14 @@ class DynamicSymbols:
     sonames_named: tuple[str, ...] = ()
     cuda_markers: tuple[str, ...] = ()
     scanned: bool = False  # whether the strings were scanned (a library streamed from a wheel)
+    versioned: bool = False  # it defines symbol versions (.gnu.version_d)
 
     def defines(self, name: str, version: str | None) -> bool:
-        """Whether a reference to ``name`` (at ``version``, if versioned) binds here."""
-        if version is not None and f"{name}@{version}" in self.exported:
-            return True
+        """Whether a reference to ``name`` (at ``version``, if versioned) binds here: a versioned
+        reference needs that version where the library defines versions (the loader's rule; a
+        library without versions satisfies any)."""
+        if version is not None and self.versioned:
+            return f"{name}@{version}" in self.exported
         return name in self.exported
 
 
@@ -275,7 +278,7 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
                 exported.add(f"{name}@{version}")
             if not ver & _VERSYM_HIDDEN:
                 exported.add(name)  # the default version: unversioned references bind to it
-    return DynamicSymbols(soname, tuple(needed), tuple(imports), frozenset(exported))
+    return DynamicSymbols(soname, tuple(needed), tuple(imports), frozenset(exported), versioned=bool(defines))
 
 
 class FileSource:
@@ -333,7 +336,8 @@ def library_symbols(path: Path, *, scan: bool = False) -> DynamicSymbols | None:
 
 def _with_strings(got: DynamicSymbols, strings: _StringScan) -> DynamicSymbols:
     return DynamicSymbols(got.soname, got.needed, got.imports, got.exported,
-                          tuple(strings.sonames)[:MAX_STRINGS], tuple(strings.markers), scanned=True)
+                          tuple(strings.sonames)[:MAX_STRINGS], tuple(strings.markers), scanned=True,
+                          versioned=got.versioned)
 
 
 class _StreamedSource:
