@@ -322,3 +322,14 @@ def test_build_finds_the_build_environment_torch_without_importing_it(tmp_path: 
     bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S -I \"$@\"\n", encoding="utf-8")
     bare.chmod(0o755)
     assert _torch_dir(str(bare)) is None
+
+
+def test_show_lists_host_only_and_dlopens(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text(POLICY + '[[check.libraries]]\nfiles = ["pkg/libhost.so"]\nhost-only = true\nreason = "no kernels"\n'
+                      '[[check.libraries]]\nfiles = ["pkg/libdl.so"]\ndlopens = ["libcublas.so.13"]\nreason = "on demand"\n',
+                      encoding="utf-8")
+    r = cli("--config", str(policy), "show", "linux-x86_64-cu130-py312")
+    assert r.code == 0, r.err
+    assert "pkg/libhost.so: host-only (no device code): no kernels" in r.out, r.out
+    assert "pkg/libdl.so: the row's list; dlopens libcublas.so.13: on demand" in r.out, r.out
