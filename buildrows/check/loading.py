@@ -398,9 +398,9 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
                 continue
             if any(p.symbols is not None and p.symbols.defines(imp.name, None) for p in readable):
                 continue
-            if opaque:
-                for p in opaque[:1]:
-                    unverified[p.label] = unverified.get(p.label, 0) + 1
+            if opaque:  # any of the libraries not read could define it
+                key = ", ".join(sorted({p.label for p in opaque}))
+                unverified[key] = unverified.get(key, 0) + 1
                 continue
             if unresolved:
                 continue
@@ -490,11 +490,12 @@ def _torch_admitted(exp: Expectation, info: Artifact, inputs: LoadInputs) -> lis
 def _notes(unverified: dict[str, int], inputs: LoadInputs, resolver: _Resolver) -> list[str]:
     if not unverified:
         return []
-    torch = {k: v for k, v in unverified.items() if _TORCH_LIB.match(k)}
+    torch = {k: v for k, v in unverified.items() if all(_TORCH_LIB.match(n) for n in k.split(", "))}
     rest = {k: v for k, v in unverified.items() if k not in torch}
     out = []
     if torch:
-        out.append(f"not verified: {sum(torch.values())} symbols that torch's libraries ({', '.join(sorted(torch))}) "
+        names = ", ".join(sorted({n for k in torch for n in k.split(", ")}))
+        out.append(f"not verified: {sum(torch.values())} symbols that torch's libraries ({names}) "
                    f"would define were not looked up, since no torch was read; {inputs.torch_hint}")
     if rest:
         out.append(f"not verified: {sum(rest.values())} symbols from libraries not read here: "
