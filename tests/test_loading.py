@@ -335,3 +335,31 @@ def test_show_lists_host_only_and_dlopens(tmp_path: Path, cli: Callable[..., Res
     assert r.code == 0, r.err
     assert "pkg/libhost.so: host-only (no device code): no kernels" in r.out, r.out
     assert "pkg/libdl.so: the row's list; dlopens libcublas.so.13: on demand" in r.out, r.out
+
+
+def test_nvidia_libraries_beside_the_torch_are_read(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    """--torch DIR: the NVIDIA packages installed beside it (site-packages/nvidia/*/lib) are read, so a
+    symbol the CUDA runtime there lacks is named, and one it has passes."""
+    d = tmp_path / "src"
+    d.mkdir()
+    (d / "rt.c").write_text("int cudaGetDeviceCount(int *n) { *n = 0; return 0; }\n"
+                            "int cudaNoSuchThing(void) { return 1; }\n", encoding="utf-8")
+    (d / "rt_old.c").write_text("int cudaGetDeviceCount(int *n) { *n = 0; return 0; }\n", encoding="utf-8")
+    (d / "use.c").write_text("int cudaGetDeviceCount(int *); int cudaNoSuchThing(void);\n"
+                             "int f(void) { int n; cudaGetDeviceCount(&n); return n + cudaNoSuchThing(); }\n",
+                             encoding="utf-8")
+    _gcc(d, "-o", "libcudart.so.13", "-Wl,-soname,libcudart.so.13", "rt.c")
+    _gcc(d, "-o", "libuse.so", "use.c", "-L.", "-l:libcudart.so.13")
+    site = tmp_path / "site"
+    (site / "torch" / "lib").mkdir(parents=True)
+    (site / "torch" / "version.py").write_text("__version__ = '2.14.1'\n", encoding="utf-8")
+    (site / "nvidia" / "cu13" / "lib").mkdir(parents=True)
+    _gcc(d, "-o", str(site / "nvidia" / "cu13" / "lib" / "libcudart.so.13"), "-Wl,-soname,libcudart.so.13", "rt_old.c")
+    wheel = _wheel(d, tmp_path, CPU, {"pkg/libuse.so": "libuse.so"}, ("nvidia-cuda-runtime==13.*",))
+    code, text = _check(cli, wheel, "--torch", str(site))
+    assert code == 5, text
+    assert ("pkg/libuse.so: undefined symbol cudaNoSuchThing: not defined by the libraries it NEEDS (libcudart.so.13 "
+            f"(nvidia-cuda-runtime, read from {site / 'nvidia' / 'cu13' / 'lib'}))") in text, text
+    _gcc(d, "-o", str(site / "nvidia" / "cu13" / "lib" / "libcudart.so.13"), "-Wl,-soname,libcudart.so.13", "rt.c")
+    _, text = _check(cli, wheel, "--torch", str(site))  # (a CPU row declaring NVIDIA fails runtime-declared)
+    assert "[PASS] libraries-load" in text and "NVIDIA packages: 1" in text, text

@@ -83,6 +83,8 @@ class TorchLibraries:
     where: str  # for messages: "torch 2.13.0 (torch-2.13.0+cpu-...whl)"
     names: frozenset[str]
     load: Callable[[str], DynamicSymbols | None]
+    # NVIDIA packages installed beside it (site-packages/nvidia/*/lib): their libraries are read too
+    nvidia_dirs: tuple[Path, ...] = ()
 
 
 @dataclass
@@ -93,6 +95,7 @@ class LoadInputs:
     torch: TorchLibraries | None = None
     torch_hint: str = ""  # where a torch could come from, when none is known
     _torch_cache: dict[str, DynamicSymbols | None] = field(default_factory=dict)
+    _nvidia_paths: dict[str, Path | None] = field(default_factory=dict)
 
     def torch_symbols(self, name: str) -> DynamicSymbols | None:
         if self.torch is None:
@@ -100,6 +103,20 @@ class LoadInputs:
         if name not in self._torch_cache:
             self._torch_cache[name] = self.torch.load(name)
         return self._torch_cache[name]
+
+    def nvidia_library(self, name: str) -> tuple[Path, DynamicSymbols] | None:
+        """An NVIDIA library installed beside the torch given (its path and symbols), if there is one."""
+        from buildrows.binaries.symbols import library_symbols
+
+        if self.torch is None:
+            return None
+        key = "nvidia:" + name
+        if key not in self._torch_cache:
+            found = next((d / name for d in self.torch.nvidia_dirs if (d / name).is_file()), None)
+            self._torch_cache[key] = library_symbols(found) if found is not None else None
+            self._nvidia_paths[name] = found
+        got, path = self._torch_cache[key], self._nvidia_paths.get(name)
+        return (path, got) if got is not None and path is not None else None
 
 
 def torch_libraries(path: Path) -> TorchLibraries:
@@ -137,7 +154,8 @@ def torch_libraries(path: Path) -> TorchLibraries:
         p = libdir / lib
         return library_symbols(p) if p.is_file() else None
 
-    return TorchLibraries(version, f"torch {version} ({root})", names, from_disk)
+    nvidia = tuple(sorted(p for p in root.parent.glob("nvidia/*/lib") if p.is_dir()))
+    return TorchLibraries(version, f"torch {version} ({root})", names, from_disk, nvidia)
 
 
 def read_load_inputs(wheel: Path, info: Artifact, torch: TorchLibraries | None, *,
@@ -289,11 +307,11 @@ class _Resolver:
             return _Provider("torch", name, inputs.torch_symbols(name)), ""
         if nvidia_soname(name):
             if name in self.carriers:
-                return _Provider("nvidia", self.carriers[name], opaque=True), ""
+                return self._nvidia(name, self.carriers[name]), ""
             if exp.mode == "preload" and optional(name, exp.optional_sonames):
                 return _Provider("optional", name, opaque=True), ""
             if self.torch_required and exp.cuda is not None:
-                return _Provider("nvidia", "torch's CUDA dependencies", opaque=True), ""
+                return self._nvidia(name, "torch's CUDA dependencies"), ""
             offer = _offer(name, exp)
             return None, (f"NEEDS {name}, which no NVIDIA package the wheel declares carries: `import` fails with "
                           f"'{name}: cannot open shared object file' unless something else installed it; "
@@ -302,6 +320,14 @@ class _Resolver:
                       "nor the system's base libraries (the manylinux allowlist) provide: `import` fails with "
                       f"'{name}: cannot open shared object file' wherever it is not installed by hand; fix: bundle "
                       "it into the wheel (auditwheel repair) or link it statically")
+
+    def _nvidia(self, name: str, carrier: str) -> _Provider:
+        """An NVIDIA library: read where it is installed beside the torch given, else not read."""
+        got = self.inputs.nvidia_library(name)
+        if got is None:
+            return _Provider("nvidia", carrier, opaque=True)
+        path, syms = got
+        return _Provider("nvidia", f"{name} ({carrier}, read from {path.parent})", syms)
 
 
 def _offer(soname: str, exp: Expectation) -> str:
