@@ -123,24 +123,27 @@ def test_a_torch_library_without_a_torch_requirement_fails(libs: Path, tmp_path:
     """A library NEEDING libc10.so in a wheel that does not require torch."""
     d = tmp_path / "t"
     d.mkdir()
-    (d / "c.c").write_text("int c10_thing(int);\nint f(int x) { return c10_thing(x); }\n", encoding="utf-8")
+    (d / "c.c").write_text("int c10_thing(int); int omp_get_max_threads(void);\n"
+                           "int f(int x) { return c10_thing(x) + omp_get_max_threads(); }\n", encoding="utf-8")
     (d / "s.c").write_text("int c10_thing(int x) { return x; }\n", encoding="utf-8")
     _gcc(d, "-o", "libc10.so", "-Wl,-soname,libc10.so", "s.c")
-    _gcc(d, "-o", "ext.so", "c.c", "-L.", "-lc10")
+    _gcc(d, "-o", "ext.so", "c.c", "-L.", "-lc10", "-fopenmp")  # libgomp.so.1: torch's wheels bring it
     code, text = _check(cli, _wheel(d, tmp_path, CPU, {"pkg/ext.so": "ext.so"}))
     assert "pkg/ext.so: NEEDS libc10.so, a library of torch, but the wheel does not require torch" in text, text
     assert code == 5
     code, text = _check(cli, _wheel(d, tmp_path, "pkg2-1.0-cp312-cp312-linux_x86_64.whl", {"pkg/ext.so": "ext.so"},
                                     ("torch==2.14.*",)))
     assert "[PASS] libraries-load" in text, text
-    assert "not verified: 1 symbols that torch's libraries (libc10.so) would define were not looked up, since no " \
-           "torch was read; give the torch with --torch PATH" in text, text
+    assert "not verified: 2 symbols that torch's libraries (libc10.so, libgomp.so.1) would define were not looked " \
+           "up, since no torch was read; give the torch with --torch PATH" in text, text
     # --torch PATH: a torch whose libc10.so lacks the symbol
     fake = tmp_path / "site" / "torch"
     (fake / "lib").mkdir(parents=True)
     (fake / "version.py").write_text("__version__ = '2.13.0+cpu'\n", encoding="utf-8")
     (d / "s2.c").write_text("int other_thing(int x) { return x; }\n", encoding="utf-8")
     _gcc(d, "-o", str(fake / "lib" / "libc10.so"), "-Wl,-soname,libc10.so", "s2.c")
+    gomp = subprocess.run(["gcc", "-print-file-name=libgomp.so.1"], capture_output=True, text=True, check=True)
+    shutil.copy(gomp.stdout.strip(), fake / "lib" / "libgomp.so.1")  # as torch's wheels bundle it
     code, text = _check(cli, tmp_path / "pkg2-1.0-cp312-cp312-linux_x86_64.whl", "--torch", str(tmp_path / "site"))
     assert "pkg/ext.so: undefined symbol c10_thing: not defined by torch 2.13.0+cpu" in text, text
     assert "the library was built against another torch; fix: rebuild it against torch 2.13.0" in text, text

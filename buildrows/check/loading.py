@@ -67,6 +67,8 @@ _VERSIONED_ONLY: Final = frozenset({
 _MUSL: Final = re.compile(r"^(?:libc\.musl-\w+\.so\.1|ld-musl-\w+\.so\.1)$")
 _PYTHON: Final = re.compile(r"^libpython3\.\d+t?\.so(?:\.1\.0)?$")
 _TORCH_LIB: Final = re.compile(r"^(?:libtorch\w*|libc10\w*|libshm|libcaffe2\w*)\.so$")
+# What torch's wheels bundle in torch/lib besides their own libraries (loaded when torch is imported).
+_TORCH_BUNDLES: Final = frozenset({"libgomp.so.1"})
 # The interpreter that imports an extension defines Python's C API.
 _INTERPRETER: Final = ("Py", "_Py")
 _CUDART_NEEDED: Final = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so(?:\.\d+)*$|^libcuda\.so\.1$")
@@ -294,6 +296,8 @@ class _Resolver:
             # loose files carry no metadata: what they would declare is not known
             return _Provider("nvidia" if nvidia_soname(name) else "torch", name, opaque=True), ""
         torch = inputs.torch
+        if torch is None and name in _TORCH_BUNDLES and self.torch_required:
+            return _Provider("torch", name, opaque=True), ""  # torch's wheels ship it in torch/lib, loaded first
         if (torch is not None and name in torch.names) or _TORCH_LIB.match(name):
             if not self.torch_required:
                 return None, (f"NEEDS {name}, a library of torch, but the wheel does not require torch: `import` "
@@ -516,7 +520,8 @@ def _torch_admitted(exp: Expectation, info: Artifact, inputs: LoadInputs) -> lis
 def _notes(unverified: dict[str, int], inputs: LoadInputs, resolver: _Resolver) -> list[str]:
     if not unverified:
         return []
-    torch = {k: v for k, v in unverified.items() if all(_TORCH_LIB.match(n) for n in k.split(", "))}
+    torch = {k: v for k, v in unverified.items()
+             if all(_TORCH_LIB.match(n) or n in _TORCH_BUNDLES for n in k.split(", "))}
     rest = {k: v for k, v in unverified.items() if k not in torch}
     out = []
     if torch:
