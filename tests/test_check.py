@@ -99,7 +99,7 @@ def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) 
     assert report["libraries"] == {"fx/_core.so": {"elf": ["sm_75", "sm_90"], "ptx": ["sm_90"]}}
     assert [c["name"] for c in report["checks"]] == [
         "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "device-code-train",
-        "binary-machine", "cuda-soname-majors"]
+        "binary-machine", "cuda-soname-majors", "libraries-load"]
 
 
 def test_row_inferred_from_wheel_name_and_policy(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
@@ -378,7 +378,7 @@ def test_loose_library_and_install_tree(wheels: dict[str, Path], cli: Callable[.
     report = json.loads(r.out)
     assert [c["name"] for c in report["checks"]] == [
         "cuda-libraries-present", "runtime-reached", "device-code-covers-row", "device-code-train", "binary-machine",
-        "cuda-soname-majors"]
+        "cuda-soname-majors", "libraries-load"]
     r = cli("check", str(tree), "--cuda", "13.0", "--archs", "9.0")
     assert r.code == 5
     assert "lib/libfx.so: device code for sm_75, which the row does not list" in r.out

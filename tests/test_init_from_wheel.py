@@ -71,7 +71,7 @@ def test_a_docs_theme_is_no_cuda_package_and_a_missing_cublas_is_not_hidden(
     assert "NOT HIDDEN: tx/_core.so NEEDS libcublas.so.13" in r.err
     r = cli("check", str(wheel), "--row", ROW13)
     assert r.code == 5
-    assert "missing: tx/_core.so NEEDS libcublas.so.13, which no NVIDIA package the wheel declares under extra 'cu13'" in r.out
+    assert "missing: tx/_core.so NEEDS libcublas.so.13, which none of the NVIDIA packages the wheel declares under extra 'cu13' carries" in r.out
     assert "libcufoo" not in r.out.split("[FAIL] runtime-declared")[1].split("[")[0]
 
 

@@ -10,7 +10,7 @@ import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -24,6 +24,9 @@ from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, 
 from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import FileRule, LibraryRule, RpathException, RuntimeMode
 from buildrows.policy.requirements import applies, expected_requirements
+
+if TYPE_CHECKING:
+    from buildrows.check.loading import LoadInputs
 
 
 class Artifact(Protocol):
@@ -123,9 +126,25 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
     if not info.libraries:
         return CheckResult(name, False, ["the wheel ships no shared library at all; a CUDA row's wheel needs its CUDA libraries"])
     if not with_code:
+        host = _host_only(exp, info)  # [[check.libraries]] host-only: CUDA code without kernels, stated
+        if host:
+            return CheckResult(name, True, [f"no library carries device code; host-only, as stated: {p}: {r.reason} "
+                                            f"[{r.source}]" for p, r in host])
         return CheckResult(name, False, [f"none of the {len(info.libraries)} shared libraries carries device code: "
-                                         + ", ".join(lib.path for lib in info.libraries)])
+                                         + ", ".join(lib.path for lib in info.libraries),
+                                         "if a library is CUDA host code without kernels (the runtime linked in), "
+                                         "state it: [[check.libraries]] files = [...], host-only = true, reason"])
     return CheckResult(name, True, [f"{len(with_code)} of {len(info.libraries)} libraries carry device code: " + ", ".join(with_code)])
+
+
+def _host_only(exp: Expectation, info: Artifact) -> list[tuple[str, LibraryRule]]:
+    """Libraries without device code that a host-only rule states (cuda-host-code checks they are CUDA code)."""
+    out = []
+    for lib in info.libraries:
+        rule, _ = library_rule(exp, lib.path)
+        if rule is not None and rule.host_only and not lib.has_device_code:
+            out.append((lib.path, rule))
+    return out
 
 
 def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
@@ -500,6 +519,10 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
     if not libs:
+        host = _host_only(exp, info)
+        if host:
+            return CheckResult(name, True, [f"no library carries device code: {len(host)} host-only, as stated "
+                                            "(cuda-host-code says what they are)"])
         expected = " ".join(sorted(exp.archs.cubin_names, key=_arch_key)) or "-"
         ptx = " ".join(sorted(exp.archs.ptx_names, key=_arch_key))
         return CheckResult(name, False, [f"inspected no library with device code; expected {expected}"
@@ -512,6 +535,10 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     for lib in libs:
         want, label, suffix = exp.archs, "the row", ""
         rule, digits = library_rule(exp, lib.path)
+        if rule is not None and rule.host_only:
+            details.append(f"{lib.path}: stated host-only (no device code) [{rule.source}], but it carries "
+                           f"{_arch_text(lib)}; fix: drop host-only, or give the rule its archs")
+            continue
         if rule is not None and rule.vendored:
             notes.append(f"{lib.path}: vendored, not held to the row's list: {rule.reason} [{rule.source}] "
                          f"(carries {_arch_text(lib)})")
@@ -866,7 +893,8 @@ def check_torch_runtime_only(exp: Expectation, info: Artifact, symbols: dict[str
     return CheckResult(name, True, [f"{len(elf)} libraries link no libtorch and import none of its C++ symbols"])
 
 
-def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> list[CheckResult]:
+def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None,
+               loading: LoadInputs | None = None) -> list[CheckResult]:
     results = [check_cuda_libraries(exp, info)]
     if not exp.loose:
         results.append(check_runtime_declared(exp, info))
@@ -890,6 +918,10 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
             results.append(check_torch_pin(exp, info, symbols))
         if exp.cuda is not None and exp.mode == "torch-runtime":
             results.append(check_torch_runtime_only(exp, info, symbols or {}))
+    if loading is not None:  # would each library load (buildrows.check.loading)
+        from buildrows.check.loading import loading_checks
+
+        results += loading_checks(exp, info, loading)
     return results
 
 

@@ -53,6 +53,7 @@ else:  # pragma: no cover
 CONFIG_NAMES = ("buildrows.toml", "pyproject.toml")
 _PY = re.compile(r"3\.([0-9]{1,2})(t?)")  # ASCII digits; fullmatch: no trailing newline
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_SONAME = re.compile(r"lib[A-Za-z0-9_+-]+\.so\.[0-9]+(?:\.[0-9]+)*", re.ASCII)  # [[check.libraries]] dlopens
 
 
 def find_config(path: str | Path | None) -> Path:
@@ -637,12 +638,19 @@ class _Resolver:
                 self.problem((*path, "files"), "files must list at least one non-empty glob",
                              hint="e.g. files = [\"mypkg.libs/libnvjpeg*.so*\"]")
                 continue
-            kinds = [k for k in ("archs", "per-train", "vendored") if r.get(k) not in (None, False)]
-            if len(kinds) != 1:
-                self.problem(path, "a library rule says exactly one of archs, per-train = true or vendored = true"
-                             + (f" (here {', '.join(kinds)})" if kinds else ""),
+            kinds = [k for k in ("archs", "per-train", "vendored", "host-only") if r.get(k) not in (None, False)]
+            # A rule that only names what its libraries dlopen keeps the row's device-code rule for them.
+            if len(kinds) > 1 or (not kinds and "dlopens" not in r):
+                self.problem(path, "a library rule says exactly one of archs, per-train = true, vendored = true or "
+                             "host-only = true (or only dlopens)" + (f" (here {', '.join(kinds)})" if kinds else ""),
                              hint="archs = \"7.0 8.0\" (their own list), per-train = true (each library's train's "
-                                  "list, {cu} in files) or vendored = true (not the project's list)")
+                                  "list, {cu} in files), vendored = true (not the project's list), host-only = true "
+                                  "(no device code: host code using CUDA)")
+                continue
+            bad_dlopen = [n for n in r.get("dlopens", ()) if not _SONAME.fullmatch(n)]
+            if bad_dlopen:
+                self.problem((*path, "dlopens"), f"{bad_dlopen[0]!r} is not a soname with its major version",
+                             hint="name what the library passes to dlopen, e.g. dlopens = [\"libcublas.so.12\"]")
                 continue
             if "ptx" in r and "archs" not in r:
                 self.problem((*path, "ptx"), "ptx is only used with archs", hint="remove ptx, or give archs")
@@ -667,7 +675,8 @@ class _Resolver:
                 continue
             out.append(LibraryRule(files=tuple(r["files"]), reason=r["reason"].strip(), source=self.where(path),
                                    archs=archs, per_train=bool(r.get("per-train")), vendored=bool(r.get("vendored")),
-                                   rows=tuple(r.get("rows", ()))))
+                                   rows=tuple(r.get("rows", ())), host_only=bool(r.get("host-only")),
+                                   dlopens=tuple(r.get("dlopens", ()))))
         return tuple(out)
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:

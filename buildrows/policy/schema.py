@@ -244,6 +244,8 @@ LIBRARY_RULE = Table(
         "ptx": Str(DOCS["libraries.ptx"]),
         "per-train": Bool(DOCS["libraries.per-train"], default="false"),
         "vendored": Bool(DOCS["libraries.vendored"], default="false"),
+        "host-only": Bool(DOCS["libraries.host-only"], default="false"),
+        "dlopens": StrList(DOCS["libraries.dlopens"]),
         "rows": StrList(DOCS["libraries.rows"]),
         "reason": Str(DOCS["libraries.reason"]),
     },
