@@ -44,6 +44,7 @@ class BuildPlan:
     wheel_dir: Path | None
     install_dir: Path | None = None  # cmake-presets: the install tree `build` checks instead of a wheel
     files: tuple[tuple[Path, str], ...] = ()  # written before the commands run (setup.py: its setuptools config)
+    tree: Path | None = None  # the row's own build tree, tied to what built it (buildrows.build.buildtree)
 
 
 def row_python(row: Row, env: Mapping[str, str]) -> str | None:
@@ -70,7 +71,8 @@ def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:
     install = Command("install (cmake --install)",
                       ("cmake", "--install", build_dir, "--config", "Release", "--prefix", f"{build_dir}/install"),
                       cwd=str(project))  # Release: the configuration the build preset builds
-    return BuildPlan(row, "cmake-presets", (cmd, install), None, project / build_dir / "install")
+    return BuildPlan(row, "cmake-presets", (cmd, install), None, project / build_dir / "install",
+                     tree=project / build_dir)
 
 
 def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool, *, checked: bool = False) -> list[str]:
@@ -99,7 +101,8 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
     # A list value (75-real;90-real) stays one cache value: cmake.define keeps the semicolons.
     settings += [f"cmake.define.{k}={v}" for k, v in plan.cache]
     # One build tree per row beside the project's own build/, so a rebuild is incremental.
-    settings.append(f"build-dir={(project / 'build' / f'skbuild-{row.name}').as_posix()}")
+    tree = project / "build" / f"skbuild-{row.name}"
+    settings.append(f"build-dir={tree.as_posix()}")
     # doctor checked the project's requirements, and cmake and ninja (what scikit-build-core would add).
     argv = _frontend(python, project, wheel_dir, isolation, checked=True)
     for s in settings:
@@ -112,7 +115,7 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
         env["PYTHONPATH"] = provider_path
     notes = (f"generator: {g.generator} ({g.reason})",)
     cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env.items()), str(project), notes)
-    return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir)
+    return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir, tree=tree)
 
 
 def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, base_env: Mapping[str, str], *,
@@ -136,7 +139,7 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
                   (*notes, f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
-    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),))
+    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),), tree=config.parent / config.stem)
 
 
 def setuptools_config(row: Row, project: Path, env: Mapping[str, str]) -> tuple[Path, str]:

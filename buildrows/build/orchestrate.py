@@ -468,6 +468,7 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+    _tie_tree(state, plan, bp, python, project, base_env)
     before = drivers.snapshot(wheel_dir)
     seeded = False
     try:
@@ -523,6 +524,19 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
                       _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
                       reason="" if ok is not False else "the wheel check failed (its report is above)")
+
+
+def _tie_tree(state: _Run, plan: RowPlan, bp: drivers.BuildPlan, python: str | None, project: Path,
+              base_env: Mapping[str, str]) -> None:
+    """Tie the row's build tree to what builds it now: reused when it was built with the same
+    interpreter, torch, compilers and CMake, else started afresh, and said so (buildrows.build.buildtree)."""
+    if bp.tree is None or not bp.commands:
+        return
+    from buildrows.build import buildtree
+
+    built_with = buildtree.facts(plan, bp, python, project, bp.commands[0].environment(base_env),
+                                 isolation=state.args.isolation)
+    state.ui.info("  " + buildtree.settle(bp.tree, built_with).describe(project))
 
 
 def _staging_dir(final_dir: Path, row: Row) -> Path:
