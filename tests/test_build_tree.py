@@ -1,0 +1,181 @@
+"""Issue 28, point 1: a row's build tree is tied to what built it.
+
+Seen on real projects: `build/setuptools-ROW` was reused after the row's torch changed (2.13 ->
+2.14); setuptools skipped the extension as up to date and the wheel, stamped for 2.14, failed to
+import with 2.13's symbols. In a CMake tree a new CUDACXX was ignored because CMAKE_CUDA_COMPILER
+stays cached. Each tree now records what built it (buildrows.build.buildtree); a change starts it
+afresh, and `build` says what changed. Real builds: a small setup.py extension shaped like a
+PyTorch extension, and a small scikit-build-core CUDA project built by the system nvcc, then by
+NVIDIA's PyPI nvcc (CUDACXX)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from buildrows.build import buildtree
+from buildrows.plan.toolchain import locate_cuda_compiler
+from tests.conftest import Result
+from tests.cuda_root import assemble, nvidia_tree
+
+PY = f"{sys.version_info.major}.{sys.version_info.minor}"
+PYT = PY.replace(".", "")
+CPU = f"linux-x86_64-cpu-py{PYT}"
+CUDA = f"linux-x86_64-cu130-py{PYT}"
+
+MODULE = ('#include <Python.h>\nstatic struct PyModuleDef m = {PyModuleDef_HEAD_INIT, "_C", 0, -1, 0};\n'
+          "PyMODINIT_FUNC PyInit__C(void) { return PyModule_Create(&m); }\n")
+POLICY = f'''[project]
+name = "tiny"
+driver = "DRIVER"
+stamp = true
+[python]
+versions = ["{PY}"]
+[cuda]
+trains = ["13.0"]
+[platforms.linux-x86_64]
+trains = ["13.0"]
+cpu = true
+[[platforms.linux-x86_64.cuda]]
+trains = ["13.0"]
+archs = "7.5"
+'''
+
+
+def torch_shaped(root: Path) -> Path:
+    """A setup.py whose text names torch.utils.cpp_extension (so buildrows treats it as a PyTorch
+    extension and records the torch it builds against), with one plain C module: cheap to compile."""
+    project = root / "tiny"
+    (project / "tiny").mkdir(parents=True)
+    (project / "tiny" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "c.c").write_text(MODULE, encoding="utf-8")
+    (project / "setup.py").write_text(
+        "from setuptools import Extension, setup\n"
+        "# upstream: from torch.utils.cpp_extension import CppExtension (plain C here, to stay cheap)\n"
+        'setup(name="tiny", version="0.1.0", packages=["tiny"], ext_modules=[Extension("tiny._C", ["c.c"])])\n',
+        encoding="utf-8")
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools", "wheel"]\n'
+                                            'build-backend = "setuptools.build_meta"\n', encoding="utf-8")
+    pol = project / "buildrows.toml"
+    pol.write_text(POLICY.replace("DRIVER", "setup.py"), encoding="utf-8")
+    return pol
+
+
+def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afresh_when_it_changed(
+        cli: Callable[..., Result], tmp_path: Path) -> None:
+    pytest.importorskip("setuptools")
+    pytest.importorskip("torch")
+    pol = torch_shaped(tmp_path)
+    tree = pol.parent / "build" / f"setuptools-{CPU}"
+
+    def build(out: str) -> str:
+        r = cli("--config", str(pol), "build", CPU, "--no-check", "--wheel-dir", str(tmp_path / out))
+        assert r.code == 0, r.out + r.err
+        return r.err
+
+    err = build("one")
+    assert f"build tree build/setuptools-{CPU}: new" in err
+    recorded = json.loads((tree / buildtree.RECORD).read_text(encoding="utf-8"))["facts"]
+    import torch
+
+    cuda = torch.version.cuda
+    assert recorded["torch"] == f"{torch.__version__} ({'CUDA ' + cuda if cuda else 'CPU'})"
+    assert recorded["python"].endswith(" " + ".".join(map(str, sys.version_info[:3])))
+    (objects,) = tree.glob("temp.*/c.o")
+    mark = objects.stat().st_mtime_ns
+
+    err = build("two")  # nothing changed: the objects stay, setuptools skips the compile
+    assert f"build tree build/setuptools-{CPU}: reused (built with the same Python, torch, C compiler" in err
+    assert "building 'tiny._C' extension" not in err and objects.stat().st_mtime_ns == mark
+
+    # The tree says it was built against torch 2.13.1: the row's torch changed under it.
+    data = json.loads((tree / buildtree.RECORD).read_text(encoding="utf-8"))
+    data["facts"]["torch"] = "2.13.1 (CPU)"
+    (tree / buildtree.RECORD).write_text(json.dumps(data), encoding="utf-8")
+    err = build("three")
+    assert f"torch 2.13.1 (CPU) -> {recorded['torch']}: build tree build/setuptools-{CPU} started afresh" in err
+    assert "building 'tiny._C' extension" in err  # compiled again, not taken from the old tree
+    assert json.loads((tree / buildtree.RECORD).read_text(encoding="utf-8"))["facts"] == recorded
+
+
+
+def test_what_changed_is_named(tmp_path: Path) -> None:
+    """The line names each fact that changed; the compiler launcher is none of them."""
+    tree = tmp_path / "build" / "skbuild-row"
+    old = {"python": "/v/bin/python 3.12.3", "nvcc": "/usr/local/cuda-13.0/bin/nvcc 13.0.88",
+           "cmake": "/usr/bin/cmake cmake version 3.31.6", "generator": "Ninja"}
+    assert buildtree.settle(tree, old).state == "new"
+    (tree / "CMakeCache.txt").write_text("CMAKE_CUDA_COMPILER:FILEPATH=/usr/local/cuda-13.0/bin/nvcc\n")
+    assert buildtree.settle(tree, old).state == "reused" and (tree / "CMakeCache.txt").exists()
+    new = {**old, "nvcc": "/opt/cuda/bin/nvcc 13.0.88", "generator": "Unix Makefiles"}
+    got = buildtree.settle(tree, new)
+    assert got.describe(tmp_path) == ("nvcc /usr/local/cuda-13.0/bin/nvcc 13.0.88 -> /opt/cuda/bin/nvcc 13.0.88, "
+                                      "generator Ninja -> Unix Makefiles: build tree build/skbuild-row started afresh")
+    assert not (tree / "CMakeCache.txt").exists() and buildtree.read_record(tree) == new
+    variables = {"variables": json.dumps({"TORCH_CUDA_ARCH_LIST": "8.0", "FORCE_CUDA": "1"})}
+    buildtree.settle(tree, variables)
+    moved = {"variables": json.dumps({"TORCH_CUDA_ARCH_LIST": "9.0", "FORCE_CUDA": "1"})}
+    assert buildtree.settle(tree, moved).changes == ("build variables TORCH_CUDA_ARCH_LIST 8.0 -> 9.0",)
+    assert "launcher" not in " ".join(buildtree.LABELS)
+    # A tree with no record (made before buildrows kept one, or by hand) is not trusted either.
+    (tree / buildtree.RECORD).unlink()
+    (tree / "stale.o").write_bytes(b"")
+    assert buildtree.settle(tree, old).describe(tmp_path) == (
+        "no record of what built it (made before buildrows kept one, or by another build): build tree "
+        "build/skbuild-row started afresh")
+    assert not (tree / "stale.o").exists()
+
+
+@pytest.mark.integration
+def test_a_new_cudacxx_configures_a_cmake_tree_afresh(cli: Callable[..., Result], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scikit-build-core CUDA project built with the system nvcc, then with CUDACXX naming
+    NVIDIA's PyPI nvcc: the second build configures a fresh tree whose CMAKE_CUDA_COMPILER is the
+    new nvcc (before, CMake kept the cached one whatever CUDACXX said)."""
+    pytest.importorskip("scikit_build_core")
+    for tool in ("cmake", "ninja"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool}")
+    system = locate_cuda_compiler(dict(os.environ))
+    pypi = nvidia_tree()
+    if system is None or pypi is None:
+        pytest.skip("needs a system nvcc and NVIDIA's PyPI nvcc (nvidia-cuda-nvcc)")
+    root = assemble(pypi, tmp_path / "cuda-13.0")
+    project = tmp_path / "tinycu"
+    (project / "src" / "tinycu").mkdir(parents=True)
+    (project / "src" / "tinycu" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "k.cu").write_text("__global__ void k(float* x) { x[threadIdx.x] += 1.0f; }\n"
+                                  'extern "C" void launch(float* x) { k<<<1, 1>>>(x); }\n', encoding="utf-8")
+    (project / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.25)\nproject(tinycu LANGUAGES CXX CUDA)\n"
+        "add_library(kern SHARED k.cu)\ninstall(TARGETS kern LIBRARY DESTINATION tinycu)\n", encoding="utf-8")
+    (project / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+        '[project]\nname = "tinycu"\nversion = "0.1.0"\n', encoding="utf-8")
+    pol = project / "buildrows.toml"
+    pol.write_text(POLICY.replace("DRIVER", "scikit-build-core").replace('name = "tiny"', 'name = "tinycu"'),
+                   encoding="utf-8")
+    tree = project / "build" / f"skbuild-{CUDA}"
+    first = os.path.realpath("/usr/local/cuda-13.0/bin/nvcc") if Path("/usr/local/cuda-13.0/bin/nvcc").is_file() \
+        else os.path.realpath(system.path)
+
+    def build(nvcc: str, out: str) -> str:
+        monkeypatch.setenv("CUDACXX", nvcc)
+        r = cli("--config", str(pol), "build", CUDA, "--no-check", "--no-compiler-cache",
+                "--wheel-dir", str(tmp_path / out))
+        assert r.code == 0, r.out + r.err
+        cached = [ln for ln in (tree / "CMakeCache.txt").read_text().splitlines()
+                  if ln.startswith("CMAKE_CUDA_COMPILER:")]
+        assert cached == [f"CMAKE_CUDA_COMPILER:FILEPATH={nvcc}"], cached
+        return r.err
+
+    assert f"build tree build/skbuild-{CUDA}: new" in build(first, "one")
+    err = build(str(root / "bin" / "nvcc"), "two")
+    assert f"nvcc {first} " in err and f" -> {root / 'bin' / 'nvcc'} " in err
+    assert f"build tree build/skbuild-{CUDA} started afresh" in err
