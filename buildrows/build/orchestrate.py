@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: Where a row built beside others writes its wheel first, under the wheel directory.
 STAGING = ".buildrows-staging"
+#: Where a wheel that failed its check goes, under the wheel directory: never among the ones that passed.
+REJECTED = "rejected"
 
 
 class _Run:
@@ -292,9 +294,23 @@ def _compare_members(state: _Run, rows: list[Row], outcomes: dict[str, RowOutcom
         o = outcomes[d.row]
         if strict and o.exit_code in (0, EXIT_CHECK_FAILED):
             why = f"lacks {len(d.members)} member{'s' if len(d.members) != 1 else ''} {d.other} ships"
+            o = _reject_late(state, o)
             outcomes[d.row] = replace(o, exit_code=EXIT_CHECK_FAILED, check=False,
                                       reason=o.reason or f"the members check failed: {why}")
     return differences
+
+
+def _reject_late(state: _Run, o: RowOutcome) -> RowOutcome:
+    """A wheel that failed a check made after it joined the wheel directory (the members check of
+    --strict): moved under the directory's rejected/ folder as one that failed its own check."""
+    from dataclasses import replace
+
+    row = state.pol.row(o.row)
+    if row is None or not o.wheel_path or o.check is False or not o.wheel_path.endswith(".whl"):
+        return o
+    wheel = Path(o.wheel_path)
+    moved = _unstage(state, row, wheel, wheel.parent / REJECTED)
+    return replace(o, wheel=f"{REJECTED}/{moved.name}", wheel_path=str(moved))
 
 
 def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
@@ -516,14 +532,21 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     if python is not None:
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
-    if wheel_dir != final_dir:
-        wheel = _unstage(state, row, wheel, final_dir)
+    # Checked where it was built: only a wheel that passed (or was not checked) joins the wheel
+    # directory's top level; one that failed goes under its rejected/ folder (`dist/*.whl` is what
+    # passed, so `twine upload dist/*` never publishes a failed one).
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
+    if ok is False or wheel_dir != final_dir:
+        wheel = _unstage(state, row, wheel, final_dir if ok is not False else final_dir / REJECTED)
+    shown = wheel.name if ok is not False else f"{REJECTED}/{wheel.name}"
     if ok is False:
-        ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
-    return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
+        ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above); it is "
+                 f"kept out of {final_dir}, at {wheel}\n    fix: correct what the report names and build again; to "
+                 f"check it again: buildrows --config {pol.path} check {wheel} --row {row.name}")
+    return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, shown,
                       _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
-                      reason="" if ok is not False else "the wheel check failed (its report is above)")
+                      reason="" if ok is not False else f"the wheel check failed (its report is above); the wheel is "
+                      f"kept apart in {wheel.parent}")
 
 
 def _tie_tree(state: _Run, plan: RowPlan, bp: drivers.BuildPlan, python: str | None, project: Path,
@@ -576,6 +599,7 @@ def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
     from buildrows.errors import Refused
 
     target = final_dir / wheel.name
+    final_dir.mkdir(parents=True, exist_ok=True)
     with state.lock:
         other = state.written.get(target)
         if other is not None and other != row.name:
