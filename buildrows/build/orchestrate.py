@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from buildrows.plan.row import RowPlan
     from buildrows.plan.toolchain import CudaCompiler, HostOs
     from buildrows.policy.model import Driver, Policy, Row
+    from buildrows.provision.buildenv import BuildEnv
     from buildrows.provision.interpreters import Interpreter
 
 
@@ -402,8 +403,22 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
 
     for cmd in be.commands():  # the environment's bin first once it exists: its programs, as in the build
         run_step(ui, cmd, with_interpreter_bin(env, be.python))
+    _verify_torch(be, row, env, ui)
     buildenv.finish(be)
     return be.interpreter
+
+
+def _verify_torch(be: BuildEnv, row: Row, env: Mapping[str, str], ui: UI) -> None:
+    """The torch just installed is the row's, or the row is refused and nothing is cached (issue 28)."""
+    from buildrows.errors import Refused
+    from buildrows.provision import buildenv
+
+    if be.torch is None:
+        return
+    got, problem = buildenv.verify_torch(be, row, env)
+    if problem is not None:
+        raise Refused(f"row {row.name}: {problem}")
+    ui.info(f"  torch verified: the environment imports {got}, the torch of {row.name}")
 
 
 def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOutcome:
