@@ -250,24 +250,49 @@ def provider_path(cache: Path, env: Mapping[str, str]) -> str:
     provider) whatever environment builds it (the row's provisioned one, an isolated one, another
     interpreter): a directory under buildrows' cache holding only a link to this `buildrows`
     package (a copy of the provider where links cannot be made), before the caller's PYTHONPATH.
-    Only buildrows is exposed, never the packages installed beside it. Creates the directory."""
+    Only buildrows is exposed, never the packages installed beside it. The directory is this
+    installation's own (`installation_key`: the package's path and version), so two installations
+    sharing one cache never run each other's code. Creates the directory."""
     import os
-    import shutil
 
     package = Path(__file__).resolve().parent.parent
-    where = cache / "importable"
-    link = where / "buildrows"
-    if not (link.is_symlink() and link.resolve() == package) and not (link / "metadata.py").is_file():
-        where.mkdir(parents=True, exist_ok=True)
-        if link.is_symlink() or link.is_file():
-            link.unlink()
-        elif link.is_dir():
-            shutil.rmtree(link)
-        try:
-            link.symlink_to(package, target_is_directory=True)
-        except OSError:  # no symlinks (Windows without the privilege): the provider alone suffices
-            link.mkdir()
-            (link / "__init__.py").write_text("", encoding="utf-8")
-            shutil.copy2(package / "metadata.py", link / "metadata.py")
+    where = cache / "importable" / installation_key(package)
+    _expose(package, where / "buildrows")
     previous = env.get("PYTHONPATH", "")
     return os.pathsep.join(p for p in (str(where), previous) if p)
+
+
+def installation_key(package: Path) -> str:
+    """What tells this buildrows installation from another sharing the cache: its package
+    directory and its version, hashed (an editable checkout is its own installation)."""
+    import hashlib
+
+    from buildrows.build.record import own_version
+
+    return hashlib.sha256(f"{package}\0{own_version()}".encode()).hexdigest()[:16]
+
+
+def _expose(package: Path, link: Path) -> None:
+    """`link` made (or corrected) to be this package: a symlink to it, or, without symlinks
+    (Windows without the privilege), a package holding a current copy of its provider alone."""
+    import shutil
+
+    if link.is_symlink() and link.resolve() == package:
+        return
+    provider = package / "metadata.py"
+    copied = link / "metadata.py"
+    if not link.is_symlink() and copied.is_file() and copied.read_bytes() == provider.read_bytes():
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    try:
+        link.symlink_to(package, target_is_directory=True)
+    except FileExistsError:  # another build of this installation made it meanwhile
+        return
+    except OSError:  # no symlinks: the provider alone suffices
+        link.mkdir(exist_ok=True)
+        (link / "__init__.py").write_text("", encoding="utf-8")
+        shutil.copy2(provider, copied)
