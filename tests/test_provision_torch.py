@@ -21,9 +21,9 @@ import pytest
 from buildrows.build import buildtree
 from buildrows.build.doctor import FRONTEND, check_torch_installed
 from buildrows.policy.load import load_policy
+from buildrows.policy.model import Row
 from buildrows.provision import buildenv
 from buildrows.provision.interpreters import Interpreter
-from buildrows.policy.model import Row
 from buildrows.provision.torch import torch_for_row, torch_requirement
 from tests.conftest import Result
 
@@ -217,7 +217,7 @@ def test_the_torch_an_environment_imports_is_held_to_the_row(tmp_path: Path) -> 
         pytest.skip("needs torch")
     got, why = ask_installed(sys.executable, dict(os.environ))
     assert got is not None, why
-    written = buildtree.torch_version_file(Path(list(spec.submodule_search_locations)[0]))  # read, not imported
+    written = buildtree.torch_version_file(Path(next(iter(spec.submodule_search_locations))))  # read, not imported
     assert written is not None and got == InstalledTorch(*written)
     wants = torch_for_row(cuda, torch_requirement("2.14.*"), {})
     if got.cuda is not None:  # a CUDA torch (this machine's: 2.14.1+cu130)
