@@ -179,3 +179,75 @@ def test_a_new_cudacxx_configures_a_cmake_tree_afresh(cli: Callable[..., Result]
     err = build(str(root / "bin" / "nvcc"), "two")
     assert f"nvcc {first} " in err and f" -> {root / 'bin' / 'nvcc'} " in err
     assert f"build tree build/skbuild-{CUDA} started afresh" in err
+
+
+TORCH_213 = Path("/opt/wheels")  # where this machine keeps torch 2.13.0+cpu (pip's find-links); BUILDROWS_TEST_TORCH_213 overrides
+CPP = """#include <torch/extension.h>
+torch::Tensor add_one(const torch::Tensor& x) { return x + 1; }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("add_one", &add_one); }
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(os.environ.get("BUILDROWS_REAL_PROJECTS") != "1",
+                    reason="installs torch 2.13 and compiles a real PyTorch extension twice (~5 min): "
+                           "set BUILDROWS_REAL_PROJECTS=1")
+def test_the_torch_changes_under_a_real_extensions_tree_and_the_wheel_imports(tmp_path: Path) -> None:
+    """The story of issue 28: a torch.utils.cpp_extension project (setup.py, no ninja) built for a
+    CPU row against torch 2.13.0+cpu, then the row's environment gets torch 2.14.1: the second
+    build starts its tree afresh, and its wheel imports and runs with 2.14.1."""
+    import glob
+    import subprocess
+
+    wheels = sorted(glob.glob(os.path.join(os.environ.get("BUILDROWS_TEST_TORCH_213", str(TORCH_213)),
+                                           f"torch-2.13.0+cpu-cp{PYT}-*.whl")))
+    if not wheels:
+        pytest.skip("needs a torch 2.13.0+cpu wheel for this Python (BUILDROWS_TEST_TORCH_213: its directory)")
+    project = tmp_path / "tiny"
+    (project / "tiny").mkdir(parents=True)
+    (project / "tiny" / "__init__.py").write_text("", encoding="utf-8")
+    (project / "tiny.cpp").write_text(CPP, encoding="utf-8")
+    (project / "setup.py").write_text(
+        "from setuptools import setup\nfrom torch.utils.cpp_extension import BuildExtension, CppExtension\n"
+        'setup(name="tiny", version="0.1.0", packages=["tiny"], ext_modules=[CppExtension("tiny._C", ["tiny.cpp"])],\n'
+        '      cmdclass={"build_ext": BuildExtension.with_options(use_ninja=False)})\n', encoding="utf-8")
+    (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools", "wheel"]\n'
+                                            'build-backend = "setuptools.build_meta"\n', encoding="utf-8")
+    pol = project / "buildrows.toml"
+    pol.write_text(POLICY.replace("DRIVER", "setup.py"), encoding="utf-8")
+    # The row's environment: its own torch 2.13.0+cpu first, then what this test runs with
+    # (buildrows, its dependencies, and torch 2.14.1 once 2.13 is uninstalled).
+    venv = tmp_path / "row-env"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    (site,) = glob.glob(str(venv / "lib" / "python3.*" / "site-packages"))
+    here = [str(Path(__file__).resolve().parent.parent)] + [p for p in sys.path if p.endswith("site-packages")]
+    Path(site, "zz-buildrows-test.pth").write_text("\n".join(here) + "\n", encoding="utf-8")
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", wheels[-1]], check=True)
+
+    def build(out: str) -> tuple[str, Path]:
+        r = subprocess.run([py, "-m", "buildrows", "--config", str(pol), "build", CPU, "--no-check",
+                            "--wheel-dir", str(tmp_path / out)], capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "MAX_JOBS": "2"})
+        assert r.returncode == 0, r.stdout + r.stderr
+        (wheel,) = (tmp_path / out).glob("*.whl")
+        return r.stderr, wheel
+
+    def runs(wheel: Path) -> str:
+        subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", "--target",
+                        str(tmp_path / f"site-{wheel.parent.name}"), str(wheel)], check=True)
+        got = subprocess.run([py, "-c", "import sys; sys.path.insert(0, sys.argv[1]); import torch, tiny._C as c; "
+                              "print(torch.__version__, c.add_one(torch.zeros(2)).tolist())",
+                              str(tmp_path / f"site-{wheel.parent.name}")], capture_output=True, text=True, cwd=tmp_path)
+        return got.stdout.strip() if got.returncode == 0 else "FAILED: " + got.stderr.strip().splitlines()[-1]
+
+    err, first = build("one")
+    assert f"build tree build/setuptools-{CPU}: new" in err
+    assert runs(first) == "2.13.0+cpu [1.0, 1.0]"
+    subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "torch"], check=True)
+    import torch
+
+    err, second = build("two")
+    assert (f"torch 2.13.0+cpu (CPU) -> {torch.__version__} ({'CUDA ' + str(torch.version.cuda) if torch.version.cuda else 'CPU'})"
+            f": build tree build/setuptools-{CPU} started afresh") in err, err
+    assert runs(second) == f"{torch.__version__} [1.0, 1.0]"

@@ -28,10 +28,14 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildrows.build.runner import Command
 from buildrows.plan.row import RowPlan
 from buildrows.policy.model import Driver, Row
+
+if TYPE_CHECKING:
+    from buildrows.build.compiler_cache import CompilerCache
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,18 @@ def with_environment_bin(bp: BuildPlan, python: str, base_env: Mapping[str, str]
     for cmd in bp.commands:
         path = cmd.environment(base_env).get("PATH", "")
         commands.append(replace(cmd, env=(*cmd.env, ("PATH", f"{scripts}{os.pathsep}{path}" if path else str(scripts)))))
+    return replace(bp, commands=tuple(commands))
+
+
+def with_ccache_on_path(bp: BuildPlan, cache: CompilerCache, base_env: Mapping[str, str]) -> BuildPlan:
+    """A setup.py build with `ccache` (the row's compiler cache) first on every command's PATH,
+    where torch.utils.cpp_extension looks for it (CompilerCache.on_path)."""
+    from dataclasses import replace
+
+    commands = []
+    for cmd in bp.commands:
+        extra = cache.on_path(cmd.environment(base_env).get("PATH", ""))
+        commands.append(replace(cmd, env=(*cmd.env, *extra.items())))
     return replace(bp, commands=tuple(commands))
 
 

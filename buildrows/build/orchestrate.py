@@ -496,6 +496,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
     if python is not None:
         bp = drivers.with_environment_bin(bp, python, base_env)
+    if cache is not None and driver == "setup.py":
+        bp = drivers.with_ccache_on_path(bp, cache, base_env)
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -520,12 +522,10 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
                         f"    fix: check the store; export BUILDROWS_CACHE_REMOTE=off to build without it")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
-        # setuptools (and torch.utils.cpp_extension, with or without ninja) runs the C/C++ compiler
-        # itself, not through the launcher: only nvcc (PYTORCH_NVCC) is behind the cache. Say so
-        # rather than "no compiles" after a build that compiled.
-        nvcc_text = "no nvcc compiles" if stats is None or not stats.compiles else f"nvcc {stats.describe()}"
-        cache_text = f"{nvcc_text}; C/C++ not cached (setup.py)"
-        ui.info("  compiler cache: setuptools compiles C/C++ directly, so only nvcc (PYTORCH_NVCC) goes through it")
+        cache_text = _setup_py_cache_text(stats, row.is_cuda)
+        ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension (torch "
+                "2.14+) finds it for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); setuptools compiles "
+                "a plain Extension's C/C++ itself")
     if seeded:
         cache_text += ", detection reused"
     if bp.wheel_dir is None:
@@ -562,6 +562,28 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
                       _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
                       reason="" if ok is not False else f"the wheel check failed (its report is above); the wheel is "
                       f"kept apart in {wheel.parent}")
+
+
+def _setup_py_cache_text(stats: CacheStats | None, cuda: bool) -> str:
+    """A setup.py row's cache column: nvcc's compiles and the C/C++ ones apart, and, where none
+    went through the cache, why ("no compiles" after a build that compiled would mislead)."""
+    compiles = stats.compiles if stats is not None else ()
+    nvcc = [c for c in compiles if c[0].lower().endswith(".cu")]
+    other = [c for c in compiles if not c[0].lower().endswith(".cu")]
+
+    def hits(part: Sequence[tuple[str, str]]) -> str:
+        return f"{sum(1 for _, how in part if how != 'miss')}/{len(part)} hits"
+
+    parts = []
+    if nvcc:
+        parts.append(f"nvcc {hits(nvcc)}")
+    elif cuda:
+        parts.append("nvcc not cached (none went through ccache: nothing to compile, or a torch before 2.14 "
+                     "without ninja, which runs CUDA_HOME/bin/nvcc itself)")
+    else:
+        parts.append("no nvcc compiles")
+    parts.append(f"C/C++ {hits(other)}" if other else "C/C++ not cached (setup.py: setuptools runs the compiler itself)")
+    return "; ".join(parts)
 
 
 def _tie_tree(state: _Run, plan: RowPlan, bp: drivers.BuildPlan, python: str | None, project: Path,
