@@ -56,8 +56,9 @@ def torch_shaped(root: Path) -> Path:
     (project / "tiny" / "__init__.py").write_text("", encoding="utf-8")
     (project / "c.c").write_text(MODULE, encoding="utf-8")
     (project / "setup.py").write_text(
-        "from setuptools import Extension, setup\n"
+        "import shutil\nfrom setuptools import Extension, setup\n"
         "# upstream: from torch.utils.cpp_extension import CppExtension (plain C here, to stay cheap)\n"
+        "print('BUILD_FINDS_CCACHE=' + str(shutil.which('ccache')))  # where torch's _wrap_compiler looks\n"
         'setup(name="tiny", version="0.1.0", packages=["tiny"], ext_modules=[Extension("tiny._C", ["c.c"])])\n',
         encoding="utf-8")
     (project / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools", "wheel"]\n'
@@ -67,10 +68,21 @@ def torch_shaped(root: Path) -> Path:
     return pol
 
 
+def _this_torch() -> tuple[str, str | None]:
+    """(version, CUDA) of the torch this interpreter has, read from its version.py (not imported: slow)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("needs torch")
+    got = buildtree.torch_version_file(Path(next(iter(spec.submodule_search_locations))))
+    assert got is not None
+    return got
+
+
 def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afresh_when_it_changed(
         cli: Callable[..., Result], tmp_path: Path) -> None:
     pytest.importorskip("setuptools")
-    pytest.importorskip("torch")
     pol = torch_shaped(tmp_path)
     tree = pol.parent / "build" / f"setuptools-{CPU}"
 
@@ -81,11 +93,17 @@ def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afres
 
     err = build("one")
     assert f"build tree build/setuptools-{CPU}: new" in err
-    recorded = json.loads((tree / buildtree.RECORD).read_text(encoding="utf-8"))["facts"]
-    import torch
+    # issue 28 point 10: torch.utils.cpp_extension (2.14+) wraps nvcc and C++ in the `ccache` on
+    # PATH: the build finds the compiler cache's own there
+    from buildrows.build.compiler_cache import cache_dir, find_ccache
 
-    cuda = torch.version.cuda
-    assert recorded["torch"] == f"{torch.__version__} ({'CUDA ' + cuda if cuda else 'CPU'})"
+    ccache = find_ccache(dict(os.environ))
+    if ccache is not None:
+        assert f"BUILD_FINDS_CCACHE={cache_dir(dict(os.environ)) / 'bin' / 'ccache'}" in err
+        assert os.path.realpath(cache_dir(dict(os.environ)) / "bin" / "ccache") == os.path.realpath(ccache)
+    recorded = json.loads((tree / buildtree.RECORD).read_text(encoding="utf-8"))["facts"]
+    version, cuda = _this_torch()
+    assert recorded["torch"] == f"{version} ({'CUDA ' + cuda if cuda else 'CPU'})"
     assert recorded["python"].endswith(" " + ".".join(map(str, sys.version_info[:3])))
     (objects,) = tree.glob("temp.*/c.o")
     mark = objects.stat().st_mtime_ns
@@ -245,9 +263,8 @@ def test_the_torch_changes_under_a_real_extensions_tree_and_the_wheel_imports(tm
     assert f"build tree build/setuptools-{CPU}: new" in err
     assert runs(first) == "2.13.0+cpu [1.0, 1.0]"
     subprocess.run([py, "-m", "pip", "uninstall", "-q", "-y", "torch"], check=True)
-    import torch
-
+    version, cuda = _this_torch()
     err, second = build("two")
-    assert (f"torch 2.13.0+cpu (CPU) -> {torch.__version__} ({'CUDA ' + str(torch.version.cuda) if torch.version.cuda else 'CPU'})"
+    assert (f"torch 2.13.0+cpu (CPU) -> {version} ({'CUDA ' + cuda if cuda else 'CPU'})"
             f": build tree build/setuptools-{CPU} started afresh") in err, err
-    assert runs(second) == f"{torch.__version__} [1.0, 1.0]"
+    assert runs(second) == f"{version} [1.0, 1.0]"
