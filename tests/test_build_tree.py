@@ -93,7 +93,7 @@ def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afres
 
     err = build("one")
     assert f"build tree build/setuptools-{CPU}: new" in err
-    # issue 28 point 10: torch.utils.cpp_extension (2.14+) wraps nvcc and C++ in the `ccache` on
+    # issue 28 point 10: torch.utils.cpp_extension (2.13, 2.14) wraps nvcc and C++ in the `ccache` on
     # PATH: the build finds the compiler cache's own there
     from buildrows.build.compiler_cache import cache_dir, find_ccache
 

@@ -213,8 +213,8 @@ class CompilerCache:
 
     def on_path(self, path: str) -> dict[str, str]:
         """For a setup.py build: PATH with a directory holding only `ccache` (a link to this one)
-        first, and the toolkit files every compile hashes. torch.utils.cpp_extension (2.14 and
-        later) wraps nvcc and the C++ compiler in the `ccache` it finds on PATH, with ninja and
+        first, and the toolkit files every compile hashes. torch.utils.cpp_extension (2.13 and
+        2.14 read) wraps nvcc and the C++ compiler in the `ccache` it finds on PATH, with ninja and
         without; PYTORCH_NVCC reaches only its ninja builds. Creates the directory."""
         where = self.directory / "bin"
         link = where / ("ccache.exe" if os.name == "nt" else "ccache")

@@ -523,9 +523,9 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
         cache_text = _setup_py_cache_text(stats, row.is_cuda)
-        ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension (torch "
-                "2.14+) finds it for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); setuptools compiles "
-                "a plain Extension's C/C++ itself")
+        ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension finds it "
+                "for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); setuptools compiles a plain Extension's "
+                "C/C++ itself")
     if seeded:
         cache_text += ", detection reused"
     if bp.wheel_dir is None:
@@ -578,8 +578,8 @@ def _setup_py_cache_text(stats: CacheStats | None, cuda: bool) -> str:
     if nvcc:
         parts.append(f"nvcc {hits(nvcc)}")
     elif cuda:
-        parts.append("nvcc not cached (none went through ccache: nothing to compile, or a torch before 2.14 "
-                     "without ninja, which runs CUDA_HOME/bin/nvcc itself)")
+        parts.append("nvcc not cached (none went through ccache: nothing to compile, TORCH_NO_COMPILER_WRAPPER set, "
+                     "or a torch whose cpp_extension runs CUDA_HOME/bin/nvcc itself without ninja)")
     else:
         parts.append("no nvcc compiles")
     parts.append(f"C/C++ {hits(other)}" if other else "C/C++ not cached (setup.py: setuptools runs the compiler itself)")
