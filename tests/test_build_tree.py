@@ -15,13 +15,14 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from buildrows.build import buildtree
 from buildrows.plan.toolchain import locate_cuda_compiler
-from tests.conftest import Result
+from tests.conftest import Result, run_cli
 from tests.cuda_root import assemble, nvidia_tree
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -80,18 +81,46 @@ def _this_torch() -> tuple[str, str | None]:
     return got
 
 
-def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afresh_when_it_changed(
-        cli: Callable[..., Result], tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class FirstBuild:
+    """The first build of the torch-shaped project, shared by the tests of its tree and of its
+    wheel (a build costs seconds of the suite's budget): checked, and failing its check."""
+
+    root: Path
+    policy: Path
+    result: Result
+    users_wheel: bytes
+
+
+@pytest.fixture(scope="module")
+def first_build(tmp_path_factory: pytest.TempPathFactory) -> FirstBuild:
     pytest.importorskip("setuptools")
-    pol = torch_shaped(tmp_path)
+    _this_torch()  # skips without torch: doctor requires it for a project built against torch
+    root = tmp_path_factory.mktemp("torch-shaped")
+    pol = torch_shaped(root)
+    # runtime mode "torch", but the module links no torch: torch-matches-build fails the wheel
+    pol.write_text(pol.read_text(encoding="utf-8") + '[cuda.runtime.13]\nmode = "torch"\n', encoding="utf-8")
+    dist = root / "one"
+    dist.mkdir()
+    users = b"the user's good wheel"
+    (dist / f"tiny-0.1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl").write_bytes(users)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("GITHUB_ACTIONS", raising=False)
+        r = run_cli("--config", str(pol), "build", CPU, "--wheel-dir", str(dist))
+    return FirstBuild(root, pol, r, users)
+
+
+def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afresh_when_it_changed(
+        cli: Callable[..., Result], first_build: FirstBuild) -> None:
+    pol, root = first_build.policy, first_build.root
     tree = pol.parent / "build" / f"setuptools-{CPU}"
 
     def build(out: str) -> str:
-        r = cli("--config", str(pol), "build", CPU, "--no-check", "--wheel-dir", str(tmp_path / out))
+        r = cli("--config", str(pol), "build", CPU, "--no-check", "--wheel-dir", str(root / out))
         assert r.code == 0, r.out + r.err
         return r.err
 
-    err = build("one")
+    err = first_build.result.err
     assert f"build tree build/setuptools-{CPU}: new" in err
     # issue 28 point 10: torch.utils.cpp_extension (2.13, 2.14) wraps nvcc and C++ in the `ccache` on
     # PATH: the build finds the compiler cache's own there
@@ -121,6 +150,22 @@ def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afres
     assert "building 'tiny._C' extension" in err  # compiled again, not taken from the old tree
     assert json.loads((tree / buildtree.RECORD).read_text(encoding="utf-8"))["facts"] == recorded
 
+
+def test_a_wheel_that_failed_its_check_goes_under_rejected_and_nothing_there_is_replaced(
+        first_build: FirstBuild) -> None:
+    """Issue 28, point 8: the failed wheel goes to WHEEL_DIR/rejected/, the user's wheel of the
+    same name in WHEEL_DIR stays, and `WHEEL_DIR/*.whl` holds nothing that failed."""
+    r, dist = first_build.result, first_build.root / "one"
+    assert r.code == 5, r.out + r.err
+    assert "[FAIL] torch-matches-build" in r.err
+    name = f"tiny-0.1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"
+    rejected = dist / "rejected" / name
+    assert rejected.is_file() and (dist / name).read_bytes() == first_build.users_wheel
+    assert sorted(p.name for p in dist.glob("*.whl")) == [name]  # only the user's: nothing that failed
+    assert f"it is kept out of {dist}, at {rejected}" in r.err
+    assert f"check {rejected} --row {CPU}" in r.err
+    assert f"{rejected}  (" in r.out and f"[{CPU}: check FAIL]" in r.out  # the summary names the path
+    assert f"rejected/{name}" in r.out
 
 
 def test_what_changed_is_named(tmp_path: Path) -> None:
