@@ -294,7 +294,7 @@ def test_the_torch_changes_under_a_real_extensions_tree_and_the_wheel_imports(tm
                            env={**os.environ, "MAX_JOBS": "2"})
         assert r.returncode == 0, r.stdout + r.stderr
         (wheel,) = (tmp_path / out).glob("*.whl")
-        return r.stderr, wheel
+        return r.stderr + r.stdout, wheel
 
     def runs(wheel: Path) -> str:
         subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", "--target",
@@ -313,3 +313,14 @@ def test_the_torch_changes_under_a_real_extensions_tree_and_the_wheel_imports(tm
     assert (f"torch 2.13.0+cpu (CPU) -> {version} ({'CUDA ' + cuda if cuda else 'CPU'})"
             f": build tree build/setuptools-{CPU} started afresh") in err, err
     assert runs(second) == f"{version} [1.0, 1.0]"
+    # Point 10: the C++ compile went through the compiler cache (torch's cpp_extension wraps it in
+    # the `ccache` buildrows puts first on PATH, without ninja too): a tree started afresh with
+    # the same torch takes it from the cache.
+    from buildrows.build.compiler_cache import find_ccache
+
+    if find_ccache(dict(os.environ)) is not None:
+        assert "C/C++ 0/1 hits" in err, err
+        (project / "build" / f"setuptools-{CPU}" / buildtree.RECORD).unlink()
+        err, third = build("three")
+        assert "C/C++ 1/1 hits" in err, err
+        assert runs(third) == f"{version} [1.0, 1.0]"
