@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from buildrows.build import buildtree
 from buildrows.build.doctor import FRONTEND, check_torch_installed
 from buildrows.policy.load import load_policy
+from buildrows.policy.model import Row
 from buildrows.provision import buildenv
 from buildrows.provision.interpreters import Interpreter
 from buildrows.provision.torch import torch_for_row, torch_requirement
@@ -95,7 +97,8 @@ def test_the_row_environment_installs_torch_first_and_is_keyed_on_project_and_to
     reqs = [FRONTEND, "setuptools", "wheel", "torch>=2.0"]
     be = buildenv.plan_row_env(pol, row, base, project, reqs, env)
     _create, torch, rest = be.commands()
-    assert torch.argv[3:] == ("install", "--disable-pip-version-check", "-q", "--index-url",
+    assert torch.argv[3:] == ("install", "--disable-pip-version-check", "-q",
+                              "--report", str(be.root / "buildrows-torch-report.json"), "--index-url",
                               "https://download.pytorch.org/whl/cu130", "torch==2.14.*", "torch>=2.0")
     assert torch.step == "build environment (torch for cu130)"
     assert rest.argv[-4:] == tuple(reqs)
@@ -188,3 +191,93 @@ def test_a_cpu_row_of_a_torch_extension_is_one_and_of_another_project_is_not(tmp
     other = load_policy(str(plain))
     row = other.row(CPU)
     assert row is not None and not other.torch_extension(row)
+
+
+# --- issue 28, point 3: the torch --provision installed is verified -----------------------------
+
+def _row(pol_path: Path, name: str) -> Row:
+    row = load_policy(str(pol_path)).row(name)
+    assert row is not None
+    return row
+
+
+def test_the_torch_an_environment_imports_is_held_to_the_row(tmp_path: Path) -> None:
+    """The real torch of this environment, asked as --provision asks a row environment's, then held
+    to a CPU row, the CUDA row of its train, and rows it does not fit."""
+    import importlib.util
+    from dataclasses import replace
+
+    from buildrows.policy.archs import Train
+    from buildrows.provision.torch import InstalledTorch, ask_installed, torch_problem
+
+    pol = torch_project(tmp_path)
+    cpu, cuda = _row(pol, CPU), _row(pol, CUDA)
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("needs torch")
+    got, why = ask_installed(sys.executable, dict(os.environ))
+    assert got is not None, why
+    written = buildtree.torch_version_file(Path(next(iter(spec.submodule_search_locations))))  # read, not imported
+    assert written is not None and got == InstalledTorch(*written)
+    wants = torch_for_row(cuda, torch_requirement("2.14.*"), {})
+    if got.cuda is not None:  # a CUDA torch (this machine's: 2.14.1+cu130)
+        assert torch_problem(cpu, torch_for_row(cpu, None, {}), got) == (
+            f"{got.describe()}, but {CPU} is a CPU row: its torch must be a CPU build (torch.version.cuda None)")
+    cpu_torch = InstalledTorch("2.14.1+cpu", None)
+    assert torch_problem(cuda, wants, cpu_torch) == (
+        f"torch 2.14.1+cpu (a CPU build), but {CUDA} is a CUDA 13.0 row: it needs torch.version.cuda 13.0")
+    assert torch_problem(cuda, wants, InstalledTorch("2.14.1+cu126", "12.6")) == (
+        f"torch 2.14.1+cu126 (CUDA 12.6), but {CUDA} is a CUDA 13.0 row: it needs torch.version.cuda 13.0")
+    assert torch_problem(cuda, wants, InstalledTorch("2.13.0+cu130", "13.0")) == (
+        "torch 2.13.0+cu130 (CUDA 13.0), but the policy asks for torch==2.14.*")
+    assert torch_problem(cuda, wants, InstalledTorch("2.14.1+cu130", "13.0")) is None
+    assert torch_problem(cpu, torch_for_row(cpu, torch_requirement("2.14.*"), {}), cpu_torch) is None
+    assert torch_problem(replace(cuda, cuda=Train.parse("13.2")), wants, InstalledTorch("2.14.1", "13.0")) is not None
+
+
+def _cpu_torch_index(root: Path) -> str:
+    """A package index (pip reads a file: index's directories through their index.html) that
+    serves only a tiny wheel named torch 2.14.1+cpu, as a fallback index did for a cu130 row."""
+    import zipfile
+
+    wheel = "torch-2.14.1+cpu-py3-none-any.whl"
+    for accel in ("cu130", "cpu"):
+        where = root / accel / "torch"
+        where.mkdir(parents=True)
+        with zipfile.ZipFile(where / wheel, "w") as z:
+            z.writestr("torch/__init__.py", "from . import version\n__version__ = version.__version__\n")
+            z.writestr("torch/version.py", "__version__ = '2.14.1+cpu'\ncuda = None\n")
+            info = "torch-2.14.1+cpu.dist-info"
+            z.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 2.14.1+cpu\n")
+            z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+            z.writestr(f"{info}/RECORD", "")
+        (where / "index.html").write_text(f'<a href="{wheel.replace("+", "%2B")}">{wheel}</a>\n', encoding="utf-8")
+    return (root.as_uri() + "/{accel}")
+
+
+@pytest.mark.integration
+def test_provision_refuses_a_cpu_torch_for_a_cuda_row_and_caches_nothing(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The row's index answers with a CPU torch (here a local index that serves only one, as pip's
+    fallback did): --provision refuses the cu130 row, naming the file pip installed and where from,
+    and no environment is left in the cache under the row's key."""
+    from buildrows.plan.toolchain import locate_cuda_compiler
+
+    if locate_cuda_compiler(dict(os.environ)) is None:
+        pytest.skip("needs nvcc (CUDA 13.0) for the cu130 row")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("BUILDROWS_CACHE", str(cache))
+    index = _cpu_torch_index(tmp_path / "index")
+    monkeypatch.setenv("BUILDROWS_TORCH_INDEX", index)
+    pol = torch_project(tmp_path)
+    r = cli("--config", str(pol), "build", CUDA, "--provision", "--wheel-dir", str(tmp_path / "dist"))
+    assert r.code == 3, r.out + r.err
+    served = index.replace("{accel}", "cu130")
+    assert (f"row {CUDA}: --provision installed torch 2.14.1+cpu (a CPU build), but {CUDA} is a CUDA 13.0 row: "
+            "it needs torch.version.cuda 13.0") in r.err
+    assert f"pip installed it from: {served}/torch/torch-2.14.1%2Bcpu-py3-none-any.whl" in r.err
+    assert f"the row's index: {served}; pip also takes candidates" in r.err
+    assert "nothing was cached: the environment" in r.err and "fix: make the row's index reachable" in r.err
+    envs = cache / "envs"
+    assert not [p for p in envs.iterdir()] if envs.exists() else True
+    assert not list(tmp_path.glob("dist/*.whl"))

@@ -37,6 +37,7 @@ This module computes; `buildrows.build.orchestrate` runs. ccache comes from PyPI
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -208,6 +209,23 @@ class CompilerCache:
 
             extra = [f"extra_files_to_hash={self._extra_files}"] if self._extra_files_in_launcher else []
             out["PYTORCH_NVCC"] = shlex.join([self.executable, *extra, nvcc])
+        return out
+
+    def on_path(self, path: str) -> dict[str, str]:
+        """For a setup.py build: PATH with a directory holding only `ccache` (a link to this one)
+        first, and the toolkit files every compile hashes. torch.utils.cpp_extension (2.13 and
+        2.14 read) wraps nvcc and the C++ compiler in the `ccache` it finds on PATH, with ninja and
+        without; PYTORCH_NVCC reaches only its ninja builds. Creates the directory."""
+        where = self.directory / "bin"
+        link = where / ("ccache.exe" if os.name == "nt" else "ccache")
+        if not (link.is_symlink() and os.path.realpath(link) == os.path.realpath(self.executable)):
+            where.mkdir(parents=True, exist_ok=True)
+            link.unlink(missing_ok=True)
+            with contextlib.suppress(FileExistsError):  # another row made it meanwhile
+                link.symlink_to(os.path.realpath(self.executable))
+        out = {"PATH": os.pathsep.join(p for p in (str(where), path) if p)}
+        if self.cuda_files:
+            out["CCACHE_EXTRAFILES"] = self._extra_files  # not in a launcher here: every compile hashes them
         return out
 
     def config_text(self, max_size: str = DEFAULT_MAX_SIZE) -> str:

@@ -28,10 +28,14 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildrows.build.runner import Command
 from buildrows.plan.row import RowPlan
 from buildrows.policy.model import Driver, Row
+
+if TYPE_CHECKING:
+    from buildrows.build.compiler_cache import CompilerCache
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class BuildPlan:
     wheel_dir: Path | None
     install_dir: Path | None = None  # cmake-presets: the install tree `build` checks instead of a wheel
     files: tuple[tuple[Path, str], ...] = ()  # written before the commands run (setup.py: its setuptools config)
+    tree: Path | None = None  # the row's own build tree, tied to what built it (buildrows.build.buildtree)
 
 
 def row_python(row: Row, env: Mapping[str, str]) -> str | None:
@@ -70,7 +75,8 @@ def cmake_presets_plan(row: Row, project: Path) -> BuildPlan:
     install = Command("install (cmake --install)",
                       ("cmake", "--install", build_dir, "--config", "Release", "--prefix", f"{build_dir}/install"),
                       cwd=str(project))  # Release: the configuration the build preset builds
-    return BuildPlan(row, "cmake-presets", (cmd, install), None, project / build_dir / "install")
+    return BuildPlan(row, "cmake-presets", (cmd, install), None, project / build_dir / "install",
+                     tree=project / build_dir)
 
 
 def _frontend(python: str, project: Path, wheel_dir: Path, isolation: bool, *, checked: bool = False) -> list[str]:
@@ -99,7 +105,8 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
     # A list value (75-real;90-real) stays one cache value: cmake.define keeps the semicolons.
     settings += [f"cmake.define.{k}={v}" for k, v in plan.cache]
     # One build tree per row beside the project's own build/, so a rebuild is incremental.
-    settings.append(f"build-dir={(project / 'build' / f'skbuild-{row.name}').as_posix()}")
+    tree = project / "build" / f"skbuild-{row.name}"
+    settings.append(f"build-dir={tree.as_posix()}")
     # doctor checked the project's requirements, and cmake and ninja (what scikit-build-core would add).
     argv = _frontend(python, project, wheel_dir, isolation, checked=True)
     for s in settings:
@@ -112,7 +119,7 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
         env["PYTHONPATH"] = provider_path
     notes = (f"generator: {g.generator} ({g.reason})",)
     cmd = Command("build (scikit-build-core wheel)", tuple(argv), tuple(env.items()), str(project), notes)
-    return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir)
+    return BuildPlan(row, "scikit-build-core", (cmd,), wheel_dir, tree=tree)
 
 
 def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, base_env: Mapping[str, str], *,
@@ -136,7 +143,7 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
                   (*notes, f"setuptools builds in {config.parent / config.stem} (DIST_EXTRA_CONFIG), this row's own directory"))
-    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),))
+    return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),), tree=config.parent / config.stem)
 
 
 def setuptools_config(row: Row, project: Path, env: Mapping[str, str]) -> tuple[Path, str]:
@@ -208,6 +215,18 @@ def with_environment_bin(bp: BuildPlan, python: str, base_env: Mapping[str, str]
     return replace(bp, commands=tuple(commands))
 
 
+def with_ccache_on_path(bp: BuildPlan, cache: CompilerCache, base_env: Mapping[str, str]) -> BuildPlan:
+    """A setup.py build with `ccache` (the row's compiler cache) first on every command's PATH,
+    where torch.utils.cpp_extension looks for it (CompilerCache.on_path)."""
+    from dataclasses import replace
+
+    commands = []
+    for cmd in bp.commands:
+        extra = cache.on_path(cmd.environment(base_env).get("PATH", ""))
+        commands.append(replace(cmd, env=(*cmd.env, *extra.items())))
+    return replace(bp, commands=tuple(commands))
+
+
 def launchers_without_cache(env: Mapping[str, str]) -> dict[str, str]:
     """With the compiler cache off: the launchers the user's environment names, else none (an
     existing build tree may remember buildrows' ccache from an earlier build)."""
@@ -247,25 +266,14 @@ def provider_path(cache: Path, env: Mapping[str, str]) -> str:
     provider) whatever environment builds it (the row's provisioned one, an isolated one, another
     interpreter): a directory under buildrows' cache holding only a link to this `buildrows`
     package (a copy of the provider where links cannot be made), before the caller's PYTHONPATH.
-    Only buildrows is exposed, never the packages installed beside it. Creates the directory."""
+    Only buildrows is exposed, never the packages installed beside it. The directory is this
+    installation's own (`installation_key`: the package's path and version), so two installations
+    sharing one cache never run each other's code. Creates the directory."""
     import os
-    import shutil
 
     package = Path(__file__).resolve().parent.parent
-    where = cache / "importable"
-    link = where / "buildrows"
-    if not (link.is_symlink() and link.resolve() == package) and not (link / "metadata.py").is_file():
-        where.mkdir(parents=True, exist_ok=True)
-        if link.is_symlink() or link.is_file():
-            link.unlink()
-        elif link.is_dir():
-            shutil.rmtree(link)
-        try:
-            link.symlink_to(package, target_is_directory=True)
-        except OSError:  # no symlinks (Windows without the privilege): the provider alone suffices
-            link.mkdir()
-            (link / "__init__.py").write_text("", encoding="utf-8")
-            shutil.copy2(package / "metadata.py", link / "metadata.py")
+    where = cache / "importable" / installation_key(package)
+    _expose(package, where / "buildrows")
     previous = env.get("PYTHONPATH", "")
     return os.pathsep.join(p for p in (str(where), previous) if p)
 
@@ -281,3 +289,39 @@ def with_source_date_epoch(bp: BuildPlan, project: Path, env: Mapping[str, str])
     value, why = source_date_epoch(project, env)
     commands = tuple(replace(cmd, env=(*cmd.env, ("SOURCE_DATE_EPOCH", value))) for cmd in bp.commands)
     return replace(bp, commands=commands), f"SOURCE_DATE_EPOCH={value} ({why}): a rebuild of the same sources gives the same wheel"
+
+
+def installation_key(package: Path) -> str:
+    """What tells this buildrows installation from another sharing the cache: its package
+    directory and its version, hashed (an editable checkout is its own installation)."""
+    import hashlib
+
+    from buildrows.build.record import own_version
+
+    return hashlib.sha256(f"{package}\0{own_version()}".encode()).hexdigest()[:16]
+
+
+def _expose(package: Path, link: Path) -> None:
+    """`link` made (or corrected) to be this package: a symlink to it, or, without symlinks
+    (Windows without the privilege), a package holding a current copy of its provider alone."""
+    import shutil
+
+    if link.is_symlink() and link.resolve() == package:
+        return
+    provider = package / "metadata.py"
+    copied = link / "metadata.py"
+    if not link.is_symlink() and copied.is_file() and copied.read_bytes() == provider.read_bytes():
+        return
+    link.parent.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    try:
+        link.symlink_to(package, target_is_directory=True)
+    except FileExistsError:  # another build of this installation made it meanwhile
+        return
+    except OSError:  # no symlinks: the provider alone suffices
+        link.mkdir(exist_ok=True)
+        (link / "__init__.py").write_text("", encoding="utf-8")
+        shutil.copy2(provider, copied)

@@ -25,11 +25,14 @@ if TYPE_CHECKING:
     from buildrows.plan.row import RowPlan
     from buildrows.plan.toolchain import CudaCompiler, HostOs
     from buildrows.policy.model import Driver, Policy, Row
+    from buildrows.provision.buildenv import BuildEnv
     from buildrows.provision.interpreters import Interpreter
 
 
 #: Where a row built beside others writes its wheel first, under the wheel directory.
 STAGING = ".buildrows-staging"
+#: Where a wheel that failed its check goes, under the wheel directory: never among the ones that passed.
+REJECTED = "rejected"
 
 
 class _Run:
@@ -386,9 +389,23 @@ def _compare_members(state: _Run, rows: list[Row], outcomes: dict[str, RowOutcom
         o = outcomes[d.row]
         if strict and o.exit_code in (0, EXIT_CHECK_FAILED):
             why = f"lacks {len(d.members)} member{'s' if len(d.members) != 1 else ''} {d.other} ships"
+            o = _reject_late(state, o)
             outcomes[d.row] = replace(o, exit_code=EXIT_CHECK_FAILED, check=False,
                                       reason=o.reason or f"the members check failed: {why}")
     return differences
+
+
+def _reject_late(state: _Run, o: RowOutcome) -> RowOutcome:
+    """A wheel that failed a check made after it joined the wheel directory (the members check of
+    --strict): moved under the directory's rejected/ folder as one that failed its own check."""
+    from dataclasses import replace
+
+    row = state.pol.row(o.row)
+    if row is None or not o.wheel_path or o.check is False or not o.wheel_path.endswith(".whl"):
+        return o
+    wheel = Path(o.wheel_path)
+    moved = _unstage(state, row, wheel, wheel.parent / REJECTED)
+    return replace(o, wheel=f"{REJECTED}/{moved.name}", wheel_path=str(moved))
 
 
 def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
@@ -515,8 +532,22 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
 
     for cmd in be.commands():  # the environment's bin first once it exists: its programs, as in the build
         run_step(ui, cmd, with_interpreter_bin(env, be.python))
+    _verify_torch(be, row, env, ui)
     buildenv.finish(be)
     return be.interpreter
+
+
+def _verify_torch(be: BuildEnv, row: Row, env: Mapping[str, str], ui: UI) -> None:
+    """The torch just installed is the row's, or the row is refused and nothing is cached (issue 28)."""
+    from buildrows.errors import Refused
+    from buildrows.provision import buildenv
+
+    if be.torch is None:
+        return
+    got, problem = buildenv.verify_torch(be, row, env)
+    if problem is not None:
+        raise Refused(f"row {row.name}: {problem}")
+    ui.info(f"  torch verified: the environment imports {got}, the torch of {row.name}")
 
 
 def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOutcome:
@@ -638,9 +669,12 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         bp = drivers.with_environment_bin(bp, python, base_env)
         bp, epoch = drivers.with_source_date_epoch(bp, project, base_env)
         ui.info(f"  {epoch}")
+    if cache is not None and driver == "setup.py":
+        bp = drivers.with_ccache_on_path(bp, cache, base_env)
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
+    _tie_tree(state, plan, bp, python, project, base_env)
     before = drivers.snapshot(wheel_dir)
     seeded = False
     try:
@@ -661,12 +695,10 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
                         f"    fix: check the store; export BUILDROWS_CACHE_REMOTE=off to build without it")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
-        # setuptools (and torch.utils.cpp_extension, with or without ninja) runs the C/C++ compiler
-        # itself, not through the launcher: only nvcc (PYTORCH_NVCC) is behind the cache. Say so
-        # rather than "no compiles" after a build that compiled.
-        nvcc_text = "no nvcc compiles" if stats is None or not stats.compiles else f"nvcc {stats.describe()}"
-        cache_text = f"{nvcc_text}; C/C++ not cached (setup.py)"
-        ui.info("  compiler cache: setuptools compiles C/C++ directly, so only nvcc (PYTORCH_NVCC) goes through it")
+        cache_text = _setup_py_cache_text(stats, row.is_cuda)
+        ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension finds it "
+                "for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); setuptools compiles a plain Extension's "
+                "C/C++ itself")
     if seeded:
         cache_text += ", detection reused"
     if bp.wheel_dir is None:
@@ -688,15 +720,57 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     if python is not None:
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
-    if wheel_dir != final_dir:
-        wheel = _unstage(state, row, wheel, final_dir)
+    # Checked where it was built: only a wheel that passed (or was not checked) joins the wheel
+    # directory's top level; one that failed goes under its rejected/ folder (`dist/*.whl` is what
+    # passed, so `twine upload dist/*` never publishes a failed one).
     torch_python = python if python is not None and not args.isolation else None  # its torch built the wheel
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui, torch_python=torch_python)
+    if ok is False or wheel_dir != final_dir:
+        wheel = _unstage(state, row, wheel, final_dir if ok is not False else final_dir / REJECTED)
+    shown = wheel.name if ok is not False else f"{REJECTED}/{wheel.name}"
     if ok is False:
-        ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
-    return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
+        ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above); it is "
+                 f"kept out of {final_dir}, at {wheel}\n    fix: correct what the report names and build again; to "
+                 f"check it again: buildrows --config {pol.path} check {wheel} --row {row.name}")
+    return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, shown,
                       _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
-                      reason="" if ok is not False else "the wheel check failed (its report is above)")
+                      reason="" if ok is not False else f"the wheel check failed (its report is above); the wheel is "
+                      f"kept apart in {wheel.parent}")
+
+
+def _setup_py_cache_text(stats: CacheStats | None, cuda: bool) -> str:
+    """A setup.py row's cache column: nvcc's compiles and the C/C++ ones apart, and, where none
+    went through the cache, why ("no compiles" after a build that compiled would mislead)."""
+    compiles = stats.compiles if stats is not None else ()
+    nvcc = [c for c in compiles if c[0].lower().endswith(".cu")]
+    other = [c for c in compiles if not c[0].lower().endswith(".cu")]
+
+    def hits(part: Sequence[tuple[str, str]]) -> str:
+        return f"{sum(1 for _, how in part if how != 'miss')}/{len(part)} hits"
+
+    parts = []
+    if nvcc:
+        parts.append(f"nvcc {hits(nvcc)}")
+    elif cuda:
+        parts.append("nvcc not cached (none went through ccache: nothing to compile, TORCH_NO_COMPILER_WRAPPER set, "
+                     "or a torch whose cpp_extension runs CUDA_HOME/bin/nvcc itself without ninja)")
+    else:
+        parts.append("no nvcc compiles")
+    parts.append(f"C/C++ {hits(other)}" if other else "C/C++ not cached (setup.py: setuptools runs the compiler itself)")
+    return "; ".join(parts)
+
+
+def _tie_tree(state: _Run, plan: RowPlan, bp: drivers.BuildPlan, python: str | None, project: Path,
+              base_env: Mapping[str, str]) -> None:
+    """Tie the row's build tree to what builds it now: reused when it was built with the same
+    interpreter, torch, compilers and CMake, else started afresh, and said so (buildrows.build.buildtree)."""
+    if bp.tree is None or not bp.commands:
+        return
+    from buildrows.build import buildtree
+
+    built_with = buildtree.facts(plan, bp, python, project, bp.commands[0].environment(base_env),
+                                 isolation=state.args.isolation)
+    state.ui.info("  " + buildtree.settle(bp.tree, built_with).describe(project))
 
 
 def _staging_dir(final_dir: Path, row: Row) -> Path:
@@ -738,6 +812,7 @@ def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
     from buildrows.errors import Refused
 
     target = final_dir / wheel.name
+    final_dir.mkdir(parents=True, exist_ok=True)
     with state.lock:
         other = state.written.get(target)
         if other is not None and other != row.name:

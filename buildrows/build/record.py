@@ -50,7 +50,7 @@ def record_bytes(record: BuildRecord) -> bytes:
     """The record as the wheel stores it: sorted keys, one line, UTF-8."""
     data = asdict(record)
     if not data["buildrows"]:
-        data["buildrows"] = _own_version()
+        data["buildrows"] = own_version()
     return (json.dumps(data, sort_keys=True) + "\n").encode("utf-8")
 
 
@@ -85,7 +85,8 @@ def read_record(wheel: str | os.PathLike[str]) -> BuildRecord | None:
     return None if data is None else parse_record(data, f"{os.fspath(wheel)}: {RECORD_NAME}")
 
 
-def _own_version() -> str:
+def own_version() -> str:
+    """This buildrows' version ("unknown" for a checkout that is not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

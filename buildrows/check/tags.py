@@ -217,15 +217,26 @@ def python_tag_problem(row: Row, wheel_path: str | PurePath) -> str | None:
             f"Python than the row's {row.python} (pin the interpreter: `buildrows build {row.name}` finds it)")
 
 
-def platform_tag_problem(row: Row, wheel_path: str | PurePath) -> str | None:
-    """Why the wheel's platform tags do not name the row's platform, or None (a pure `any` wheel
-    installs on every platform)."""
+def platform_tag_problem(row: Row, wheel_path: str | PurePath, *, archive: str | PurePath | None = None) -> str | None:
+    """Why the wheel's platform tags do not name the row's platform, or None. A pure `any` wheel
+    installs on every platform, so it passes unless it carries a native library (read from
+    `archive`, the wheel file, when given): that loads on one platform only."""
     from buildrows.binaries.wheelread import parse_wheel_filename
 
     wheel = PurePath(wheel_path).name
     name = parse_wheel_filename(wheel)
     if name.platform_tags == ("any",):
-        return None
+        natives = native_libraries(archive) if archive is not None else []
+        if not natives:
+            return None
+        shown = ", ".join(f"{m} ({what})" for m, what in natives[:5]) + (f" and {len(natives) - 5} more"
+                                                                            if len(natives) > 5 else "")
+        tags = f"{'.'.join(name.python_tags)}-{'.'.join(name.abi_tags)}-any"
+        return (f"{wheel} is tagged {tags}, a pure wheel pip installs on every platform and Python, but it carries "
+                f"native libraries that load on one only: {shown}\n"
+                "fix: build it as a platform wheel: setuptools tags a wheel by its ext_modules (a library built "
+                "another way needs a Distribution whose has_ext_modules() returns True); scikit-build-core does "
+                "unless wheel.py-api or wheel.platlib says otherwise")
     found = platforms_of_name(name)
     if found == {row.platform}:
         return None
@@ -233,3 +244,55 @@ def platform_tag_problem(row: Row, wheel_path: str | PurePath) -> str | None:
     named = ", ".join(sorted(found)) or "no platform buildrows builds"
     return (f"{wheel} is tagged {tags} ({named}), not for row {row.name}'s platform {row.platform}: "
             "check it against a row of the platform it was built for")
+
+
+# A native library in a wheel, known by its first bytes: ELF (shared objects), PE (DLLs), Mach-O
+# (dylibs and bundles). Executables and relocatable objects are not libraries a wheel loads (pip's
+# own pure wheel carries Windows launcher .exe files as data).
+_ELF_MACHINES: Final = {3: "x86", 62: "x86_64", 183: "aarch64", 40: "arm", 21: "ppc64", 22: "s390x"}
+_PE_MACHINES: Final = {0x8664: "amd64", 0xAA64: "arm64", 0x14C: "x86"}
+_MACHO_CPUS: Final = {0x01000007: "x86_64", 0x0100000C: "arm64", 7: "x86"}
+_TEXT_SUFFIXES: Final = (".py", ".pyi", ".txt", ".md", ".json", ".toml", ".cfg", ".h", ".hpp", ".cu", ".c", ".cpp")
+
+
+def native_kind(head: bytes) -> str | None:
+    """What a file starting with `head` (its first 4 KiB) is, when it is a native library:
+    `ELF x86_64`, `PE DLL amd64`, `Mach-O arm64`; None otherwise."""
+    import struct
+
+    if head[:4] == b"\x7fELF" and len(head) >= 20:
+        order = "<" if head[5] == 1 else ">"
+        e_type, machine = struct.unpack_from(order + "HH", head, 16)
+        return f"ELF {_ELF_MACHINES.get(machine, f'machine {machine}')}" if e_type == 3 else None
+    if head[:2] == b"MZ" and len(head) >= 0x40:
+        pe = struct.unpack_from("<I", head, 0x3C)[0]
+        if pe + 24 <= len(head) and head[pe:pe + 4] == b"PE\0\0":
+            machine, characteristics = struct.unpack_from("<H", head, pe + 4)[0], struct.unpack_from("<H", head, pe + 22)[0]
+            return f"PE DLL {_PE_MACHINES.get(machine, hex(machine))}" if characteristics & 0x2000 else None
+        return None
+    if len(head) >= 16 and head[:4] in (b"\xcf\xfa\xed\xfe", b"\xce\xfa\xed\xfe", b"\xfe\xed\xfa\xcf", b"\xfe\xed\xfa\xce"):
+        order = "<" if head[:2] in (b"\xcf\xfa", b"\xce\xfa") else ">"
+        cpu, _, filetype = struct.unpack_from(order + "IiI", head, 4)
+        return f"Mach-O {_MACHO_CPUS.get(cpu, hex(cpu))}" if filetype in (6, 8) else None  # MH_DYLIB, MH_BUNDLE
+    if head[:4] == b"\xca\xfe\xba\xbe" and len(head) >= 8:
+        count = struct.unpack_from(">I", head, 4)[0]
+        return "Mach-O universal" if 0 < count < 20 else None  # a Java class has its version (45+) there
+    return None
+
+
+def native_libraries(wheel: str | PurePath) -> list[tuple[str, str]]:
+    """(member, what it is) for each native library in the wheel, read from the first 4 KiB of
+    each member outside .dist-info (a wheel `check` has already opened safely)."""
+    import zipfile
+
+    found: list[tuple[str, str]] = []
+    with zipfile.ZipFile(str(wheel)) as z:
+        for info in z.infolist():
+            top = info.filename.split("/", 1)[0]
+            if info.is_dir() or top.endswith(".dist-info") or info.filename.lower().endswith(_TEXT_SUFFIXES):
+                continue
+            with z.open(info) as f:
+                kind = native_kind(f.read(4096))
+            if kind is not None:
+                found.append((info.filename, kind))
+    return found

@@ -19,7 +19,7 @@ from buildrows.build.runner import Command
 from buildrows.policy.model import Policy, Row
 from buildrows.provision.cache import envs_dir
 from buildrows.provision.interpreters import Interpreter, probe
-from buildrows.provision.torch import TorchInstall
+from buildrows.provision.torch import REPORT, TorchInstall
 
 STAMP = "buildrows-env.json"
 #: Bumped when the environment's layout changes, so old environments are not reused.
@@ -56,8 +56,9 @@ class BuildEnv:
             # torch first, from its train's index (with the project's own torch requirement, so
             # both hold); the other requirements then find it installed.
             own = tuple(r for r in self.requirements if _is_torch(r))
+            report = ("--report", str(self.root / REPORT))  # which file, from which index: verify_torch reads it
             out.append(Command(f"build environment (torch for {self.torch.accel})",
-                               (*pip, *self.torch.pip_arguments(), *own),
+                               (*pip, *report, *self.torch.pip_arguments(), *own),
                                notes=(f"the torch of the row's train: {self.torch.describe()}",)))
         out.append(install)
         if self.backend and self.project:
@@ -144,6 +145,33 @@ def start(build_env: BuildEnv) -> None:
     if build_env.root.exists():
         shutil.rmtree(build_env.root)
     build_env.root.parent.mkdir(parents=True, exist_ok=True)
+
+
+def verify_torch(build_env: BuildEnv, row: Row, env: Mapping[str, str]) -> tuple[str, str | None]:
+    """After the set-up: the torch the environment imports is the row's (its train's CUDA, none
+    for a CPU row; the policy's version). Returns (what it imports, None) when it is, or
+    (what, the refusal's text naming what pip installed it from); then the environment is
+    removed, so nothing is cached under the row's key."""
+    from buildrows.provision.torch import answered_from, ask_installed, torch_problem
+
+    if build_env.torch is None:
+        return "no torch", None
+    got, why = ask_installed(build_env.python, env)
+    problem = torch_problem(row, build_env.torch, got) if got is not None else f"a torch that does not import: {why}"
+    if problem is None and got is not None:
+        return got.describe(), None
+    source = answered_from(str(build_env.root / REPORT))
+    asked = build_env.torch.index or "pip's configured index"
+    shutil.rmtree(build_env.root, ignore_errors=True)
+    return (got.describe() if got else "torch"), (f"--provision installed {problem}\n"
+            f"    pip installed it from: {source or 'unknown (pip wrote no report)'}\n"
+            f"    the row's index: {asked}; pip also takes candidates from its configuration's extra indexes and "
+            "find-links (pip config list; PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS), and falls back to them when that "
+            "index does not answer\n"
+            f"    nothing was cached: the environment {build_env.root} is removed\n"
+            "    fix: make the row's index reachable, or point BUILDROWS_TORCH_INDEX at a mirror of it (a URL "
+            "with {accel}); or pin the policy's torch to a build of the row's train ([project] torch, e.g. "
+            f"\"2.14.1+{build_env.torch.accel}\")")
 
 
 def finish(build_env: BuildEnv) -> None:

@@ -60,3 +60,92 @@ def torch_for_row(row: Row, requirement: str | None, env: Mapping[str, str]) -> 
     template = env.get(INDEX_VARIABLE, "").strip() or DEFAULT_INDEX
     index = None if template.lower() == "pypi" else template.replace("{accel}", accel)
     return TorchInstall(requirement or "torch", index, accel)
+
+
+# --- the torch installed, verified -----------------------------------------------------------
+
+#: Where pip's installation report of the torch step goes, in the row environment (`pip --report`):
+#: it says which file, from which index, pip installed.
+REPORT = "buildrows-torch-report.json"
+
+_PROBE = (
+    "import json, torch\n"
+    "print('BUILDROWS_TORCH=' + json.dumps({'version': torch.__version__, "
+    "'cuda': getattr(getattr(torch, 'version', None), 'cuda', None)}))"
+)
+
+
+@dataclass(frozen=True)
+class InstalledTorch:
+    """What the torch of an environment says when imported there."""
+
+    version: str  # torch.__version__
+    cuda: str | None  # torch.version.cuda; None for a CPU build
+
+    def describe(self) -> str:
+        return f"torch {self.version} ({'CUDA ' + self.cuda if self.cuda else 'a CPU build'})"
+
+
+def ask_installed(python: str, env: Mapping[str, str]) -> tuple[InstalledTorch | None, str]:
+    """(the torch `python` imports, or None and why it could not)."""
+    import json
+
+    from buildrows.build.runner import capture
+
+    got = capture([python, "-c", _PROBE], env, timeout=300)
+    lines = [ln for ln in got.output.splitlines() if ln.startswith("BUILDROWS_TORCH=")]
+    if got.code != 0 or not lines:
+        tail = [ln for ln in got.output.strip().splitlines() if ln.strip()][-1:] or ["(no output)"]
+        return None, tail[0]
+    try:
+        data = json.loads(lines[-1].removeprefix("BUILDROWS_TORCH="))
+        return InstalledTorch(str(data["version"]), data.get("cuda") or None), ""
+    except (ValueError, KeyError, TypeError):
+        return None, f"unexpected output {got.output.strip()[-200:]!r}"
+
+
+def torch_problem(row: Row, install: TorchInstall, got: InstalledTorch) -> str | None:
+    """Why the torch installed for the row is not the row's (another train's CUDA, a CPU build for
+    a CUDA row or the reverse, a version outside the requirement), or None."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    from buildrows.policy.archs import Train
+
+    if row.cuda is None and got.cuda is not None:
+        return f"{got.describe()}, but {row.name} is a CPU row: its torch must be a CPU build (torch.version.cuda None)"
+    if row.cuda is not None:
+        if got.cuda is None:
+            return f"{got.describe()}, but {row.name} is a CUDA {row.cuda.dotted} row: it needs torch.version.cuda {row.cuda.dotted}"
+        try:
+            train = Train.parse(got.cuda)
+        except ValueError:
+            train = None
+        if train is None or (train.major, train.minor) != (row.cuda.major, row.cuda.minor):
+            return f"{got.describe()}, but {row.name} is a CUDA {row.cuda.dotted} row: it needs torch.version.cuda {row.cuda.dotted}"
+    spec = install.requirement.removeprefix("torch").strip()
+    if spec:
+        try:
+            fits = SpecifierSet(spec).contains(Version(got.version), prereleases=True)
+        except InvalidVersion:
+            fits = False
+        if not fits:
+            return f"{got.describe()}, but the policy asks for {install.requirement}"
+    return None
+
+
+def answered_from(report: str) -> str | None:
+    """The file pip installed torch from, read from its installation report (`pip --report`), or None."""
+    import json
+
+    try:
+        with open(report, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    for item in data.get("install", []) if isinstance(data, dict) else []:
+        meta = item.get("metadata", {}) if isinstance(item, dict) else {}
+        if str(meta.get("name", "")).lower() == "torch":
+            url = (item.get("download_info") or {}).get("url")
+            return str(url) if url else None
+    return None
