@@ -20,7 +20,9 @@ import functools
 import os
 import re
 import struct
+import threading
 import zipfile
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,11 +32,15 @@ from typing import BinaryIO, Final
 from buildrows.binaries.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
 from buildrows.binaries.fatbin import DeviceCode, FatbinError
 from buildrows.binaries.fatbin import list_device_code as _fatbin_device_code
+from buildrows.binaries.fatscan import FatbinScanner
 from buildrows.binaries.inflate import InflateError, MemberStream
+from buildrows.binaries.kernelfiles import PREFIX, CubinError, KernelFile, KernelKind, cubin_arch, ptx_targets, sniff
+from buildrows.binaries.kernelfiles import worth_sniffing as _worth_sniffing
 from buildrows.binaries.libstream import read_streamed
 
 __all__ = [
     "DEFAULT_MAX_MEMBER_SIZE",
+    "KernelFile",
     "LibraryInfo",
     "WheelError",
     "WheelInfo",
@@ -141,6 +147,9 @@ class WheelInfo:
     libraries: tuple[LibraryInfo, ...]
     members: tuple[str, ...]
     build_record: bytes | None = None  # ``.dist-info/buildrows.json`` (buildrows.build.record), if any
+    # Device code in members that are not shared libraries (cubins, fat binaries, PTX text,
+    # host ELF objects): buildrows.binaries.kernelfiles.
+    kernels: tuple[KernelFile, ...] = ()
 
 
 def is_shared_library(member: str) -> bool:
@@ -181,36 +190,35 @@ def read_wheel(
     """Read a wheel's name, ``Requires-Dist`` and every shared library's device code and links."""
     wheel = Path(path)
     name = parse_wheel_filename(wheel.name)
-    with _open_zip(wheel) as zf:
-        infos = _checked_members(wheel, zf)
-        requires = _requires_dist(wheel, infos, name)
-        record = _dist_info_member(wheel, infos, name, RECORD_NAME)
-        libs = [i for i in infos if is_shared_library(i.filename)]
-        libraries = tuple(_read_libraries(wheel, libs, max_member_size, workers))
+    directory = _directory(wheel)
+    infos = directory.infos
+    requires = _requires_dist(wheel, infos, name)
+    record = _dist_info_member(wheel, infos, name, RECORD_NAME)
+    libs = [i for i in infos if is_shared_library(i.filename)]
+    libraries = tuple(_read_libraries(wheel, libs, max_member_size, workers))
+    kernels = read_kernels(wheel, max_member_size=max_member_size, workers=workers)
     return WheelInfo(
         path=wheel,
         name=name,
         requires_dist=requires,
         libraries=libraries,
-        members=tuple(i.filename for i in infos),
+        members=directory.names,
         build_record=record,
+        kernels=kernels,
     )
 
 
 def check_archive(path: str | os.PathLike[str]) -> None:
     """Refuse (:class:`WheelError`) a file that is not a zip archive or whose member names are unsafe:
     the central directory only, nothing inflated (what `check` tries before it judges the name)."""
-    wheel = Path(path)
-    with _open_zip(wheel) as zf:
-        _checked_members(wheel, zf)
+    _directory(Path(path))
 
 
 def read_dist_info_member(path: str | os.PathLike[str], filename: str) -> bytes | None:
     """One small file of the wheel's ``.dist-info`` (``buildrows.json``, say), or None if absent."""
     wheel = Path(path)
     name = parse_wheel_filename(wheel.name)
-    with _open_zip(wheel) as zf:
-        return _dist_info_member(wheel, _checked_members(wheel, zf), name, filename)
+    return _dist_info_member(wheel, _directory(wheel).infos, name, filename)
 
 
 def _dist_info_member(wheel: Path, infos: list[zipfile.ZipInfo], name: WheelName, filename: str) -> bytes | None:
@@ -235,8 +243,7 @@ def iter_libraries(
 ) -> Iterator[LibraryInfo]:
     """Yield a :class:`LibraryInfo` for each shared library, in the zip's order."""
     wheel = Path(path)
-    with _open_zip(wheel) as zf:
-        libs = [i for i in _checked_members(wheel, zf) if is_shared_library(i.filename)]
+    libs = [i for i in _directory(wheel).infos if is_shared_library(i.filename)]
     yield from _read_libraries(wheel, libs, max_member_size, workers)
 
 
@@ -248,6 +255,39 @@ def list_device_code(
 
 
 # --- zip handling ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Directory:
+    """A wheel's central directory, checked (:func:`_checked_members`), with the file it was read from."""
+
+    key: tuple[str, int, int, int]  # (path, size, mtime_ns, inode): the same file, unchanged
+    infos: list[zipfile.ZipInfo]
+    names: tuple[str, ...]
+
+
+_LAST_DIRECTORY: list[_Directory] = []
+_DIRECTORY_LOCK = threading.Lock()
+
+
+def _directory(wheel: Path) -> _Directory:
+    """The wheel's central directory, read and checked once per process while the file is
+    unchanged: `check` asks for it to refuse a bad archive before judging the name, then to read
+    the wheel, then for the build record; PyTorch's has 13,000-26,000 members."""
+    try:
+        st = wheel.stat()
+    except OSError as exc:
+        raise WheelError(str(wheel), f"cannot open as a zip archive: {exc}") from None
+    key = (str(wheel.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    with _DIRECTORY_LOCK:
+        if _LAST_DIRECTORY and _LAST_DIRECTORY[0].key == key:
+            return _LAST_DIRECTORY[0]
+    with _open_zip(wheel) as zf:
+        infos = _checked_members(wheel, zf)
+    directory = _Directory(key, infos, tuple(i.filename for i in infos))
+    with _DIRECTORY_LOCK:
+        _LAST_DIRECTORY[:] = [directory]
+    return directory
 
 
 def _open_zip(wheel: Path) -> zipfile.ZipFile:
@@ -457,3 +497,128 @@ def _requires_dist(wheel: Path, infos: list[zipfile.ZipInfo], name: WheelName) -
     parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
     message = parser.parsebytes(data)
     return tuple(str(value).strip() for value in message.get_all("Requires-Dist") or ())
+
+
+# --- device code outside shared libraries ----------------------------------------------------
+
+# A cubin at most this large is inflated whole to read its headers; a larger one streams once
+# (size and CRC checked) and its header ranges are inflated again from the nearest checkpoint.
+_WHOLE_CUBIN: Final = 4 << 20
+# A fat binary its containers do not explain is read whole so the in-memory reader words the error.
+_WHOLE_FATBIN: Final = 256 << 20
+
+
+def read_kernels(
+    path: str | os.PathLike[str],
+    *,
+    max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
+    workers: int | None = None,
+) -> tuple[KernelFile, ...]:
+    """Device code in the members that are not shared libraries, in the zip's order
+    (:mod:`buildrows.binaries.kernelfiles`): each candidate's first bytes decide, so a member
+    that carries none is never inflated in full."""
+    wheel = Path(path)
+    candidates = [i for i in _directory(wheel).infos
+                  if not is_shared_library(i.filename) and _worth_sniffing(i.filename, i.file_size)]
+    if not candidates:
+        return ()
+    sniffed = _sniff_members(wheel, candidates)
+    if workers is None:
+        workers = min(DEFAULT_WORKERS, os.cpu_count() or 1)
+    tasks = [(info, kind, prefix) for info, kind, prefix in sniffed if kind is not None]
+    if workers <= 1 or len(tasks) <= 1:
+        found = [_kernel_file(wheel, info, kind, prefix, max_member_size) for info, kind, prefix in tasks]
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            found = list(pool.map(lambda t: _kernel_file(wheel, t[0], t[1], t[2], max_member_size), tasks))
+    return tuple(k for k in found if k is not None)
+
+
+def _sniff_members(
+    wheel: Path, infos: list[zipfile.ZipInfo]
+) -> list[tuple[zipfile.ZipInfo, KernelKind | None, bytes]]:
+    """Each member's kind from its first :data:`PREFIX` bytes, in one pass over the file (by
+    offset). Members stored encrypted or with another method than stored/deflate carry no
+    device code the runtime could load, and are left out."""
+    out: list[tuple[zipfile.ZipInfo, KernelKind | None, bytes]] = []
+    with wheel.open("rb") as fp:
+        archive_size = fp.seek(0, os.SEEK_END)
+        for info in sorted(infos, key=lambda i: i.header_offset):
+            if info.flag_bits & _FLAG_ENCRYPTED or info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                continue
+            member = info.filename
+            if info.header_offset < 0 or info.header_offset + _LOCAL_HEADER.size > archive_size:
+                raise WheelError(str(wheel), "local header lies past the end of the archive (truncated?)", member)
+            fp.seek(info.header_offset)
+            magic, *_, name_len, extra_len = _LOCAL_HEADER.unpack(fp.read(_LOCAL_HEADER.size))
+            if magic != _LOCAL_MAGIC:
+                raise WheelError(str(wheel), "bad local header signature", member)
+            raw_name = fp.read(name_len)
+            if raw_name.decode("utf-8" if info.flag_bits & _FLAG_UTF8 else "cp437", "replace") != info.orig_filename:
+                raise WheelError(str(wheel), "local header names another member than the central directory", member)
+            fp.seek(extra_len, os.SEEK_CUR)
+            want = min(PREFIX, info.file_size)
+            if info.compress_type == zipfile.ZIP_STORED:
+                prefix = fp.read(want)
+            else:
+                prefix = _inflate_prefix(fp, info.compress_size, want)
+            out.append((info, sniff(prefix), prefix))
+    order = {id(info): n for n, info in enumerate(infos)}
+    out.sort(key=lambda t: order[id(t[0])])  # back in the zip's order
+    return out
+
+
+def _inflate_prefix(fp: BinaryIO, compressed: int, want: int) -> bytes:
+    """The first ``want`` bytes of a deflated member (corrupt data gives what inflated, which
+    :func:`sniff` then does not recognise; a member read in full is checked then)."""
+    inflater = zlib.decompressobj(-15)
+    out = b""
+    left = compressed
+    try:
+        while len(out) < want and left and not inflater.eof:
+            data = fp.read(min(left, 2 * PREFIX))
+            if not data:
+                break
+            left -= len(data)
+            out += inflater.decompress(data, want - len(out))
+    except zlib.error:
+        pass
+    return out[:want]
+
+
+def _kernel_file(wheel: Path, info: zipfile.ZipInfo, kind: KernelKind, prefix: bytes, max_size: int) -> KernelFile | None:
+    """Read one member :func:`sniff` recognised; None for a host ELF without device code."""
+    member = info.filename
+    if kind == "ptx":  # its header names the target; the text itself is not needed
+        return KernelFile(member, kind, info.file_size, ptx=ptx_targets(prefix))
+    stream = _member_stream(wheel, info, max_size)
+    try:
+        if kind == "elf":
+            lib = read_streamed(stream)
+            if not (lib.device_code.cubins or lib.device_code.ptx):
+                return None
+            return KernelFile(member, kind, info.file_size, cubins=lib.device_code.cubins, ptx=lib.device_code.ptx)
+        if kind == "cubin":
+            if info.file_size <= _WHOLE_CUBIN:
+                data = b"".join(piece for _, piece in stream.chunks())
+                arch = cubin_arch(lambda at, n: data[at:at + n], len(data))
+            else:
+                for _ in stream.chunks():  # size and CRC checked, checkpoints kept
+                    pass
+                arch = cubin_arch(stream.read, stream.size)
+            return KernelFile(member, kind, info.file_size, cubins=(arch,))
+        scanner = FatbinScanner(stream.size)
+        scanner.limit_to([(0, stream.size)])
+        for pos, piece in stream.chunks():
+            scanner.feed(pos, piece)
+        scanner.finish()
+        code = scanner.device_code(0, stream.size)
+        if code is None:  # not explained by its containers: the in-memory reader words why
+            if stream.size > _WHOLE_FATBIN:
+                raise FatbinError(f"not a well-formed fat binary ({stream.size} bytes its containers do not explain)")
+            code = _fatbin_device_code(stream.read(0, stream.size))
+        return KernelFile(member, kind, info.file_size, cubins=code.cubins, ptx=code.ptx)
+    except InflateError as exc:
+        raise WheelError(str(wheel), str(exc), member) from None
+    except (BinaryFormatError, FatbinError, CubinError) as exc:
+        raise WheelError(str(wheel), f"{kind}: {exc}", member) from exc

@@ -102,20 +102,32 @@ def _req_key(req: Requirement) -> tuple[str, frozenset[str], frozenset[str]]:
 
 
 def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
+    from buildrows.check.kernels import kernel_summary, kernels_of
+
     with_code = [lib.path for lib in info.libraries if lib.has_device_code]
+    kernels = kernels_of(info)  # device code in files of its own (buildrows.check.kernels)
+    kernel_lines = kernel_summary(kernels, _arch_key)
     name = "cuda-libraries-present"
     if exp.cuda is None:
-        if with_code:
+        if with_code or kernels:
             return CheckResult(name, False, [f"a CPU row's wheel ships device code in {p}" for p in with_code]
+                               + [f"a CPU row's wheel ships device code in {line}" for line in kernel_lines]
                                + ["if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with "
                                   "--cuda TRAIN --archs LIST, or --row ROW"])
         return CheckResult(name, True, [f"CPU row: {len(info.libraries)} libraries, none with device code"])
-    if not info.libraries:
-        return CheckResult(name, False, ["the wheel ships no shared library at all; a CUDA row's wheel needs its CUDA libraries"])
-    if not with_code:
-        return CheckResult(name, False, [f"none of the {len(info.libraries)} shared libraries carries device code: "
+    if not info.libraries and not kernels:
+        return CheckResult(name, False, ["the wheel ships no shared library and no kernel file (cubin, fat binary, "
+                                         "PTX) at all; a CUDA row's wheel needs its CUDA libraries"])
+    if not with_code and not kernels:
+        return CheckResult(name, False, [f"none of the {len(info.libraries)} shared libraries carries device code, "
+                                         "and no other file is a cubin, a fat binary or PTX: "
                                          + ", ".join(lib.path for lib in info.libraries)])
-    return CheckResult(name, True, [f"{len(with_code)} of {len(info.libraries)} libraries carry device code: " + ", ".join(with_code)])
+    details = [f"{len(with_code)} of {len(info.libraries)} libraries carry device code"
+               + (": " + ", ".join(with_code) if with_code else "")]
+    if kernels:
+        details.append(f"{len(kernels)} kernel file{'s' if len(kernels) != 1 else ''} carry device code:")
+        details += [f"  {line}" for line in kernel_lines]
+    return CheckResult(name, True, details)
 
 
 def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
@@ -462,8 +474,13 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     """Every library with device code covers its list on its own, both ways, PTX included: the
     row's, or what the first [[check.libraries]] rule matching it says (its own list, its train's
     list, or none for a vendored library)."""
+    from buildrows.check.kernels import kernel_units
+
     name = "device-code-covers-row"
-    libs = [lib for lib in info.libraries if lib.has_device_code]
+    # Kernel files are judged as units, the union of their code (buildrows.check.kernels).
+    kernels = kernel_units(exp, info)
+    units = {u.library.path: (u.rule, u.digits) for u in kernels}
+    libs = [lib for lib in info.libraries if lib.has_device_code] + [u.library for u in kernels]
     if exp.cuda is None or exp.archs is None:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
@@ -476,7 +493,7 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     trains = dict(exp.train_archs)
     for lib in libs:
         want, label, suffix = exp.archs, "the row", ""
-        rule, digits = library_rule(exp, lib.path)
+        rule, digits = units.get(lib.path) or library_rule(exp, lib.path)
         if rule is not None and rule.vendored:
             notes.append(f"{lib.path}: vendored, not held to the row's list: {rule.reason} [{rule.source}] "
                          f"(carries {_arch_text(lib)})")
