@@ -163,6 +163,8 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
         raise BadInput(f"{wheel}: --{'archs' if args.archs else 'ptx'} names GPU code, but the wheel's name carries "
                        "no +cuXYZ tag, so its CUDA train is unknown\n"
                        "    fix: pass --cuda 13.0 (the train it was built with)")
+    if platform is None and name.platform_tags == ("any",) and train is not None:
+        platform = _pure_platform(policy, train)
     if platform is None or python is None:
         several = platforms_of_name(name)
         why = (f"its platform tags name several platforms ({', '.join(sorted(several))})" if len(several) > 1 else
@@ -326,6 +328,22 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     if args.row:
         results = tag_results(args, wheel.name, _row_given(args, policy)) + results
     return exp, info, results
+
+
+def _pure_platform(policy: Policy | None, train: Train) -> str:
+    """The platform a pure-tagged (`py3-none-any`) CUDA wheel is held on: its kernel files and
+    PTX run wherever the train does, so its tags cannot say. The policy's one platform that
+    publishes the train; else (no policy, or several platforms) this machine's. `--row` names
+    another (docs/wheel-check.md, "A pure wheel")."""
+    import os
+
+    from buildrows.plan.host import host_platform
+
+    if policy is not None:
+        platforms = {r.platform for r in policy.rows if r.cuda == train}
+        if len(platforms) == 1:
+            return platforms.pop()
+    return host_platform(os.environ)
 
 
 def tag_results(args: CheckRequest, wheel: str, row: Row) -> list[CheckResult]:
