@@ -23,7 +23,7 @@ import struct
 import threading
 import zipfile
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -622,3 +622,30 @@ def _kernel_file(wheel: Path, info: zipfile.ZipInfo, kind: KernelKind, prefix: b
         raise WheelError(str(wheel), str(exc), member) from None
     except (BinaryFormatError, FatbinError, CubinError) as exc:
         raise WheelError(str(wheel), f"{kind}: {exc}", member) from exc
+
+
+def member_reader(path: str | os.PathLike[str], member: str,
+                  max_member_size: int = DEFAULT_MAX_MEMBER_SIZE) -> tuple[Callable[[int, int], bytes], int]:
+    """``(read(offset, size), size)`` for one member: it streams once (size and CRC checked,
+    checkpoints kept), then each range is inflated again from the nearest checkpoint. Memory is
+    the ranges asked for, never the member (what the symbol readers use)."""
+    wheel = Path(path)
+    for info in _directory(wheel).infos:
+        if info.filename == member:
+            break
+    else:
+        raise WheelError(str(wheel), "no such member", member)
+    stream = _member_stream(wheel, info, max_member_size)
+    try:
+        for _ in stream.chunks():
+            pass
+    except InflateError as exc:
+        raise WheelError(str(wheel), str(exc), member) from None
+
+    def read(offset: int, size: int) -> bytes:
+        try:
+            return stream.read(offset, size)
+        except InflateError as exc:
+            raise WheelError(str(wheel), str(exc), member) from None
+
+    return read, stream.size

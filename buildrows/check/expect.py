@@ -322,7 +322,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
 
         try:
             symbols = wheel_imported_symbols(wheel, [lib.path for lib in info.libraries if lib.format == "elf"])
-        except (BinaryFormatError, OSError, zipfile.BadZipFile) as e:
+        except (BinaryFormatError, OSError, zipfile.BadZipFile, WheelError) as e:
             raise BadInput(f"{wheel}: cannot read the libraries' symbols: {e}\n    fix: {unreadable_fix(e)}") from e
     results = run_checks(exp, info, symbols)
     if args.row:
