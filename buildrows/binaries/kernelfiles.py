@@ -51,7 +51,7 @@ _PTX_TARGET = re.compile(rb"^[ \t]*\.target[ \t]+(sm_\d+[af]?)\b", re.MULTILINE)
 _TKINFO_ARCH = re.compile(rb"-arch[ =](?:sm|compute)_(\d+)([af]?)\b")
 # Text and source formats the CUDA runtime never loads as device code: not even sniffed.
 _NOT_KERNELS = re.compile(
-    r"\.(?:py|pyi|pyc|pyo|pyx|pxd|pxi|h|hh|hpp|hxx|cuh|inl|inc|ipp|tcc|c|cc|cpp|cxx|cu|cmake|jinja|md|rst|html|htm"
+    r"^[^/]*\.dist-info/|/$|\.(?:py|pyi|pyc|pyo|pyx|pxd|pxi|h|hh|hpp|hxx|cuh|inl|inc|ipp|tcc|c|cc|cpp|cxx|cu|cmake|jinja|md|rst|html|htm"
     r"|js|mjs|css|json|yaml|yml|toml|ini|cfg|typed|pc|thrift|svg|png|jpg|jpeg|gif|ico|whl|zip|tar|gz|bz2|xz"
     r"|a|lib|la)$",
     re.IGNORECASE,
@@ -77,12 +77,7 @@ class KernelFile:
 def worth_sniffing(member: str, size: int) -> bool:
     """Whether a member (not a shared library) could carry device code: not a directory, a
     ``.dist-info`` file, a source, header or text format, and at least 16 bytes."""
-    if size < _MIN_SIZE or member.endswith("/"):
-        return False
-    top = member.split("/", 1)[0]
-    if top.endswith(".dist-info"):
-        return False
-    return _NOT_KERNELS.search(member) is None
+    return size >= _MIN_SIZE and _NOT_KERNELS.search(member) is None
 
 
 def sniff(prefix: bytes) -> KernelKind | None:

@@ -90,7 +90,10 @@ def _kernel(full: Path, rel: str) -> KernelFile | None:
         if kind == "fatbin":
             code = list_device_code(data)
         else:
-            lib = describe_library(rel, data)
+            try:
+                lib = describe_library(rel, data)
+            except BinaryFormatError:
+                return None  # not a host binary the loader could map (a data file that starts like one)
             if not lib.has_device_code:
                 return None
             return KernelFile(rel, kind, size, cubins=lib.cubins, ptx=lib.ptx)

@@ -284,9 +284,9 @@ def _wheel_dirs(info: Artifact) -> set[str]:
     dirs: set[str] = {""}
     for m in info.members:
         d = _install_dir(m)
-        while d:
+        while d and d not in dirs:  # a directory seen already brought its parents
             dirs.add(d)
-            d = posixpath.dirname(d)
+            d = d.rpartition("/")[0]
     return dirs
 
 
