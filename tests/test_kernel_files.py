@@ -261,15 +261,27 @@ def test_central_directory_read_once_and_checked(tmp_path: Path, monkeypatch: py
         read_wheel(cut)
 
 
-def test_many_members_zip64_directory(tmp_path: Path) -> None:
+def test_zip64_end_record(tmp_path: Path) -> None:
+    """A zip64 end of central directory (what more than 65,535 members or 4 GiB bring), made by
+    rewriting a small archive's end record the way zip64 writers do."""
+    plain = _wheel(tmp_path / "plain.whl", {f"kern/d/{i}": b"x" * i for i in range(5)})
+    data = plain.read_bytes()
+    eocd = data.rindex(b"PK\x05\x06")
+    _, _, _, _, count, cd_size, cd_offset, _ = struct.unpack_from("<4s4H2LH", data, eocd)
+    body = data[:eocd]
+    record = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, count, count, cd_size, cd_offset)
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, len(body), 1)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
     wheel = tmp_path / "kern-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as zf:  # more than 65,535 members: a zip64 end record
-        for i in range(65_600):
-            zf.writestr(f"kern/d/{i}", b"")
-        zf.writestr("kern-1.0.dist-info/METADATA", METADATA)
+    wheel.write_bytes(body + record + locator + end)
     with zipfile.ZipFile(wheel) as zf:
-        want = [(i.filename, i.header_offset) for i in zf.infolist()]
-    assert [(m.filename, m.header_offset) for m in wheelread._read_central_directory(wheel)] == want
+        want = [(i.filename, i.header_offset, i.file_size) for i in zf.infolist()]
+    assert [(m.filename, m.header_offset, m.file_size) for m in wheelread._read_central_directory(wheel)] == want
+    assert len(want) == 6
+    broken = tmp_path / "kern-2.0-py3-none-any.whl"
+    broken.write_bytes(body + record + end)  # the locator missing
+    with pytest.raises(WheelError, match="zip64 end of central directory locator missing"):
+        wheelread._read_central_directory(broken)
 
 
 def test_symbols_stream_as_read_whole(tmp_path: Path) -> None:
