@@ -181,7 +181,7 @@ def test_no_device_code_anywhere_fails(tmp_path: Path, cli: Callable[..., Result
     wheel = _wheel(tmp_path / "kern-1.0-py3-none-any.whl", {"kern/readme.txt": b"no kernels here, only text"})
     r = cli("check", str(wheel), "--cuda", "13.0", "--config", str(_policy(tmp_path, "8.0")))
     assert r.code == 5
-    assert ("the wheel ships no shared library and no kernel file (cubin, fat binary, PTX) at all; "
+    assert ("the wheel ships no shared library at all, and no kernel file (cubin, fat binary, PTX); "
             "a CUDA row's wheel needs its CUDA libraries") in r.out
 
 

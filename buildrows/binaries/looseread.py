@@ -13,7 +13,15 @@ from pathlib import Path
 
 from buildrows.binaries.binfmt import BinaryFormatError, detect_format
 from buildrows.binaries.fatbin import FatbinError, list_device_code
-from buildrows.binaries.kernelfiles import PREFIX, CubinError, KernelFile, cubin_arch, ptx_targets, sniff, worth_sniffing
+from buildrows.binaries.kernelfiles import (
+    PREFIX,
+    CubinError,
+    KernelFile,
+    cubin_arch,
+    ptx_targets,
+    sniff,
+    worth_sniffing,
+)
 from buildrows.binaries.wheelread import LibraryInfo, describe_library, is_shared_library
 
 __all__ = ["LooseError", "LooseInfo", "read_loose"]

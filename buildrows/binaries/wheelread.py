@@ -34,7 +34,15 @@ from buildrows.binaries.fatbin import DeviceCode, FatbinError
 from buildrows.binaries.fatbin import list_device_code as _fatbin_device_code
 from buildrows.binaries.fatscan import FatbinScanner
 from buildrows.binaries.inflate import InflateError, MemberStream
-from buildrows.binaries.kernelfiles import PREFIX, CubinError, KernelFile, KernelKind, cubin_arch, ptx_targets, sniff
+from buildrows.binaries.kernelfiles import (
+    PREFIX,
+    CubinError,
+    KernelFile,
+    KernelKind,
+    cubin_arch,
+    ptx_targets,
+    sniff,
+)
 from buildrows.binaries.kernelfiles import worth_sniffing as _worth_sniffing
 from buildrows.binaries.libstream import read_streamed
 
@@ -66,7 +74,7 @@ _LOCAL_MAGIC: Final = b"PK\x03\x04"
 _FLAG_ENCRYPTED: Final = 0x1
 _FLAG_UTF8: Final = 0x800
 _DRIVE = re.compile(r"^[A-Za-z]:")
-_SUSPECT_NAME = re.compile(r"[\0\\]|^/|^[A-Za-z]:|(?:^|/)\.\.(?:/|$)")
+_SUSPECT_NAME = re.compile(r"[\0\\]|^/|^[A-Za-z]:|(?:^|/)\.\.(?:/|$)", re.MULTILINE)
 # deflate cannot expand its input more than ~1032:1; a member claiming more is lying about its size.
 _MAX_DEFLATE_RATIO: Final = 1032
 
@@ -376,7 +384,8 @@ def _read_central_directory(wheel: Path) -> list[_Member]:
         if pos > cd_size:
             raise bad("truncated central directory record")
         try:
-            name = raw.decode("utf-8") if flags & _FLAG_UTF8 else raw.decode("cp437")
+            # ASCII (nearly every wheel's names) reads the same in both encodings, and fastest.
+            name = raw.decode("ascii") if raw.isascii() else raw.decode("utf-8" if flags & _FLAG_UTF8 else "cp437")
         except UnicodeDecodeError:
             raise bad(f"member name {raw!r} is flagged UTF-8 but is not") from None
         if fsize == 0xFFFFFFFF or csize == 0xFFFFFFFF or offset == 0xFFFFFFFF:
@@ -425,17 +434,19 @@ def _unsafe_name_reason(name: str) -> str | None:
 
 
 def _checked_members(wheel: Path, infos: list[_Member]) -> list[_Member]:
-    """The archive's members after the name checks that apply to the whole wheel."""
+    """The archive's members after the name checks that apply to the whole wheel: one search
+    over all names finds a suspect one, which is then looked at closely (13,000 names: one call)."""
     if len(infos) > MAX_MEMBERS:
         raise WheelError(str(wheel), f"{len(infos)} members (more than {MAX_MEMBERS})")
-    seen: set[str] = set()
-    for info in infos:
-        name = info.filename
-        if name in seen:
-            raise WheelError(str(wheel), "duplicate member name", name)
-        seen.add(name)
-        # The common case costs one regex search; only a suspect name is looked at closely.
-        if _SUSPECT_NAME.search(name) is not None or not name:
+    names = [info.filename for info in infos]
+    if len(set(names)) != len(names):
+        seen: set[str] = set()
+        for name in names:
+            if name in seen:
+                raise WheelError(str(wheel), "duplicate member name", name)
+            seen.add(name)
+    if any(not n or "\n" in n for n in names) or _SUSPECT_NAME.search("\n".join(names)) is not None:
+        for name in names:
             reason = _unsafe_name_reason(name)
             if reason is not None:
                 raise WheelError(str(wheel), reason, name)

@@ -116,8 +116,8 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
                                   "--cuda TRAIN --archs LIST, or --row ROW"])
         return CheckResult(name, True, [f"CPU row: {len(info.libraries)} libraries, none with device code"])
     if not info.libraries and not kernels:
-        return CheckResult(name, False, ["the wheel ships no shared library and no kernel file (cubin, fat binary, "
-                                         "PTX) at all; a CUDA row's wheel needs its CUDA libraries"])
+        return CheckResult(name, False, ["the wheel ships no shared library at all, and no kernel file (cubin, fat "
+                                         "binary, PTX); a CUDA row's wheel needs its CUDA libraries"])
     if not with_code and not kernels:
         return CheckResult(name, False, [f"none of the {len(info.libraries)} shared libraries carries device code, "
                                          "and no other file is a cubin, a fat binary or PTX: "
@@ -275,9 +275,9 @@ def _install_dir(member: str) -> str | None:
     parts = member.split("/")
     if parts[0].endswith(".data"):
         if len(parts) > 2 and parts[1] in ("purelib", "platlib"):
-            return posixpath.dirname("/".join(parts[2:]))
+            return "/".join(parts[2:-1])
         return None
-    return posixpath.dirname(member)
+    return member.rpartition("/")[0]
 
 
 def _wheel_dirs(info: Artifact) -> set[str]:
