@@ -50,11 +50,9 @@ _PTX_VERSION = re.compile(rb"^[ \t]*\.version[ \t]+(\d+)\.(\d+)[ \t]*$", re.MULT
 _PTX_TARGET = re.compile(rb"^[ \t]*\.target[ \t]+(sm_\d+[af]?)\b", re.MULTILINE)
 _TKINFO_ARCH = re.compile(rb"-arch[ =](?:sm|compute)_(\d+)([af]?)\b")
 # Text and source formats the CUDA runtime never loads as device code: not even sniffed.
-_NOT_KERNELS = re.compile(
-    r"^[^/]*\.dist-info/|/$|\.(?:py|pyi|pyc|pyo|pyx|pxd|pxi|h|hh|hpp|hxx|cuh|inl|inc|ipp|tcc|c|cc|cpp|cxx|cu|cmake|jinja|md|rst|html|htm"
-    r"|js|mjs|css|json|yaml|yml|toml|ini|cfg|typed|pc|thrift|svg|png|jpg|jpeg|gif|ico|whl|zip|tar|gz|bz2|xz"
-    r"|a|lib|la)$",
-    re.IGNORECASE,
+_NOT_KERNELS: Final = frozenset(
+    "py pyi pyc pyo pyx pxd pxi h hh hpp hxx cuh inl inc ipp tcc c cc cpp cxx cu cmake jinja md rst html htm js mjs"
+    " css json yaml yml toml ini cfg typed pc thrift svg png jpg jpeg gif ico whl zip tar gz bz2 xz a lib la".split()
 )
 _MIN_SIZE: Final = 16
 
@@ -77,7 +75,12 @@ class KernelFile:
 def worth_sniffing(member: str, size: int) -> bool:
     """Whether a member (not a shared library) could carry device code: not a directory, a
     ``.dist-info`` file, a source, header or text format, and at least 16 bytes."""
-    return size >= _MIN_SIZE and _NOT_KERNELS.search(member) is None
+    if size < _MIN_SIZE or member.endswith("/"):
+        return False
+    head, _, base = member.rpartition("/")
+    if "." in base and base.rpartition(".")[2].lower() in _NOT_KERNELS:
+        return False
+    return not member.partition("/")[0].endswith(".dist-info") or not head
 
 
 def sniff(prefix: bytes) -> KernelKind | None:
