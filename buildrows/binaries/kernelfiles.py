@@ -46,14 +46,16 @@ _ACCELERATORS_V7: Final = 0x800
 _ACCELERATORS_V8: Final = 0x8
 # PTX's header: comments and blank lines, then `.version`, then `.target` (optionally with
 # `.address_size` or more options on the target line).
-_PTX_VERSION = re.compile(rb"^[ \t]*\.version[ \t]+(\d+)\.(\d+)[ \t]*$", re.MULTILINE)
+_PTX_VERSION = re.compile(rb"^[ \t]*\.version[ \t]+(\d+)\.(\d+)[ \t]*\r?$", re.MULTILINE)
 _PTX_TARGET = re.compile(rb"^[ \t]*\.target[ \t]+(sm_\d+[af]?)\b", re.MULTILINE)
 _TKINFO_ARCH = re.compile(rb"-arch[ =](?:sm|compute)_(\d+)([af]?)\b")
 # Text and source formats the CUDA runtime never loads as device code: not even sniffed.
-_NOT_KERNELS: Final = frozenset(
-    "py pyi pyc pyo pyx pxd pxi h hh hpp hxx cuh inl inc ipp tcc c cc cpp cxx cu cmake jinja md rst html htm js mjs"
-    " css json yaml yml toml ini cfg typed pc thrift svg png jpg jpeg gif ico whl zip tar gz bz2 xz a lib la".split()
-)
+_NOT_KERNELS: Final = frozenset({
+    "py", "pyi", "pyc", "pyo", "pyx", "pxd", "pxi", "h", "hh", "hpp", "hxx", "cuh", "inl", "inc", "ipp",
+    "tcc", "c", "cc", "cpp", "cxx", "cu", "cmake", "jinja", "md", "rst", "html", "htm", "js", "mjs", "css",
+    "json", "yaml", "yml", "toml", "ini", "cfg", "typed", "pc", "thrift", "svg", "png", "jpg", "jpeg", "gif",
+    "ico", "whl", "zip", "tar", "gz", "bz2", "xz", "a", "lib", "la",
+})
 _MIN_SIZE: Final = 16
 
 

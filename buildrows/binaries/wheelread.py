@@ -162,6 +162,9 @@ class WheelInfo:
 
 def is_shared_library(member: str) -> bool:
     """Whether a member name looks like a shared library (``.so``, ``.so.N``, ``.dll``, ``.pyd``)."""
+    low = member.lower()
+    if ".so" not in low and low[-4:] not in (".dll", ".pyd"):
+        return False  # nearly every member of a large wheel: no regex
     return _LIBRARY_NAME.search(member) is not None
 
 
