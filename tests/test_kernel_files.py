@@ -102,7 +102,7 @@ def test_sniff_decides_by_content_from_a_prefix(kernels: Path) -> None:
     assert sniff(b"plain text") is None
 
 
-def _policy(tmp_path: Path, archs: str, extra: str = "") -> Path:
+def _policy(tmp_path: Path, archs: str, extra: str = "", platform: str = "linux-x86_64") -> Path:
     policy = tmp_path / "buildrows.toml"
     policy.write_text(f"""[project]
 name = "kern"
@@ -117,10 +117,10 @@ trains = ["13.0"]
 [cuda.runtime.13]
 mode = "static"
 
-[platforms.linux-x86_64]
+[platforms.{platform}]
 trains = ["13.0"]
 
-[[platforms.linux-x86_64.cuda]]
+[[platforms.{platform}.cuda]]
 trains = ["13.0"]
 archs = "{archs}"
 {extra}""", encoding="utf-8")
@@ -151,6 +151,11 @@ def test_pure_kernel_wheel_passes_its_row(kernels: Path, tmp_path: Path, cli: Ca
     assert "3 kernel files under kern/kernels/: " not in r.out  # held, not failed
     assert "kern/kernels/: 3 kernel files (2 cubin, 1 ptx): elf sm_80 sm_90; ptx sm_90" in r.out
     assert "1 kernel file under kern/vendor/: vendored, not held to the row's list" in r.out
+    # the policy's one platform for the train, not this machine's
+    r = cli("check", str(wheel), "--cuda", "13.0",
+            "--config", str(_policy(tmp_path, "8.0 9.0", VENDOR, platform="linux-aarch64")))
+    assert r.code == 0, r.out + r.err
+    assert "row linux-aarch64-cu130-py312" in r.out
     # --row names the row of a pure wheel too (its platform tag `any` installs everywhere)
     r = cli("check", str(wheel), "--row", "linux-x86_64-cu130-py312", "--cuda", "13.0",
             "--config", str(_policy(tmp_path, "8.0 9.0", VENDOR)))
