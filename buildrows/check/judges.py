@@ -521,7 +521,12 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         for label, paths in held.items():
             want = wants[label]
             where = "" if label == "the row" else f": {label}"
-            details.append(f"{len(paths)} {'library carries' if len(paths) == 1 else 'libraries each carry'} exactly "
+            libs_n = sum(1 for p in paths if p not in units)
+            who = " and ".join(  # kernel files count as one unit each (buildrows.check.kernels)
+                ([f"{libs_n} {'library' if libs_n == 1 else 'libraries'}"] if libs_n else [])
+                + [p for p in paths if p in units])
+            verb = "each carry" if len(paths) > 1 else "carries" if libs_n else "carry"
+            details.append(f"{who} {verb} exactly "
                            f"{' '.join(sorted(want.cubin_names, key=_arch_key))}"
                            + (f" with PTX {' '.join(sorted(want.ptx_names, key=_arch_key))}" if want.ptx_names else "")
                            + where)
