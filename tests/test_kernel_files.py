@@ -300,3 +300,37 @@ def test_symbols_stream_as_read_whole(tmp_path: Path) -> None:
     assert streamed["kern/libplain.so"]  # it imports something (libc)
     with pytest.raises(WheelError, match="kern/missing.so: no such member"):
         wheel_imported_symbols(wheel, ["kern/missing.so"])
+
+
+def _ptxas_12() -> Path | None:
+    """A CUDA 12.x ptxas (Triton ships one): its cubins use ELF ABI 7, where e_flags say `a` themselves."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for root in spec.submodule_search_locations:
+        ptxas = Path(root) / "backends" / "nvidia" / "bin" / "ptxas"
+        if ptxas.is_file():
+            return ptxas
+    return None
+
+
+def test_abi7_cubins_from_a_cuda12_ptxas(kernels: Path, tmp_path: Path) -> None:
+    ptxas = _ptxas_12()
+    if ptxas is None:
+        pytest.skip("no CUDA 12 ptxas (Triton's) installed")
+    text = (kernels / "k90.ptx").read_text(encoding="utf-8").replace(".version 9.0", ".version 8.0")
+    members = {}
+    for target, want in (("sm_80", "sm_80"), ("sm_90a", "sm_90a")):
+        source = tmp_path / f"{target}.ptx"
+        source.write_text(text.replace(".target sm_90", f".target {target}"), encoding="utf-8")
+        out = tmp_path / f"{target}.cubin"
+        subprocess.run([str(ptxas), f"-arch={target}", "-o", str(out), str(source)], check=True, capture_output=True)
+        assert out.read_bytes()[8] == 7  # ELF ABI version 7
+        members[f"kern/{target}.cubin"] = out.read_bytes()
+        cuobjdump = find_cuobjdump()
+        if cuobjdump is not None:
+            assert cuobjdump_list(cuobjdump, out) == ((want,), ())
+    info = read_wheel(_wheel(tmp_path / "kern-1.0-py3-none-any.whl", members))
+    assert {k.path: k.cubins for k in info.kernels} == {"kern/sm_80.cubin": ("sm_80",), "kern/sm_90a.cubin": ("sm_90a",)}
