@@ -7,6 +7,7 @@ The kernels are real: nvcc 13.0 compiles one tiny kernel into each shape, once p
 
 from __future__ import annotations
 
+import json
 import struct
 import subprocess
 import zipfile
@@ -151,6 +152,10 @@ def test_pure_kernel_wheel_passes_its_row(kernels: Path, tmp_path: Path, cli: Ca
     assert "3 kernel files under kern/kernels/ carry exactly sm_80 sm_90 with PTX sm_90" in r.out
     assert "kern/kernels/: 3 kernel files (2 cubin, 1 ptx): elf sm_80 sm_90; ptx sm_90" in r.out
     assert "1 kernel file under kern/vendor/: vendored, not held to the row's list" in r.out
+    r = cli("check", str(wheel), "--cuda", "13.0", "--config", str(_policy(tmp_path, "8.0 9.0", VENDOR)), "--json")
+    report = json.loads(r.out)
+    assert report["ok"] is True
+    assert report["kernels"]["kern/kernels/add_90.ptx"] == {"kind": "ptx", "elf": [], "ptx": ["sm_90"]}
     # the policy's one platform for the train, not this machine's
     r = cli("check", str(wheel), "--cuda", "13.0",
             "--config", str(_policy(tmp_path, "8.0 9.0", VENDOR, platform="linux-aarch64")))
