@@ -23,7 +23,7 @@ import struct
 import threading
 import zipfile
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +133,8 @@ class LibraryInfo:
     # PTX that only the relocatable fat binary (``__nv_relfatbin``) holds while an executable one
     # exists: what separable compilation leaves, and what the runtime never JIT-compiles.
     relocatable_ptx: tuple[str, ...] = ()
+    # The PTX ISA version of each ``ptx`` entry (same order): which toolkit wrote it, which driver JITs it.
+    ptx_isa: tuple[tuple[int, int], ...] = ()
 
     @property
     def has_device_code(self) -> bool:
@@ -564,11 +566,13 @@ def describe_library(path: str, data: bytes | bytearray | memoryview) -> Library
 def _device_code(sections: tuple[memoryview, ...]) -> DeviceCode:
     cubins: list[str] = []
     ptx: list[str] = []
+    isa: list[tuple[int, int]] = []
     for section in sections:
         code = _fatbin_device_code(section)
         cubins.extend(code.cubins)
         ptx.extend(code.ptx)
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+        isa.extend(code.ptx_isa)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
 
 
 def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relocatable: DeviceCode) -> LibraryInfo:
@@ -579,6 +583,7 @@ def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relo
         machine=layout.machine,
         cubins=code.cubins,
         ptx=code.ptx,
+        ptx_isa=code.ptx_isa,
         needed=layout.needed,
         rpath=layout.rpath,
         runpath=layout.runpath,
@@ -756,6 +761,13 @@ def _kernel_file(wheel: Path, info: _Member, kind: KernelKind, prefix: bytes, ma
         raise WheelError(str(wheel), str(exc), member) from None
     except (BinaryFormatError, FatbinError, CubinError) as exc:
         raise WheelError(str(wheel), f"{kind}: {exc}", member) from exc
+
+
+def members_named(path: str | os.PathLike[str], names: Iterable[str]) -> list[_Member]:
+    """The central-directory records of the members named, in the zip's order, from the directory
+    already read for this wheel (one pass per process while the file is unchanged)."""
+    wanted = set(names)
+    return [i for i in _directory(Path(path)).infos if i.filename in wanted]
 
 
 def member_reader(path: str | os.PathLike[str], member: str,

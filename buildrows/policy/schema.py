@@ -161,7 +161,8 @@ CUDA_GROUP = Table(
     "Architecture list for one or more CUDA trains of this platform.",
     {
         "trains": StrList("CUDA trains this list applies to, e.g. [\"13.0\", \"13.2\"]."),
-        "archs": StrOrList("GPU architectures, e.g. \"7.5 8.0 9.0 12.0\" (dots optional, a/f suffixes, +PTX)."),
+        "archs": StrOrList("GPU architectures, e.g. \"7.5 8.0 9.0 12.0\" (dots optional; a/f suffixes: 12.0a, 10.0f; "
+                           "12.0+PTX: a cubin and its PTX; 12.0-virtual or compute_120: PTX without a cubin)."),
         "ptx": Str("Which architecture also ships as PTX: \"newest\" (default), \"none\" or one of the list.",
                    default="\"newest\""),
         "image": Str("Builder image for these trains, overriding the platform's ({cuda} and {cu} are substituted).",
@@ -243,6 +244,8 @@ LIBRARY_RULE = Table(
         "ptx": Str(DOCS["libraries.ptx"]),
         "per-train": Bool(DOCS["libraries.per-train"], default="false"),
         "vendored": Bool(DOCS["libraries.vendored"], default="false"),
+        "host-only": Bool(DOCS["libraries.host-only"], default="false"),
+        "dlopens": StrList(DOCS["libraries.dlopens"]),
         "rows": StrList(DOCS["libraries.rows"]),
         "reason": Str(DOCS["libraries.reason"]),
     },
@@ -320,7 +323,13 @@ COMPILER_CACHE = Table(
     {
         "remote": Str("The remote store: \"redis://HOST:6379\", \"redis+unix:/PATH.sock\" or \"http://HOST/PATH\"; "
                       "a password or token only as ${VAR}, read from the job's environment "
-                      "(BUILDROWS_CACHE_REMOTE overrides this; \"off\" turns it off)."),
+                      "(BUILDROWS_CACHE_REMOTE overrides this; \"off\" turns it off). Every job reads with it: "
+                      "give it a credential the store lets only read, or none where the store allows anonymous "
+                      "reads (pull requests from forks get no secrets)."),
+        "write-remote": Str("The same store with the writer's credential (${VAR}), used only by the jobs write-refs "
+                            "allows; the store itself refuses writes from every other job. Without it, one "
+                            "credential serves every job and only the client keeps pull requests read-only "
+                            "(BUILDROWS_CACHE_WRITE_REMOTE overrides it)."),
         "write-refs": StrList("Refs (globs) whose push, manual and scheduled jobs write to the store; every other job, "
                               "and every pull request, only reads (default [\"refs/heads/main\", \"refs/tags/v*\"])."),
         "hermetic-refs": StrList("Refs (globs) whose jobs build without reading the store at all, e.g. "
@@ -451,8 +460,6 @@ def _walk(
     prefix: tuple[str, ...] = (),
 ) -> bool:
     """Report what is wrong below `value`; False when `value` itself must be dropped."""
-    import difflib  # imported here: the loader's happy path never needs it
-
     def dotted(p: tuple[str | int, ...]) -> str:
         return _dotted((*prefix, *p))
 
@@ -472,6 +479,8 @@ def _walk(
         assert isinstance(value, dict)
         for key, sub in list(value.items()):
             if key not in node.fields:
+                import difflib  # here: the loader's happy path never needs it
+
                 close = difflib.get_close_matches(key, list(node.fields), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(node.fields)
                 problems.append(
@@ -492,6 +501,8 @@ def _walk(
         assert isinstance(value, dict)
         for key, sub in list(value.items()):
             if node.keys and key not in node.keys:
+                import difflib
+
                 close = difflib.get_close_matches(key, list(node.keys), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known names: " + ", ".join(node.keys)
                 problems.append(
