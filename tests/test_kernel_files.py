@@ -176,7 +176,7 @@ def test_kernel_files_are_judged_as_one_unit(kernels: Path, tmp_path: Path, cli:
     r = cli("check", str(wheel), "--cuda", "13.0", "--config", str(_policy(tmp_path, "8.0 9.0")))
     assert r.code == 5
     assert "4 kernel files under kern/: device code for sm_75, sm_86, which the row does not list" in r.out
-    assert "4 kernel files under kern/: PTX for sm_86, which the row does not mark +PTX" in r.out
+    assert "4 kernel files under kern/: PTX for sm_86, which the row does not list as PTX" in r.out
 
 
 def test_cpu_row_with_kernel_files_fails(kernels: Path, tmp_path: Path, cli: Callable[..., Result]) -> None:
