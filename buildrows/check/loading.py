@@ -386,8 +386,8 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
         # The loader's breadth-first closure of NEEDED: (who needs it, name, its search path, through torch)
         # NEEDED as the wheel reader has it (from the dynamic segment, which a library without a
         # section table still has); the symbol reader's copy comes from the section table.
-        needed = lib.needed or syms.needed
-        queue: list[tuple[str, str, tuple[str, ...], bool]] = [(lib.path, n, lib.rpaths, False) for n in needed]
+        first = lib.needed or syms.needed
+        queue: list[tuple[str, str, tuple[str, ...], bool]] = [(lib.path, n, lib.rpaths, False) for n in first]
         seen: set[str] = set()
         unresolved = False  # a NEEDED library of its own is missing: that is the failure, not its symbols
         while queue:
