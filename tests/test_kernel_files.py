@@ -339,3 +339,23 @@ def test_abi7_cubins_from_a_cuda12_ptxas(kernels: Path, tmp_path: Path) -> None:
             assert cuobjdump_list(cuobjdump, out) == ((want,), ())
     info = read_wheel(_wheel(tmp_path / "kern-1.0-py3-none-any.whl", members))
     assert {k.path: k.cubins for k in info.kernels} == {"kern/sm_80.cubin": ("sm_80",), "kern/sm_90a.cubin": ("sm_90a",)}
+
+
+def test_load_symbols_ride_on_the_readers_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`check` reads the wheel with keep_for_symbols: the load check's symbol reader then takes each
+    library's stream and string scan from that pass (no second inflate), with the same answer."""
+    from buildrows.binaries import symbols
+
+    lib = build_plain_so(tmp_path)
+    if lib is None:
+        pytest.skip("no C compiler")
+    wheel = _wheel(tmp_path / "kern-1.0-py3-none-any.whl", {"kern/libplain.so": lib.read_bytes()})
+    read_wheel(wheel)  # not kept: the symbol reader streams the library itself
+    assert wheelread.passed_library(wheel, "kern/libplain.so") is None
+    alone = symbols.wheel_library_symbols(wheel, ["kern/libplain.so"], markers={"kern/libplain.so"})
+    read_wheel(wheel, keep_for_symbols=True)
+    assert wheelread.passed_library(wheel, "kern/libplain.so") is not None
+    streams: list[object] = []
+    monkeypatch.setattr(wheelread, "_member_stream", lambda *a: streams.append(a) or pytest.fail("inflated again"))
+    assert symbols.wheel_library_symbols(wheel, ["kern/libplain.so"], markers={"kern/libplain.so"}) == alone
+    assert streams == []

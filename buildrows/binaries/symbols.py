@@ -14,6 +14,7 @@ judges.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
 from collections.abc import Callable, Container, Iterable
@@ -378,12 +379,32 @@ def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = T
     ``markers``, the CUDA runtime's entry points too), for the ELF members named: each streams past once,
     one at a time; memory is a chunk, the checkpoints and the symbol sections, not the library."""
     from buildrows.binaries.inflate import InflateError
-    from buildrows.binaries.wheelread import DEFAULT_MAX_MEMBER_SIZE, WheelError, members_named
+    from buildrows.binaries.wheelread import (
+        DEFAULT_MAX_MEMBER_SIZE,
+        WheelError,
+        members_named,
+        passed_library,
+    )
     from buildrows.binaries.wheelread import _member_stream as member_stream
 
     out: dict[str, DynamicSymbols] = {}
     infos = members_named(wheel, members)  # the check's one pass over the central directory
     for info in infos:
+        passed = passed_library(wheel, info.filename)
+        if passed is not None:  # it streamed past in read_wheel: only the symbol sections inflate again
+            try:
+                got = read_dynamic_symbols(_StreamedSource(passed.stream, b""))
+            except InflateError as exc:
+                raise WheelError(str(wheel), str(exc), info.filename) from None
+            except BinaryFormatError as exc:
+                raise WheelError(str(wheel), str(exc), info.filename) from exc
+            if got is not None:
+                if scan:
+                    got = _with_strings(got, passed.strings)
+                    if info.filename not in markers:
+                        got = dataclasses.replace(got, cuda_markers=())
+                out[info.filename] = got
+            continue
         stream = member_stream(wheel, info, max_member_size or DEFAULT_MAX_MEMBER_SIZE)
         head = bytearray()
         strings = _StringScan(markers=info.filename in markers)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Any, BinaryIO, Final
 
 from buildrows.binaries.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
 from buildrows.binaries.fatbin import DeviceCode, FatbinError
@@ -199,8 +199,14 @@ def read_wheel(
     *,
     max_member_size: int = DEFAULT_MAX_MEMBER_SIZE,
     workers: int | None = None,
+    keep_for_symbols: bool = False,
 ) -> WheelInfo:
-    """Read a wheel's name, ``Requires-Dist`` and every shared library's device code and links."""
+    """Read a wheel's name, ``Requires-Dist`` and every shared library's device code and links.
+
+    ``keep_for_symbols``: also scan each ELF library's strings as it streams past and keep its
+    stream (checkpoints, not data) so that the load check's symbol reader
+    (:func:`buildrows.binaries.symbols.wheel_library_symbols`) inflates only the symbol sections
+    again, not every library a second time (:func:`passed_library`)."""
     wheel = Path(path)
     name = parse_wheel_filename(wheel.name)
     directory = _directory(wheel)
@@ -208,6 +214,9 @@ def read_wheel(
     requires = _requires_dist(wheel, infos, name)
     record = _dist_info_member(wheel, infos, name, RECORD_NAME)
     libs = [i for i in infos if is_shared_library(i.filename)]
+    with _PASSED_LOCK:
+        _PASSED.clear()
+        _PASSED_FOR[:] = [directory.key] if keep_for_symbols else []
     libraries = tuple(_read_libraries(wheel, libs, max_member_size, workers))
     kernels = read_kernels(wheel, max_member_size=max_member_size, workers=workers)
     return WheelInfo(
@@ -530,10 +539,40 @@ def _read_member(wheel: Path, info: _Member, max_size: int) -> bytes:
         raise WheelError(str(wheel), str(exc), info.filename) from None
 
 
+@dataclass(frozen=True, slots=True)
+class PassedLibrary:
+    """An ELF library as it streamed past in :func:`read_wheel`: its stream (checkpoints kept, so a
+    range inflates again from the nearest one) and the string scan fed on the way."""
+
+    stream: MemberStream
+    strings: Any  # buildrows.binaries.symbols._StringScan
+
+
+_PASSED: dict[str, PassedLibrary] = {}
+_PASSED_FOR: list[tuple[str, int, int, int]] = []  # the directory key of the wheel they belong to
+_PASSED_LOCK = threading.Lock()
+
+
+def passed_library(path: str | os.PathLike[str], member: str) -> PassedLibrary | None:
+    """The library ``member`` of this wheel as :func:`read_wheel` (``keep_for_symbols``) streamed
+    it, if it did and the file is unchanged."""
+    key = _directory(Path(path)).key
+    with _PASSED_LOCK:
+        return _PASSED.get(member) if [key] == _PASSED_FOR else None
+
+
 def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
     stream = _member_stream(wheel, info, max_size)
+    strings = None
+    if _PASSED_FOR:
+        from buildrows.binaries.symbols import _StringScan
+
+        strings = _StringScan(markers=True)
     try:
-        lib = read_streamed(stream)
+        lib = read_streamed(stream, strings.feed if strings is not None else None)
+        if strings is not None and lib.layout.format == "elf":
+            with _PASSED_LOCK:
+                _PASSED[info.filename] = PassedLibrary(stream, strings)
     except InflateError as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from None
     except (BinaryFormatError, FatbinError) as exc:

@@ -350,7 +350,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     exp = _with_torch(args, expectation(args, wheel, name, policy))
     torch = _torch_libraries(args)
     try:
-        info = read_wheel(wheel)
+        info = read_wheel(wheel, keep_for_symbols=True)  # the load check reads symbols without a second inflate
     except (WheelError, BinaryFormatError, FatbinError) as e:
         raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     except OSError as e:
