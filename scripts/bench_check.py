@@ -15,7 +15,11 @@ the page cache; the table gives medians (min and max beside them). Modes:
   zipfile-read       ZipFile.read() of each library, whole (the issue's first measurement)
   <inflater>-stream  the same streaming loop with zlib-ng / ISA-L (when installed)
   <inflater>-oneshot one call per library, output whole in memory (libdeflate has only this)
-  check-1, check-2   buildrows' reader (read_wheel: device code, links, machine) on 1 and 2 threads
+  check-1, check-2   buildrows' reader (read_wheel: device code, links, machine, kernel files) on 1
+                     and 2 threads
+  check-full         the whole check as `buildrows check WHEEL --cuda 13.0 --archs "8.0 9.0"` runs it
+                     in-process (on up to 4 threads, no more than the CPUs): the archive guard, the
+                     reader, every judge (the verdict does not matter, the time does)
   cli-check          `buildrows archs --from-wheel WHEEL --json` as a user runs it (interpreter
                      start-up and all), wall time measured from outside
   cuobjdump          extract each library to a temporary directory, cuobjdump --list-elf and
@@ -123,6 +127,14 @@ def check(wheel: Path, workers: int) -> Listing:
     return {lib.path: [list(lib.cubins), list(lib.ptx)] for lib in info.libraries}
 
 
+def full_check(wheel: Path) -> Listing:
+    from buildrows.check.expect import CheckRequest, check_wheel, policy_for
+
+    req = CheckRequest(str(wheel), None, "8.0 9.0", "13.0", None, False)
+    _, info, _ = check_wheel(req, wheel, policy_for(req))
+    return {lib.path: [list(lib.cubins), list(lib.ptx)] for lib in info.libraries}
+
+
 def child(mode: str, wheel: Path, out: Path | None) -> None:
     """Run one mode, print {"seconds", "cpu", "maxrss_mib"}; check modes write their listing to ``out``."""
     before = resource.getrusage(resource.RUSAGE_SELF)
@@ -134,6 +146,8 @@ def child(mode: str, wheel: Path, out: Path | None) -> None:
         inflate_stream(wheel, STREAMERS[mode.removesuffix("-stream")])
     elif mode.endswith("-oneshot"):
         inflate_oneshot(wheel, mode.removesuffix("-oneshot"))
+    elif mode == "check-full":
+        listing = full_check(wheel)
     elif mode.startswith("check-"):
         listing = check(wheel, int(mode.removeprefix("check-")))
     else:
@@ -218,7 +232,7 @@ def available_modes() -> list[str]:
     for name, module in ONESHOT.items():
         if importlib.util.find_spec(module.split(".")[0]) is not None:
             modes.append(f"{name}-oneshot")
-    return [*modes, "check-1", "check-2"]
+    return [*modes, "check-1", "check-2", "check-full"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -300,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
                 if theirs.get(path) != reference.get(path):
                     print(f"  {path}: cuobjdump {theirs.get(path)} buildrows {reference.get(path)}")
         ok = ok and identical
+    print(f"check-full (the whole `check`, every judge): {summary['check-full'][0] / base:.2f}x stdlib-stream")
     time_ok = summary["check-2"][0] <= 0.4 * base
     memory_ok = max(summary["check-1"][1], summary["check-2"][1]) * 2**20 < 160e6
     print(f"check-2 against ZipFile.read (the issue's 'merely inflate' baseline): "

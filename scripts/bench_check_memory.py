@@ -11,6 +11,9 @@ included):
            a second time (a fat binary not recognised in passing is read again whole)
   whole    each library read whole into memory and handed to the in-memory reader
            (describe_library): the answer the streaming reader must equal
+  init     `buildrows init --from-wheel WHEEL --driver setup.py [--cuda TRAIN]` in an empty
+           directory, as a user runs it (issue 27: it peaked at 1.95 GB on NVIDIA's cuDNN wheel
+           when it read each library whole for its symbols); skipped with --skip-init
 
 Exit status 1 when a streamed answer differs from the whole one or a peak exceeds --limit-mb
 (default 160, the issue's target).
@@ -75,8 +78,28 @@ def child_whole(wheel: str) -> dict[str, Any]:
     return {"libraries": _listing(libs), "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def run_child(mode: str, wheel: Path, workers: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", mode, "--workers", str(workers), str(wheel)],
+def child_init(wheel: str, cuda: str | None) -> dict[str, Any]:
+    import io
+    import os
+    import tempfile
+
+    from buildrows.cli import main as cli_main
+    from buildrows.ui import UI
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.chdir(tmp)
+        out, err = io.StringIO(), io.StringIO()
+        start = time.perf_counter()
+        code = cli_main(["init", "--from-wheel", wheel, "--driver", "setup.py", *(["--cuda", cuda] if cuda else [])],
+                        UI(out=out, err=err))
+        seconds = time.perf_counter() - start
+    return {"exit": code, "error": err.getvalue()[-400:] if code else "", "seconds": seconds,
+            "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def run_child(mode: str, wheel: Path, workers: int, cuda: str | None = None) -> dict[str, Any]:
+    extra = ["--cuda", cuda] if cuda else []
+    out = subprocess.run([sys.executable, __file__, "--child", mode, "--workers", str(workers), *extra, str(wheel)],
                          capture_output=True, text=True, check=True)
     result: dict[str, Any] = json.loads(out.stdout)
     return result
@@ -90,11 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--skip-whole", action="store_true",
                     help="do not read each library whole (PyTorch's needs GBs): no comparison")
-    ap.add_argument("--child", choices=["stream", "whole"], help=argparse.SUPPRESS)
+    ap.add_argument("--skip-init", action="store_true", help="do not run init --from-wheel on each wheel")
+    ap.add_argument("--cuda", help="the train for init when a wheel's name and requirements do not say it")
+    ap.add_argument("--child", choices=["stream", "whole", "init"], help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         wheel = str(args.wheels[0])
-        result = child_stream(wheel, args.workers) if args.child == "stream" else child_whole(wheel)
+        result = (child_stream(wheel, args.workers) if args.child == "stream" else
+                  child_init(wheel, args.cuda) if args.child == "init" else child_whole(wheel))
         print(json.dumps(result))
         return 0
     rows = []
@@ -102,8 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     for wheel in args.wheels:
         stream = run_child("stream", wheel, args.workers)
         whole = run_child("whole", wheel, args.workers) if not args.skip_whole else None
+        init = run_child("init", wheel, args.workers, args.cuda) if not args.skip_init else None
         same = whole is None or stream["libraries"] == whole["libraries"]
-        ok = same and stream["peak_mb"] <= args.limit_mb
+        ok = same and stream["peak_mb"] <= args.limit_mb and (init is None or init["peak_mb"] <= args.limit_mb)
         failed |= not ok
         rows.append({"wheel": wheel.name, "size_mb": wheel.stat().st_size / 2**20,
                      "libraries": len(stream["libraries"]),
@@ -111,18 +138,24 @@ def main(argv: list[str] | None = None) -> int:
                      "stream_peak_mb": stream["peak_mb"], "stream_seconds": stream["seconds"],
                      "stream_cpu_seconds": stream["cpu_seconds"], "refetches": stream["refetches"],
                      "whole_peak_mb": whole["peak_mb"] if whole else None, "same_as_whole": same if whole else None,
+                     "init_peak_mb": init["peak_mb"] if init else None, "init_seconds": init["seconds"] if init else None,
+                     "init_exit": init["exit"] if init else None, "init_error": init["error"] if init else "",
                      "ok": ok})
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         print(f"{'wheel':64} {'MB':>6} {'libs':>5} {'peak MB':>8} {'wall s':>7} {'cpu s':>6} {'re-reads':>8} "
-              f"{'whole MB':>9}  same")
+              f"{'whole MB':>9} {'init MB':>8} {'init s':>7}  same")
         for r in rows:
             whole_mb = f"{r['whole_peak_mb']:9.1f}" if r["whole_peak_mb"] is not None else f"{'-':>9}"
             same_text = {True: "yes", False: "NO", None: "-"}[r["same_as_whole"]]
+            init_mb = f"{r['init_peak_mb']:8.1f}" if r["init_peak_mb"] is not None else f"{'-':>8}"
+            init_s = f"{r['init_seconds']:7.2f}" if r["init_seconds"] is not None else f"{'-':>7}"
             print(f"{r['wheel'][:64]:64} {r['size_mb']:6.1f} {r['libraries']:5d} {r['stream_peak_mb']:8.1f} "
-                  f"{r['stream_seconds']:7.2f} {r['stream_cpu_seconds']:6.2f} {r['refetches']:8d} {whole_mb}  "
-                  f"{same_text}{'' if r['ok'] else '  <- FAIL'}")
+                  f"{r['stream_seconds']:7.2f} {r['stream_cpu_seconds']:6.2f} {r['refetches']:8d} {whole_mb} "
+                  f"{init_mb} {init_s}  {same_text}{'' if r['ok'] else '  <- FAIL'}")
+            if r["init_exit"]:  # init refused the wheel: its peak still counts, the reason is shown
+                print(f"    init exit {r['init_exit']}: {r['init_error'].strip()}")
     return 1 if failed else 0
 
 

@@ -315,8 +315,9 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
     return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
 
 
-def read_streamed(stream: MemberStream) -> StreamedLibrary:
-    """Inflate ``stream`` once and read the library in it.
+def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None = None) -> StreamedLibrary:
+    """Inflate ``stream`` once and read the library in it; ``observe`` sees every piece as it passes
+    (the load check's string scan rides on this pass instead of inflating the library again).
 
     Raises :class:`buildrows.binaries.inflate.InflateError`, :class:`buildrows.binaries.binfmt.BinaryFormatError` or
     :class:`buildrows.binaries.fatbin.FatbinError`, as reading the whole library in memory would.
@@ -327,6 +328,8 @@ def read_streamed(stream: MemberStream) -> StreamedLibrary:
     for offset, data in stream.chunks():
         source.feed(offset, data)
         scanner.feed(offset, data)
+        if observe is not None:
+            observe(data)
         if planner.stage is not None:
             planner.step()
             if planner.scan_regions is not None and scanner.regions is None:

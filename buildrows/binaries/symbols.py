@@ -14,10 +14,10 @@ judges.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
-import zipfile
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -44,36 +44,46 @@ _SHT_DYNSYM = 11
 def imported_symbols(data: bytes | bytearray | memoryview) -> tuple[str, ...]:
     """Names of the undefined symbols of an ELF file's .dynsym, in table order; () if not ELF."""
     view = memoryview(data)
-    if len(view) < 16 or bytes(view[:4]) != b"\x7fELF":
+    return imported_symbols_from(lambda at, n: bytes(view[at:at + n]), len(view))
+
+
+def imported_symbols_from(read: Callable[[int, int], bytes], size: int) -> tuple[str, ...]:
+    """:func:`imported_symbols` through ``read(offset, size)``: only the headers, the section table,
+    .dynsym and its strings are read, never the whole file (a wheel member streams)."""
+    head = read(0, min(size, 64))
+    if len(head) < 16 or head[:4] != b"\x7fELF":
         return ()
-    is64, order = view[4] == 2, "<" if view[5] == 1 else ">"
+    is64, order = head[4] == 2, "<" if head[5] == 1 else ">"
     hdr = struct.Struct(order + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"))
-    if len(view) < 16 + hdr.size:
+    if len(head) < 16 + hdr.size:
         raise BinaryFormatError("truncated ELF header")
-    fields = hdr.unpack_from(view, 16)
+    fields = hdr.unpack_from(head, 16)
     shoff, shentsize, shnum = fields[5], fields[10], fields[11]
     sec = struct.Struct(order + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
     sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
+    if shnum and (shentsize < sec.size or shoff < 0 or shoff + shnum * shentsize > size):
+        raise BinaryFormatError("the section header table runs past the end of the file")
+    table = read(shoff, shnum * shentsize) if shnum else b""
 
     def section(i: int) -> tuple[int, int, int, int]:
-        at = shoff + i * shentsize
-        if at < 0 or at + sec.size > len(view):
+        if i < 0 or i >= shnum:
             raise BinaryFormatError(f"section header {i} runs past the end of the file")
-        s = sec.unpack_from(view, at)
+        s = sec.unpack_from(table, i * shentsize)
         # (type, offset, size, link): the offset/size fields sit at 4/5 in both classes
         return s[1], s[4], s[5], s[6]
 
     out: list[str] = []
     for i in range(shnum):
-        kind, offset, size, link = section(i)
+        kind, offset, length, link = section(i)
         if kind != _SHT_DYNSYM:
             continue
         _, str_off, str_size, _ = section(link)
-        if offset + size > len(view) or str_off + str_size > len(view):
+        if offset + length > size or str_off + str_size > size:
             raise BinaryFormatError(".dynsym or its string table runs past the end of the file")
-        strings = bytes(view[str_off:str_off + str_size])
-        for at in range(offset + sym.size, offset + size - sym.size + 1, sym.size):  # entry 0 is null
-            entry = sym.unpack_from(view, at)
+        strings = read(str_off, str_size)
+        entries = read(offset, length)
+        for at in range(sym.size, length - sym.size + 1, sym.size):  # entry 0 is null
+            entry = sym.unpack_from(entries, at)
             name_off, shndx = (entry[0], entry[3]) if is64 else (entry[0], entry[5])
             if shndx != 0 or name_off == 0:
                 continue  # defined here, or nameless
@@ -83,11 +93,16 @@ def imported_symbols(data: bytes | bytearray | memoryview) -> tuple[str, ...]:
 
 
 def wheel_imported_symbols(wheel: Path, members: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """member -> its imported symbols, for the ELF members named (read one at a time)."""
+    """member -> its imported symbols, for the ELF members named: each streams through the
+    check's reader (buildrows.binaries.wheelread.member_reader), one at a time, so memory is
+    .dynsym and its strings, never a library (init --from-wheel held 1.95 GB for NVIDIA's
+    cuDNN wheel when it read each library whole)."""
+    from buildrows.binaries.wheelread import member_reader
+
     out: dict[str, tuple[str, ...]] = {}
-    with zipfile.ZipFile(wheel) as zf:
-        for member in members:
-            out[member] = imported_symbols(zf.read(member))
+    for member in members:
+        read, size = member_reader(wheel, member)
+        out[member] = imported_symbols_from(read, size)
     return out
 
 
@@ -364,14 +379,32 @@ def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = T
     ``markers``, the CUDA runtime's entry points too), for the ELF members named: each streams past once,
     one at a time; memory is a chunk, the checkpoints and the symbol sections, not the library."""
     from buildrows.binaries.inflate import InflateError
-    from buildrows.binaries.wheelread import DEFAULT_MAX_MEMBER_SIZE, WheelError
+    from buildrows.binaries.wheelread import (
+        DEFAULT_MAX_MEMBER_SIZE,
+        WheelError,
+        members_named,
+        passed_library,
+    )
     from buildrows.binaries.wheelread import _member_stream as member_stream
 
     out: dict[str, DynamicSymbols] = {}
-    wanted = set(members)
-    with zipfile.ZipFile(wheel) as zf:
-        infos = [i for i in zf.infolist() if i.filename in wanted]
+    infos = members_named(wheel, members)  # the check's one pass over the central directory
     for info in infos:
+        passed = passed_library(wheel, info.filename)
+        if passed is not None:  # it streamed past in read_wheel: only the symbol sections inflate again
+            try:
+                got = read_dynamic_symbols(_StreamedSource(passed.stream, b""))
+            except InflateError as exc:
+                raise WheelError(str(wheel), str(exc), info.filename) from None
+            except BinaryFormatError as exc:
+                raise WheelError(str(wheel), str(exc), info.filename) from exc
+            if got is not None:
+                if scan:
+                    got = _with_strings(got, passed.strings)
+                    if info.filename not in markers:
+                        got = dataclasses.replace(got, cuda_markers=())
+                out[info.filename] = got
+            continue
         stream = member_stream(wheel, info, max_member_size or DEFAULT_MAX_MEMBER_SIZE)
         head = bytearray()
         strings = _StringScan(markers=info.filename in markers)

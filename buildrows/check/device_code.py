@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from buildrows.errors import BadInput
 
 if TYPE_CHECKING:
-    from buildrows.binaries.wheelread import WheelInfo
+    from buildrows.binaries.wheelread import KernelFile, WheelInfo
 
 
 @dataclass(frozen=True)
@@ -19,9 +19,10 @@ class DeviceCode:
 
     info: WheelInfo | None  # None for a shared library or a directory
     libraries: dict[str, Any]  # library path -> {"elf": [...], "ptx": [...]}
-    with_code: dict[str, Any]
+    with_code: dict[str, Any]  # libraries with code, and all kernel files as one unit (buildrows.check.kernels)
     common_elf: set[str]
     common_ptx: set[str]
+    kernels: tuple[KernelFile, ...] = ()  # device code in files of its own: cubins, fat binaries, PTX
 
 
 def read_device_code(wheel: Path) -> DeviceCode:
@@ -31,12 +32,15 @@ def read_device_code(wheel: Path) -> DeviceCode:
     from buildrows.binaries.looseread import LooseError, read_loose
     from buildrows.binaries.wheelread import LibraryInfo, WheelError, read_wheel
     from buildrows.check.judges import library_json
+    from buildrows.check.kernels import union
 
     libraries: tuple[LibraryInfo, ...]
+    kernels: tuple[KernelFile, ...]
     info: WheelInfo | None = None
     if wheel.is_dir() or (wheel.is_file() and wheel.suffix != ".whl"):
         try:
-            libraries = read_loose(wheel).libraries
+            loose = read_loose(wheel)
+            libraries, kernels = loose.libraries, loose.kernels
         except LooseError as e:
             raise BadInput(f"{e}\n    fix: pass a .whl, a shared library, or an install directory") from e
     elif not wheel.is_file():
@@ -49,9 +53,12 @@ def read_device_code(wheel: Path) -> DeviceCode:
             from buildrows.check.expect import unreadable_fix
 
             raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
-        libraries = info.libraries
+        libraries, kernels = info.libraries, info.kernels
     libs = library_json(libraries)
     with_code = {k: v for k, v in libs.items() if v["elf"] or v["ptx"]}
+    kernels = tuple(k for k in kernels if k.has_device_code)
+    if kernels:  # all kernel files together, as the check judges them without [[check.libraries]] rules
+        with_code.update(library_json((union(f"{len(kernels)} kernel files", kernels),)))
     common_elf = set.intersection(*(set(v["elf"]) for v in with_code.values())) if with_code else set()
     common_ptx = set.intersection(*(set(v["ptx"]) for v in with_code.values())) if with_code else set()
-    return DeviceCode(info, libs, with_code, common_elf, common_ptx)
+    return DeviceCode(info, libs, with_code, common_elf, common_ptx, kernels)

@@ -165,6 +165,8 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
         raise BadInput(f"{wheel}: --{'archs' if args.archs else 'ptx'} names GPU code, but the wheel's name carries "
                        "no +cuXYZ tag, so its CUDA train is unknown\n"
                        "    fix: pass --cuda 13.0 (the train it was built with)")
+    if platform is None and name.platform_tags == ("any",) and train is not None:
+        platform = _pure_platform(policy, train)
     if platform is None or python is None:
         several = platforms_of_name(name)
         why = (f"its platform tags name several platforms ({', '.join(sorted(several))})" if len(several) > 1 else
@@ -348,7 +350,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     exp = _with_torch(args, expectation(args, wheel, name, policy))
     torch = _torch_libraries(args)
     try:
-        info = read_wheel(wheel)
+        info = read_wheel(wheel, keep_for_symbols=True)  # the load check reads symbols without a second inflate
     except (WheelError, BinaryFormatError, FatbinError) as e:
         raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     except OSError as e:
@@ -359,12 +361,28 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
 
         try:
             symbols = wheel_imported_symbols(wheel, [lib.path for lib in info.libraries if lib.format == "elf"])
-        except (BinaryFormatError, OSError, zipfile.BadZipFile) as e:
+        except (BinaryFormatError, OSError, zipfile.BadZipFile, WheelError) as e:
             raise BadInput(f"{wheel}: cannot read the libraries' symbols: {e}\n    fix: {unreadable_fix(e)}") from e
     results = run_checks(exp, info, symbols, loading=_load_inputs(wheel, info, torch, loose=False))
     if args.row:
         results = tag_results(args, wheel.name, _row_given(args, policy), archive=wheel) + results
     return exp, info, results
+
+
+def _pure_platform(policy: Policy | None, train: Train) -> str:
+    """The platform a pure-tagged (`py3-none-any`) CUDA wheel is held on: its kernel files and
+    PTX run wherever the train does, so its tags cannot say. The policy's one platform that
+    publishes the train; else (no policy, or several platforms) this machine's. `--row` names
+    another (docs/wheel-check.md, "A pure wheel")."""
+    import os
+
+    from buildrows.plan.host import host_platform
+
+    if policy is not None:
+        platforms = {r.platform for r in policy.rows if r.cuda == train}
+        if len(platforms) == 1:
+            return platforms.pop()
+    return host_platform(os.environ)
 
 
 def _load_inputs(wheel: Path, info: Artifact, torch: TorchLibraries | None, *, loose: bool) -> LoadInputs:

@@ -115,17 +115,23 @@ def _train_hint(info: Artifact) -> str:
 
 
 def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
+    from buildrows.check.kernels import kernel_summary, kernels_of
+
     with_code = [lib.path for lib in info.libraries if lib.has_device_code]
+    kernels = kernels_of(info)  # device code in files of its own (buildrows.check.kernels)
+    kernel_lines = kernel_summary(kernels, _arch_key)
     name = "cuda-libraries-present"
     if exp.cuda is None:
-        if with_code:
+        if with_code or kernels:
             return CheckResult(name, False, [f"a CPU row's wheel ships device code in {p}" for p in with_code]
+                               + [f"a CPU row's wheel ships device code in {line}" for line in kernel_lines]
                                + ["if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with "
                                   f"--cuda {_train_hint(info)}, or --row ROW"])
         return CheckResult(name, True, [f"CPU row: {len(info.libraries)} libraries, none with device code"])
-    if not info.libraries:
-        return CheckResult(name, False, ["the wheel ships no shared library at all; a CUDA row's wheel needs its CUDA libraries"])
-    if not with_code:
+    if not info.libraries and not kernels:
+        return CheckResult(name, False, ["the wheel ships no shared library at all, and no kernel file (cubin, fat "
+                                         "binary, PTX); a CUDA row's wheel needs its CUDA libraries"])
+    if not with_code and not kernels:
         host = _host_only(exp, info)  # [[check.libraries]] host-only: CUDA code without kernels, stated
         if host:
             return CheckResult(name, True, [f"no library carries device code; host-only, as stated: {p}: {r.reason} "
@@ -134,7 +140,12 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
                                          + ", ".join(lib.path for lib in info.libraries),
                                          "if a library is CUDA host code without kernels (the runtime linked in), "
                                          "state it: [[check.libraries]] files = [...], host-only = true, reason"])
-    return CheckResult(name, True, [f"{len(with_code)} of {len(info.libraries)} libraries carry device code: " + ", ".join(with_code)])
+    details = [f"{len(with_code)} of {len(info.libraries)} libraries carry device code"
+               + (": " + ", ".join(with_code) if with_code else "")]
+    if kernels:
+        details.append(f"{len(kernels)} kernel file{'s' if len(kernels) != 1 else ''} carry device code:")
+        details += [f"  {line}" for line in kernel_lines]
+    return CheckResult(name, True, details)
 
 
 def _host_only(exp: Expectation, info: Artifact) -> list[tuple[str, LibraryRule]]:
@@ -301,18 +312,18 @@ def _install_dir(member: str) -> str | None:
     parts = member.split("/")
     if parts[0].endswith(".data"):
         if len(parts) > 2 and parts[1] in ("purelib", "platlib"):
-            return posixpath.dirname("/".join(parts[2:]))
+            return "/".join(parts[2:-1])
         return None
-    return posixpath.dirname(member)
+    return member.rpartition("/")[0]
 
 
 def _wheel_dirs(info: Artifact) -> set[str]:
     dirs: set[str] = {""}
     for m in info.members:
         d = _install_dir(m)
-        while d:
+        while d and d not in dirs:  # a directory seen already brought its parents
             dirs.add(d)
-            d = posixpath.dirname(d)
+            d = d.rpartition("/")[0]
     return dirs
 
 
@@ -513,8 +524,13 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     """Every library with device code covers its list on its own, both ways, PTX included: the
     row's, or what the first [[check.libraries]] rule matching it says (its own list, its train's
     list, or none for a vendored library)."""
+    from buildrows.check.kernels import kernel_units
+
     name = "device-code-covers-row"
-    libs = [lib for lib in info.libraries if lib.has_device_code]
+    # Kernel files are judged as units, the union of their code (buildrows.check.kernels).
+    kernels = kernel_units(exp, info)
+    units = {u.library.path: (u.rule, u.digits) for u in kernels}
+    libs = [lib for lib in info.libraries if lib.has_device_code] + [u.library for u in kernels]
     if exp.cuda is None or exp.archs is None:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
@@ -534,7 +550,7 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     trains = dict(exp.train_archs)
     for lib in libs:
         want, label, suffix = exp.archs, "the row", ""
-        rule, digits = library_rule(exp, lib.path)
+        rule, digits = units.get(lib.path) or library_rule(exp, lib.path)
         if rule is not None and rule.host_only:
             details.append(f"{lib.path}: stated host-only (no device code) [{rule.source}], but it carries "
                            f"{_arch_text(lib)}; fix: drop host-only, or give the rule its archs")
@@ -566,7 +582,12 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         for label, paths in held.items():
             want = wants[label]
             where = "" if label == "the row" else f": {label}"
-            details.append(f"{len(paths)} {'library carries' if len(paths) == 1 else 'libraries each carry'} exactly "
+            libs_n = sum(1 for p in paths if p not in units)
+            who = " and ".join(  # kernel files count as one unit each (buildrows.check.kernels)
+                ([f"{libs_n} {'library' if libs_n == 1 else 'libraries'}"] if libs_n else [])
+                + [p for p in paths if p in units])
+            verb = "each carry" if len(paths) > 1 else "carries" if libs_n else "carry"
+            details.append(f"{who} {verb} exactly "
                            f"{' '.join(sorted(want.cubin_names, key=_arch_key))}"
                            + (f" with PTX {' '.join(sorted(want.ptx_names, key=_arch_key))}" if want.ptx_names else "")
                            + where)

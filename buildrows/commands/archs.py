@@ -33,14 +33,23 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     wheel = Path(args.from_wheel)
     code = read_device_code(wheel)
     libs, with_code, common_elf, common_ptx = code.libraries, code.with_code, code.common_elf, code.common_ptx
+    from buildrows.check.kernels import kernel_json, kernel_summary
+
     if args.json:
         ui.print(json.dumps({"libraries": libs,
+                             "kernels": kernel_json(code.kernels, _arch_key),
                              "common": {"elf": sorted(common_elf, key=_arch_key), "ptx": sorted(common_ptx, key=_arch_key)}},
                             indent=2))
     else:
         for path, v in with_code.items():
-            ui.print(f"{path}: elf {' '.join(v['elf']) or '-'}; ptx {' '.join(v['ptx']) or '-'}")
-        ui.print(f"{len(with_code)} of {len(libs)} libraries carry device code")
+            if path in libs:
+                ui.print(f"{path}: elf {' '.join(v['elf']) or '-'}; ptx {' '.join(v['ptx']) or '-'}")
+        for line in kernel_summary(code.kernels, _arch_key):
+            ui.print(line)
+        coded = sum(1 for path in with_code if path in libs)
+        ui.print(f"{coded} of {len(libs)} libraries carry device code"
+                 + (f"; {len(code.kernels)} kernel files (cubins, fat binaries, PTX) carry device code, judged together as one unit"
+                    if code.kernels else ""))
         if with_code:
             ui.print(f"common to all: elf {' '.join(sorted(common_elf, key=_arch_key)) or '-'}; "
                      f"ptx {' '.join(sorted(common_ptx, key=_arch_key)) or '-'}")

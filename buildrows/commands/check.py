@@ -34,7 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.check.expect import CheckRequest, check_wheel, policy_for
-    from buildrows.check.judges import library_json, unused_exceptions
+    from buildrows.check.judges import _arch_key, library_json, unused_exceptions
+    from buildrows.check.kernels import kernel_json, kernels_of
 
     req = CheckRequest(args.wheel, args.row, args.archs, args.cuda, getattr(args, "config", None), args.json,
                        ptx=args.ptx, torch=args.torch)
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             "expected": {"elf": exp.archs.cubin_names if exp.archs else [], "ptx": exp.archs.ptx_names if exp.archs else []},
             "checks": [r.json() for r in results],
             "libraries": library_json(info.libraries),
+            "kernels": kernel_json(kernels_of(info), _arch_key),
             "unused_exceptions": unused,
         }, indent=2))
     else:
