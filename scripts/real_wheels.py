@@ -196,7 +196,7 @@ def _as_expected(wheel: RealWheel, run: Run) -> bool:
 
 def audit(wheel: RealWheel, path: Path, work: Path) -> Outcome:
     from buildrows.binaries.wheelread import read_wheel
-    from buildrows.check.judges import library_json
+    from buildrows.check.device import library_json
 
     o = Outcome(wheel)
     base = ["check", str(path), *wheel.target()]

@@ -10,7 +10,7 @@ import pytest
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
 from buildrows.check.device_train import check_device_train, oldest_driver, train_of_code
-from buildrows.check.judges import Expectation
+from buildrows.check.judging import Expectation
 from buildrows.policy.archs import (
     Train,
     newest_ptx_isa,

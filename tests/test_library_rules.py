@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
-from buildrows.check.judges import Expectation, check_device_code, unused_exceptions
+from buildrows.check.device import check_device_code
+from buildrows.check.judging import Expectation
+from buildrows.check.runtime import unused_exceptions
 from buildrows.check.sonames import check_soname_majors
 from buildrows.policy.archs import ArchList, Train, parse_arch_list
 from buildrows.policy.model import FileRule, LibraryRule, RpathException

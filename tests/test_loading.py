@@ -295,7 +295,8 @@ def _torch_213(tmp_path: Path) -> Path:
 
 def test_a_library_stated_host_only_that_carries_device_code_fails() -> None:
     from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
-    from buildrows.check.judges import Expectation, check_device_code
+    from buildrows.check.device import check_device_code
+    from buildrows.check.judging import Expectation
     from buildrows.policy.archs import Train, parse_arch_list
     from buildrows.policy.model import LibraryRule
 

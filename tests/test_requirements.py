@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from buildrows.binaries.wheelread import WheelInfo, parse_wheel_filename
-from buildrows.check.judges import Expectation, check_runtime_declared
+from buildrows.check.judging import Expectation
+from buildrows.check.runtime import check_runtime_declared
 from buildrows.errors import BadInput
 from buildrows.policy.archs import Train, parse_arch_list
 from buildrows.policy.requirements import expected_requirements

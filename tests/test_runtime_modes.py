@@ -11,15 +11,11 @@ import pytest
 
 from buildrows.binaries.symbols import imported_symbols
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
-from buildrows.check.judges import (
-    Expectation,
-    check_rpath,
-    check_runtime_declared,
-    check_torch_runtime_only,
-    run_checks,
-    torch_abi,
-)
+from buildrows.check.judges import run_checks
+from buildrows.check.judging import Expectation
 from buildrows.check.nvidia import carriers, declared_nvidia
+from buildrows.check.runtime import check_rpath, check_runtime_declared
+from buildrows.check.torchabi import check_torch_runtime_only, torch_abi
 from buildrows.policy.archs import Train, parse_arch_list
 from buildrows.policy.model import RpathException, RuntimeMode
 

@@ -153,7 +153,7 @@ def test_which_dll_names_are_nvidia_libraries(name: str, base: str | None, major
 def test_windows_dlls_are_held_to_the_train() -> None:
     """A DLL importing CUDA 12's cuBLAS in a CUDA 13.0 row; the driver and a CUDA 13 cuFFT pass."""
     from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
-    from buildrows.check.judges import Expectation
+    from buildrows.check.judging import Expectation
     from buildrows.check.sonames import check_soname_majors
     from buildrows.policy.archs import Train
 
@@ -187,8 +187,8 @@ def test_nvidia_packages_agree_with_the_soname_majors() -> None:
     """buildrows/data/nvidia_packages.toml (which package carries which soname, for preload mode)
     and buildrows/data/cuda_sonames.toml (which soname major each CUDA major ships) state one fact
     twice: every package's versioned NVIDIA sonames must have its CUDA major's soname major."""
-    from buildrows.check.judges import _package_major
     from buildrows.check.nvidia import packages
+    from buildrows.check.runtime import _package_major
 
     judged = 0
     for pkg in packages().values():

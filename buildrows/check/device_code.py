@@ -31,7 +31,7 @@ def read_device_code(wheel: Path) -> DeviceCode:
     from buildrows.binaries.fatbin import FatbinError
     from buildrows.binaries.looseread import LooseError, read_loose
     from buildrows.binaries.wheelread import LibraryInfo, WheelError, read_wheel
-    from buildrows.check.judges import library_json
+    from buildrows.check.device import library_json
     from buildrows.check.kernels import union
 
     libraries: tuple[LibraryInfo, ...]

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from buildrows.binaries.wheelread import LibraryInfo
-    from buildrows.check.judges import Artifact, CheckResult, Expectation
+    from buildrows.check.judging import Artifact, CheckResult, Expectation
 
 __all__ = ["check_device_train", "oldest_driver", "train_of_code"]
 
@@ -68,7 +68,7 @@ def train_of_code(libraries: Iterable[LibraryInfo]) -> tuple[Train, str] | None:
 
 def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     """Every library's PTX was written by the row's train or an older one; says the oldest driver."""
-    from buildrows.check.judges import CheckResult, library_rule, train_of_digits
+    from buildrows.check.judging import CheckResult, library_rule, train_of_digits
 
     assert exp.cuda is not None
     bad: list[str] = []

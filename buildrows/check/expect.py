@@ -13,7 +13,7 @@ from buildrows.errors import BadInput, Refused
 if TYPE_CHECKING:
     from buildrows.binaries.looseread import LooseInfo
     from buildrows.binaries.wheelread import WheelName
-    from buildrows.check.judges import Artifact, CheckResult, Expectation
+    from buildrows.check.judging import Artifact, CheckResult, Expectation
     from buildrows.check.loading import LoadInputs, TorchLibraries
     from buildrows.policy.archs import ArchList, Train
     from buildrows.policy.model import Policy, Row, Runtime
@@ -106,7 +106,7 @@ def _train_archs(policy: Policy, platform: str) -> tuple[tuple[Train, ArchList],
 
 
 def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, loose: bool) -> Expectation:
-    from buildrows.check.judges import Expectation
+    from buildrows.check.judging import Expectation
 
     archs = _row_archs(args, row)
     rt = row.runtime
@@ -137,7 +137,7 @@ def _row_given(args: CheckRequest, policy: Policy | None) -> Row:
 def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: Policy | None) -> Expectation:
     """The row a wheel is held to, from its file name alone (buildrows.check.tags), so that a tag
     problem is reported before any library is inflated."""
-    from buildrows.check.judges import Expectation
+    from buildrows.check.judging import Expectation
     from buildrows.check.promises import machine_of_platform_tag
     from buildrows.check.tags import (
         platform_of_name,
@@ -223,7 +223,7 @@ def _py(version: str) -> tuple[int, int]:
 
 def loose_expectation(args: CheckRequest, info: LooseInfo, policy: Policy | None) -> Expectation:
     """A library or a tree has no name to infer from: --row, or --cuda with --archs (else a CPU check)."""
-    from buildrows.check.judges import Expectation
+    from buildrows.check.judging import Expectation
     from buildrows.policy.load import default_runtimes
 
     first = info.libraries[0] if info.libraries else None
@@ -401,7 +401,7 @@ def tag_results(args: CheckRequest, wheel: str, row: Row, *, archive: Path | Non
     """With --row, the wheel's name must match the row: its local version tag (+cu130; none for a
     CPU row, or none when --cuda states the train of a wheel published without one), its Python
     and ABI tags, and its platform tags (a pure `any` wheel read in `archive` must carry no native library)."""
-    from buildrows.check.judges import CheckResult
+    from buildrows.check.judging import CheckResult
     from buildrows.check.tags import local_tag_problem, platform_tag_problem, python_tag_problem
 
     tag = local_tag_problem(row, wheel, train_given=args.cuda is not None)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from buildrows.binaries.wheelread import KernelFile, LibraryInfo
 
 if TYPE_CHECKING:
-    from buildrows.check.judges import Expectation
+    from buildrows.check.judging import Expectation
     from buildrows.policy.model import LibraryRule
 
 __all__ = ["KernelUnit", "kernel_directories", "kernel_json", "kernel_summary", "kernel_units", "kernels_of"]
@@ -68,7 +68,7 @@ def union(path: str, files: tuple[KernelFile, ...]) -> LibraryInfo:
 
 def kernel_units(exp: Expectation, info: object) -> list[KernelUnit]:
     """The units the device-code check holds to a list (see the module's rule)."""
-    from buildrows.check.judges import library_rule
+    from buildrows.check.judging import library_rule
 
     groups: dict[tuple[int, str | None], list[KernelFile]] = {}
     rules: dict[tuple[int, str | None], LibraryRule | None] = {}

@@ -45,7 +45,7 @@ from packaging.utils import canonicalize_name
 from buildrows.binaries.symbols import DynamicSymbols
 
 if TYPE_CHECKING:
-    from buildrows.check.judges import Artifact, CheckResult, Expectation
+    from buildrows.check.judging import Artifact, CheckResult, Expectation
 
 __all__ = ["LoadInputs", "TorchLibraries", "loading_checks", "read_load_inputs", "torch_libraries"]
 
@@ -369,7 +369,7 @@ def _demangle(names: list[str]) -> dict[str, str]:
 
 def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckResult:
     """Every NEEDED library and every undefined non-weak symbol of every shipped ELF library resolves."""
-    from buildrows.check.judges import CheckResult
+    from buildrows.check.judging import CheckResult
 
     name = "libraries-load"
     resolver = _Resolver(exp, info, inputs)
@@ -558,7 +558,7 @@ def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None)
 def check_host_code(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckResult | None:
     """CPU row: no library needs a GPU runtime. CUDA row: a host-only rule names libraries that are
     CUDA host code indeed; unstated host CUDA libraries are listed. None when there is nothing to say."""
-    from buildrows.check.judges import CheckResult, library_rule
+    from buildrows.check.judging import CheckResult, library_rule
 
     name = "cuda-host-code"
     found: list[tuple[str, str]] = []
@@ -609,7 +609,7 @@ def check_host_code(exp: Expectation, info: Artifact, inputs: LoadInputs) -> Che
 def check_dlopen(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckResult | None:
     """Stated dlopen sonames are carried by a declared NVIDIA package (or torch's); NVIDIA sonames named
     in a library's strings but neither NEEDED nor stated are reported (a warning). None: nothing to say."""
-    from buildrows.check.judges import CheckResult, library_rule
+    from buildrows.check.judging import CheckResult, library_rule
     from buildrows.check.nvidia import nvidia_soname, optional
 
     name = "dlopen-libraries"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 from buildrows.resources import data_file
 
 if TYPE_CHECKING:
-    from buildrows.check.judges import Artifact, CheckResult, Expectation
+    from buildrows.check.judging import Artifact, CheckResult, Expectation
 
 __all__ = ["NvidiaSoname", "check_soname_majors", "nvidia_dll", "nvidia_soname"]
 
@@ -156,7 +156,7 @@ def check_soname_majors(exp: Expectation, info: Artifact) -> CheckResult:
       reported (a note), not failed. What it NEEDS from the environment is still held to the row,
       because the row's CUDA is what the environment has.
     """
-    from buildrows.check.judges import CheckResult, library_rule, train_of_digits
+    from buildrows.check.judging import CheckResult, library_rule, train_of_digits
 
     name = "cuda-soname-majors"
     assert exp.cuda is not None

@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.check.device_code import read_device_code
-    from buildrows.check.judges import _arch_key
+    from buildrows.check.judging import _arch_key
 
     if not args.from_wheel.strip():
         # Path("") is ".", which would read the current directory as if it had been named

@@ -33,9 +33,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
+    from buildrows.check.device import library_json
     from buildrows.check.expect import CheckRequest, check_wheel, policy_for
-    from buildrows.check.judges import _arch_key, library_json, unused_exceptions
+    from buildrows.check.judging import _arch_key
     from buildrows.check.kernels import kernel_json, kernels_of
+    from buildrows.check.runtime import unused_exceptions
 
     req = CheckRequest(args.wheel, args.row, args.archs, args.cuda, getattr(args, "config", None), args.json,
                        ptx=args.ptx, torch=args.torch)

@@ -201,7 +201,7 @@ def _groups(libs: list[LibraryInfo]) -> list[ListGroup]:
 
 
 def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platform: str) -> None:
-    from buildrows.check.judges import _LIBTORCH, torch_abi
+    from buildrows.check.torchabi import _LIBTORCH, torch_abi
 
     elf = [lib for lib in info.libraries if lib.format == "elf"]
     requires_torch = any(re.match(r"^\s*torch\b(?![-_.\w])", r) and "extra" not in r for r in info.requires_dist)
@@ -265,7 +265,7 @@ def _dynamic(facts: WheelFacts, info: WheelInfo, linking: list[LibraryInfo], tra
     wheel it declares by itself. The requirements are written where they are not the default set."""
     from packaging.requirements import Requirement
 
-    from buildrows.check.judges import _reaches, _req_key
+    from buildrows.check.runtime import _reaches, _req_key
     from buildrows.policy.load import default_runtimes
 
     rt = default_runtimes().get(train.major)
@@ -290,8 +290,8 @@ def _preload(facts: WheelFacts, info: WheelInfo, elf: list[LibraryInfo], train: 
     extra) that carry what its libraries NEED. Only the packages of buildrows' table count (a
     Sphinx theme named nvidia-* is no CUDA library); the extra chosen is the one whose packages of the
     train's major carry most of what is NEEDED."""
-    from buildrows.check.judges import _package_major
     from buildrows.check.nvidia import carriers, declared_nvidia, nvidia_soname, packages
+    from buildrows.check.runtime import _package_major
 
     known = packages()
     needed: dict[str, list[str]] = {}
@@ -352,8 +352,8 @@ def _binding_of(library: str, soname: str) -> bool:
 def _rpath_entries(facts: WheelFacts, info: WheelInfo, train: Train, platform: str) -> list[tuple[str, bool]]:
     """The RPATH entries the check would reject under the inferred mode, generalised where they
     differ in one path component (`$ORIGIN/../../nvidia/*/lib`)."""
-    from buildrows.check.judges import _install_dir, _origin_entry, _wheel_dirs
     from buildrows.check.nvidia import declared_nvidia, packages
+    from buildrows.check.runtime import _install_dir, _origin_entry, _wheel_dirs
     from buildrows.policy.load import default_runtimes
 
     dirs = _wheel_dirs(info)

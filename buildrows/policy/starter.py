@@ -388,7 +388,7 @@ def _from_wheels(wheels: list[Path], train: Train | None, platform: str) -> tupl
 def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaStart, str]:
     """The train's list as the wheel ships it (the cubins common to its libraries, PTX where all carry it)."""
     from buildrows.check.device_code import read_device_code
-    from buildrows.check.judges import platform_of_wheel, train_of_wheel
+    from buildrows.check.judging import platform_of_wheel, train_of_wheel
     from buildrows.errors import Refused
     from buildrows.policy.edit import arch_text, archs_from_names
 
