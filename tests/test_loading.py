@@ -65,6 +65,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _gcc(d, "-o", "libvdep.so", "-Wl,-soname,libvdep.so", "-Wl,--version-script=v1.map", "vdep.c")
     _gcc(d, "-o", "libvuse.so", "vuse.c", "-Lnew", "-lvdep", "-Wl,-rpath,$ORIGIN")
     _gcc(d, "-o", "libdl.so", "dl.c", "-ldl")
+    _gcc(d, "-nostdlib", "-o", "libnodl.so", "dl.c")  # dlopen unversioned, no NEEDED at all (as cuFile's)
     if CUDART_STATIC is not None:
         include = CUDART_STATIC.parent.parent / "include"
         _gcc(d, "-s", "-o", "libhost.so", f"-I{include}", "host.c", str(CUDART_STATIC), "-ldl", "-lpthread", "-lrt")
@@ -99,10 +100,15 @@ def _check(cli: Callable[..., Result], wheel: Path, *args: str) -> tuple[int, st
     # the good pair loads
     ({"pkg/libdep.so": "libdep.so", "pkg/libgood.so": "libgood.so"}, True,
      "2 libraries load: every NEEDED library resolves (in the wheel: 1) and every undefined symbol (1) is defined"),
-    # shipped, but no RPATH entry reaches it
-    ({"pkg/libdep.so": "libdep.so", "pkg/libnorpath.so": "libnorpath.so"}, False,
-     "pkg/libnorpath.so: NEEDS libdep.so, which the wheel ships as pkg/libdep.so, but no RPATH/RUNPATH entry of it "
-     "reaches pkg/ (has: none)"),
+    # shipped in another directory, and no RPATH entry reaches it
+    ({"pkg/libs/libdep.so": "libdep.so", "pkg/libnorpath.so": "libnorpath.so"}, False,
+     "pkg/libnorpath.so: NEEDS libdep.so, which the wheel ships as pkg/libs/libdep.so, but no RPATH/RUNPATH entry of "
+     "it reaches pkg/libs/ (has: none)"),
+    # a sibling in its own directory, reached by no RPATH: it loads once the package has loaded it by path
+    # (torchaudio's libtorchaudio.so): named, not failed
+    ({"pkg/libdep.so": "libdep.so", "pkg/libnorpath.so": "libnorpath.so"}, True,
+     "note: pkg/libnorpath.so NEEDS libdep.so, which the wheel ships as pkg/libdep.so in the same directory but no "
+     "RPATH/RUNPATH entry reaches: it loads only once the package has loaded libdep.so by path"),
     # a library nobody provides
     ({"pkg/libneedsfar.so": "libneedsfar.so"}, False,
      "pkg/libneedsfar.so: NEEDS libfar.so.3, which neither the wheel, the torch it declares, the NVIDIA packages it "
@@ -169,6 +175,35 @@ cpu = true
 trains = ["13.0"]
 archs = "8.0"
 """
+
+
+def test_a_library_the_system_provides_is_stated(libs: Path, tmp_path: Path, cli: Callable[..., Result]) -> None:
+    """A NEEDED library no wheel provides (torchaudio's libsox.so, an optional feature): a rule's
+    `system` names it, with its reason, and the check names it instead of failing; the rule's globs
+    and files must match; a path in `system` is refused at load."""
+    wheel = _wheel(libs, tmp_path, CPU, {"pkg/libneedsfar.so": "libneedsfar.so"})
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text(POLICY + '[[check.libraries]]\nfiles = ["pkg/libneedsfar.so"]\nsystem = ["libfar.so.*"]\n'
+                      'reason = "the far codec, loaded only where it is installed"\n', encoding="utf-8")
+    code, text = _check(cli, wheel, "--config", str(policy))
+    assert code == 0, text
+    assert ("note: pkg/libneedsfar.so NEEDS libfar.so.3: the system's, as stated [check.libraries[0] (buildrows.toml:"
+            in text and "]: the far codec, loaded only where it is installed" in text), text
+    policy.write_text(POLICY + '[[check.libraries]]\nfiles = ["pkg/other.so"]\nsystem = ["libfar.so.*"]\n'
+                      'reason = "x"\n', encoding="utf-8")
+    code, text = _check(cli, wheel, "--config", str(policy))
+    assert code == 5 and "pkg/libneedsfar.so: NEEDS libfar.so.3, which neither the wheel" in text, text
+    policy.write_text(POLICY + '[[check.libraries]]\nfiles = ["pkg/*.so"]\nsystem = ["/usr/lib/libfar.so.3"]\n'
+                      'reason = "x"\n', encoding="utf-8")
+    code, text = _check(cli, wheel, "--config", str(policy))
+    assert code == 2 and "[check.libraries[0].system]: system lists library file names (globs)" in text, text
+
+
+def test_libdl_and_libpthread_functions_come_from_libc(libs: Path, tmp_path: Path, cli: Callable[..., Result]) -> None:
+    """dlopen and friends without NEEDED libdl.so.2 (cuFile, CuPy's nvtx module): glibc 2.34 holds them in
+    libc.so.6, which every Python process has loaded."""
+    code, text = _check(cli, _wheel(libs, tmp_path, CPU, {"pkg/libnodl.so": "libnodl.so"}))
+    assert "[PASS] libraries-load" in text and "(0)" not in text.split("[PASS] libraries-load")[1].split("\n")[1], text
 
 
 @pytest.mark.skipif(CUDART_STATIC is None, reason="needs libcudart_static.a (PyPI's nvidia-cuda-runtime)")

@@ -29,6 +29,7 @@ shared object file``. Three judges read what the dynamic linker reads (buildrows
 
 from __future__ import annotations
 
+import fnmatch
 import posixpath
 import re
 import shutil
@@ -46,6 +47,7 @@ from buildrows.binaries.symbols import DynamicSymbols
 
 if TYPE_CHECKING:
     from buildrows.check.judging import Artifact, CheckResult, Expectation
+    from buildrows.policy.model import LibraryRule
 
 __all__ = ["LoadInputs", "TorchLibraries", "loading_checks", "read_load_inputs", "torch_libraries"]
 
@@ -266,6 +268,8 @@ class _Resolver:
                 self.by_name.setdefault(n, []).append(member)
         self.torch_required = _requires_torch(exp, info)
         self.carriers = _nvidia_carriers(exp, info)
+        # What resolved only on a condition the wheel cannot show: (library, needed) -> how.
+        self.conditional: dict[tuple[str, str], str] = {}
 
     def needed(self, member: str, name: str, rpaths: tuple[str, ...]) -> tuple[_Provider | None, str]:
         """(where `name` comes from for `member`, or None with the problem)."""
@@ -280,12 +284,21 @@ class _Resolver:
                 return _Provider("wheel", reached[0], inputs.libraries[reached[0]]), ""
             if exp.mode in ("preload", "torch-runtime"):  # the project loads its libraries itself, in order
                 return _Provider("wheel", in_wheel[0], inputs.libraries[in_wheel[0]]), ""
-            return None, (f"NEEDS {name}, which the wheel ships as {in_wheel[0]}, but no RPATH/RUNPATH entry of it "
-                          f"reaches {_install_dir(in_wheel[0]) or 'the wheel root'}/ (has: {list(rpaths) or 'none'}): "
-                          f"`import` fails with '{name}: cannot open shared object file' unless the package loads "
-                          "it first itself; fix: add an $ORIGIN-relative RPATH entry to that directory (CMake: "
-                          "INSTALL_RPATH, auditwheel repair), or, if the project loads its libraries itself, say so "
-                          "with mode = \"preload\" and its reason")
+            if nvidia_soname(name) and (name in self.carriers or (self.torch_required and exp.cuda is not None)):
+                pass  # a copy the wheel keeps aside; the declared package's (or torch's) is loaded by soname first
+            elif posixpath.dirname(in_wheel[0]) == posixpath.dirname(member) and name != posixpath.basename(member):
+                # A sibling in the same directory, NEEDED by its soname but reached by no RPATH: the loader finds it
+                # only once the package has loaded it by path (torch.ops.load_library, ctypes.CDLL), as
+                # torchaudio and torchvision do. The wheel cannot show that it does: named, not failed.
+                self.conditional[(member, name)] = in_wheel[0]
+                return _Provider("wheel", in_wheel[0], inputs.libraries[in_wheel[0]]), ""
+            else:
+                return None, (f"NEEDS {name}, which the wheel ships as {in_wheel[0]}, but no RPATH/RUNPATH entry of it "
+                              f"reaches {_install_dir(in_wheel[0]) or 'the wheel root'}/ (has: {list(rpaths) or 'none'}): "
+                              f"`import` fails with '{name}: cannot open shared object file' unless the package loads "
+                              "it first itself; fix: add an $ORIGIN-relative RPATH entry to that directory (CMake: "
+                              "INSTALL_RPATH, auditwheel repair), or, if the project loads its libraries itself, say so "
+                              "with mode = \"preload\" and its reason")
         if name in BASE_LIBRARIES or _MUSL.match(name):
             return _Provider("base", name, opaque=name not in _VERSIONED_ONLY), ""
         if name in DRIVER_LIBRARIES:
@@ -320,10 +333,21 @@ class _Resolver:
             return None, (f"NEEDS {name}, which no NVIDIA package the wheel declares carries: `import` fails with "
                           f"'{name}: cannot open shared object file' unless something else installed it; "
                           f"fix: {offer}")
+        stated = self._system(member, name)
+        if stated is not None:
+            self.conditional[(member, name)] = f"the system's, as stated [{stated.source}]: {stated.reason}"
+            return _Provider("system", name, opaque=True), ""
         return None, (f"NEEDS {name}, which neither the wheel, the torch it declares, the NVIDIA packages it declares "
                       "nor the system's base libraries (the manylinux allowlist) provide: `import` fails with "
                       f"'{name}: cannot open shared object file' wherever it is not installed by hand; fix: bundle "
                       "it into the wheel (auditwheel repair) or link it statically")
+
+    def _system(self, member: str, name: str) -> LibraryRule | None:
+        """The [[check.libraries]] rule that says the system provides `name` for `member`, if any."""
+        for rule in self.exp.library_rules:
+            if rule.system and rule.match(member)[0] and any(fnmatch.fnmatchcase(name, g) for g in rule.system):
+                return rule
+        return None
 
     def _nvidia(self, name: str, carrier: str) -> _Provider:
         """An NVIDIA library: read where it is installed beside the torch given, else not read."""
@@ -437,6 +461,8 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
                 continue
             if unresolved:
                 continue
+            if imp.version is None and _LIBC_MERGED.match(imp.name):
+                continue  # libc.so.6, loaded by every Python process (glibc 2.34 holds libdl, libpthread, librt)
             missing_syms.append((lib.path, imp.name, _closure_text(readable, inputs)))
     if missing_syms:
         readable_names = _demangle([s for _, s, _ in missing_syms][:200])
@@ -460,7 +486,8 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
 
 
 _KIND: Final = {"wheel": "in the wheel:", "torch": "torch:", "nvidia": "NVIDIA packages:", "base": "system:",
-                "driver": "driver:", "python": "interpreter:", "optional": "optional:"}
+                "driver": "driver:", "python": "interpreter:", "optional": "optional:",
+                "system": "the system's, as stated:"}
 
 
 def _rpaths_of(info: Artifact, member: str) -> tuple[str, ...]:
@@ -520,9 +547,31 @@ def _torch_admitted(exp: Expectation, info: Artifact, inputs: LoadInputs) -> lis
     return out
 
 
+#: Functions of libdl, libpthread and librt, which glibc 2.34 moved into libc.so.6: a library that calls
+#: them without NEEDing those libraries finds them in the process's global scope (every Python loads libc,
+#: and on an older glibc links libdl and libpthread itself), as cuFile and CuPy's nvtx module do.
+_LIBC_MERGED: Final = re.compile(r"^(?:dl(?:open|close|sym|vsym|error|addr|info|iterate_phdr|mopen)\w*|pthread_\w+|"
+                                 r"__pthread_\w+|sem_\w+|shm_\w+|clock_\w+|timer_\w+|mq_\w+|aio_\w+)$")
+
+
+def _conditional_notes(resolver: _Resolver) -> list[str]:
+    """What loads only on a condition the wheel cannot show: a sibling reached only once the package
+    has loaded it by path, a library the system provides as the policy states."""
+    out = []
+    for (member, name), how in sorted(resolver.conditional.items()):
+        if how.startswith("the system's"):
+            out.append(f"note: {member} NEEDS {name}: {how}")
+        else:
+            out.append(f"note: {member} NEEDS {name}, which the wheel ships as {how} in the same directory but no "
+                       f"RPATH/RUNPATH entry reaches: it loads only once the package has loaded {name} by path "
+                       "(torch.ops.load_library, ctypes.CDLL), as it must do before importing this module; an "
+                       "$ORIGIN RPATH entry would make it load on its own")
+    return out
+
+
 def _notes(unverified: dict[str, int], inputs: LoadInputs, resolver: _Resolver) -> list[str]:
     if not unverified:
-        return []
+        return _conditional_notes(resolver)
     torch = {k: v for k, v in unverified.items()
              if all(_TORCH_LIB.match(n) or n in _TORCH_BUNDLES for n in k.split(", "))}
     rest = {k: v for k, v in unverified.items() if k not in torch}
@@ -534,7 +583,7 @@ def _notes(unverified: dict[str, int], inputs: LoadInputs, resolver: _Resolver) 
     if rest:
         out.append(f"not verified: {sum(rest.values())} symbols from libraries not read here: "
                    + ", ".join(f"{k} ({v})" for k, v in sorted(rest.items())))
-    return out
+    return out + _conditional_notes(resolver)
 
 
 # --- a CUDA library without device code ---------------------------------------------------------------

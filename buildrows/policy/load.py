@@ -640,9 +640,9 @@ class _Resolver:
                 continue
             kinds = [k for k in ("archs", "per-train", "vendored", "host-only") if r.get(k) not in (None, False)]
             # A rule that only names what its libraries dlopen keeps the row's device-code rule for them.
-            if len(kinds) > 1 or (not kinds and "dlopens" not in r):
+            if len(kinds) > 1 or (not kinds and "dlopens" not in r and "system" not in r):
                 self.problem(path, "a library rule says exactly one of archs, per-train = true, vendored = true or "
-                             "host-only = true (or only dlopens)" + (f" (here {', '.join(kinds)})" if kinds else ""),
+                             "host-only = true (or only dlopens or system)" + (f" (here {', '.join(kinds)})" if kinds else ""),
                              hint="archs = \"7.0 8.0\" (their own list), per-train = true (each library's train's "
                                   "list, {cu} in files), vendored = true (not the project's list), host-only = true "
                                   "(no device code: host code using CUDA)")
@@ -651,6 +651,10 @@ class _Resolver:
             if bad_dlopen:
                 self.problem((*path, "dlopens"), f"{bad_dlopen[0]!r} is not a soname with its major version",
                              hint="name what the library passes to dlopen, e.g. dlopens = [\"libcublas.so.12\"]")
+                continue
+            if any(not g.strip() or "/" in g for g in r.get("system", ())):
+                self.problem((*path, "system"), "system lists library file names (globs), not paths or empty names",
+                             hint="e.g. system = [\"libsox.so\", \"libav*.so.*\"], as the library's NEEDED entries name them")
                 continue
             if "ptx" in r and "archs" not in r:
                 self.problem((*path, "ptx"), "ptx is only used with archs", hint="remove ptx, or give archs")
@@ -676,7 +680,7 @@ class _Resolver:
             out.append(LibraryRule(files=tuple(r["files"]), reason=r["reason"].strip(), source=self.where(path),
                                    archs=archs, per_train=bool(r.get("per-train")), vendored=bool(r.get("vendored")),
                                    rows=tuple(r.get("rows", ())), host_only=bool(r.get("host-only")),
-                                   dlopens=tuple(r.get("dlopens", ()))))
+                                   dlopens=tuple(r.get("dlopens", ())), system=tuple(r.get("system", ()))))
         return tuple(out)
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:

@@ -47,6 +47,9 @@ DOCS: dict[str, str] = {
                             "statically or not): a CUDA row may ship it without kernels; a CPU row never may."),
     "libraries.dlopens": ("NVIDIA libraries these libraries load only by dlopen, by soname (e.g. \"libcublas.so.12\"): "
                           "held to the row's soname majors, and a declared NVIDIA package must carry each."),
+    "libraries.system": ("Libraries these libraries NEED that the user's system provides, not the wheel (globs, e.g. "
+                         "\"libsox.so\", \"libav*.so.*\"): an optional feature that loads only where they are installed. "
+                         "libraries-load names them instead of failing."),
     "libraries.rows": "Rows this applies to (names or globs); default every row.",
     "libraries.reason": "Why these libraries carry another list; shown by the check.",
     "rpath-exception.climbs-out": (
@@ -125,6 +128,7 @@ class LibraryRule:
     rows: tuple[str, ...] = ()  # DOCS["libraries.rows"]
     host_only: bool = False  # DOCS["libraries.host-only"]
     dlopens: tuple[str, ...] = ()  # DOCS["libraries.dlopens"]
+    system: tuple[str, ...] = ()  # DOCS["libraries.system"]
 
     def applies_to(self, row: str) -> bool:
         import fnmatch

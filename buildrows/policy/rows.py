@@ -107,6 +107,7 @@ def check_json(policy: Policy, row: Row) -> dict[str, Any]:
                                          ("ptx", [a.dotted for a in r.archs.ptx] if r.archs else None),
                                          ("per_train", r.per_train or None), ("vendored", r.vendored or None),
                                          ("host_only", r.host_only or None), ("dlopens", list(r.dlopens) or None),
+                                         ("system", list(r.system) or None),
                                          ("reason", r.reason), ("source", r.source)) if v is not None}
                       for r in policy.check.libraries if r.applies_to(row.name)],
         "required": [{"files": list(r.files), "reason": r.reason, "source": r.source}
@@ -140,6 +141,8 @@ def _check_lines(policy: Policy, row: Row) -> list[str]:
                 "archs " + " ".join(r["archs"]) + (f" (PTX {' '.join(r['ptx'])})" if r.get("ptx") else " (no PTX)"))
         if r.get("dlopens"):
             rule += f"; dlopens {', '.join(r['dlopens'])}"
+        if r.get("system"):
+            rule += f"; the system provides {', '.join(r['system'])}"
         lines.append(f"  {'check.libraries':26} {', '.join(r['files'])}: {rule}: {r['reason']}  <- {r['source']}")
     return lines
 

@@ -246,6 +246,7 @@ LIBRARY_RULE = Table(
         "vendored": Bool(DOCS["libraries.vendored"], default="false"),
         "host-only": Bool(DOCS["libraries.host-only"], default="false"),
         "dlopens": StrList(DOCS["libraries.dlopens"]),
+        "system": StrList(DOCS["libraries.system"]),
         "rows": StrList(DOCS["libraries.rows"]),
         "reason": Str(DOCS["libraries.reason"]),
     },
