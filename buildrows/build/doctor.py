@@ -124,7 +124,9 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
                            "set [project] cuda-option to the project's CMake CUDA switch (e.g. MYPROJ_BUILD_CUDA) "
                            "or env-switches to its environment switches (e.g. FORCE_CUDA)")
         present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
-        told = f"{option}=OFF" if option else ", ".join(f"{s}=0" for s in policy.project.switches)
+        # The values the build really gets (a "!NAME" switch means CPU: 1 on this row), as `env` gives them.
+        names = {s.removeprefix("!") for s in policy.project.switches}
+        told = f"{option}=OFF" if option else ", ".join(f"{k}={v}" for k, v in row.switches if k in names)
         return Finding("cuda", "ok", f"CPU row: {told}{present}")
     from buildrows.plan.row import cached_toolkit, toolkit_compiler
 
@@ -186,6 +188,23 @@ def check_project_cmake(row: Row, project: Path, driver: Driver, cmake: tuple[st
                            "export CMAKE_POLICY_VERSION_MINIMUM=3.5 (CMake 4 then configures it), or put a CMake 3.x "
                            "first on PATH"))
     return out
+
+
+def driver_runs_cmake(project: Path, driver: Driver) -> bool:
+    """Whether the row's driver runs CMake on this project: cmake-presets and scikit-build-core
+    always do; a setup.py build only when its setup.py does (the knowledge init uses to skip a
+    CMakeLists.txt's cuda-option; buildrows.build.project_cmake)."""
+    from buildrows.build.project_cmake import setup_py_runs_cmake
+
+    return driver != "setup.py" or setup_py_runs_cmake(project)
+
+
+def not_run_by_driver(project: Path) -> Finding:
+    """The note that replaces the CMake findings for a setup.py that never runs CMake."""
+    beside = (f"; its {project / 'CMakeLists.txt'} is for another build (the setup.py does not read it)"
+              if (project / "CMakeLists.txt").is_file() else "")
+    return Finding("cmake", "note", "not judged: the project's setup.py never runs CMake (cmake, the generator and "
+                   f"CMake's rules play no part in this build){beside}")
 
 
 def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None), *,
@@ -354,6 +373,184 @@ def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str
     return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with {what}the runtime torch links")]
 
 
+#: What each FindCUDAToolkit target needs in the toolkit root: (headers under include/, libraries
+#: under the library directory, a subdirectory of it searched too). A target not listed here
+#: (CUDA::toolkit, an interface of include directories) is not judged.
+CUDA_COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "cudart": (("cuda_runtime.h",), ("libcudart.so",)),
+    "cudart_static": (("cuda_runtime.h",), ("libcudart_static.a",)),
+    "cuda_driver": (("cuda.h",), ("libcuda.so",)),
+    "cublas": (("cublas_v2.h",), ("libcublas.so",)),
+    "cublasLt": (("cublasLt.h",), ("libcublasLt.so",)),
+    "cufft": (("cufft.h",), ("libcufft.so",)),
+    "cufftw": (("cufftw.h",), ("libcufftw.so",)),
+    "curand": (("curand.h",), ("libcurand.so",)),
+    "cusolver": (("cusolverDn.h",), ("libcusolver.so",)),
+    "cusparse": (("cusparse.h",), ("libcusparse.so",)),
+    "nvrtc": (("nvrtc.h",), ("libnvrtc.so",)),
+    "nvJitLink": (("nvJitLink.h",), ("libnvJitLink.so",)),
+    "nvml": (("nvml.h",), ("libnvidia-ml.so",)),
+    "cupti": (("cupti.h",), ("libcupti.so",)),
+    "nvtx3": (("nvtx3/nvToolsExt.h",), ()),
+}
+#: Driver libraries: FindCUDAToolkit looks in the library directory's stubs/ too, and a machine
+#: with the driver installed has them in the system's library directories.
+_DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
+_SYSTEM_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+#: The components `buildrows toolkit install TRAIN --libraries` assembles (its pinned wheels, and the
+#: driver stub it writes), and the PyPI packages of the others.
+_BY_TOOLKIT_LIBRARIES = ("cublas", "cublasLt", "cufft", "cufftw", "curand", "cusolver", "cusparse", "cuda_driver")
+_PYPI_PACKAGE = {"nvrtc": "nvidia-cuda-nvrtc", "nvJitLink": "nvidia-nvjitlink", "nvml": "nvidia-nvml-dev",
+                 "cupti": "nvidia-cuda-cupti", "nvtx3": "nvidia-nvtx"}
+_CUDA_TARGET = re.compile(r"\bCUDA::([A-Za-z0-9_]+)")
+_SUBDIR = re.compile(r"^\s*add_subdirectory\s*\(\s*\"?([^\s\")]+)", re.MULTILINE | re.IGNORECASE)
+_INCLUDE = re.compile(r"^\s*include\s*\(\s*\"?([^\s\")]+)", re.MULTILINE | re.IGNORECASE)
+_DIR_VARIABLES = ("${CMAKE_CURRENT_SOURCE_DIR}", "${CMAKE_CURRENT_LIST_DIR}")
+_TOP_VARIABLES = ("${PROJECT_SOURCE_DIR}", "${CMAKE_SOURCE_DIR}", "${PROJECT_SOURCE_DIR}")
+
+
+def cmake_source_dir(project: Path, driver: Driver) -> Path:
+    """Where the project's CMakeLists.txt is: scikit-build-core's `cmake.source-dir`, else the project."""
+    if driver != "scikit-build-core":
+        return project
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        doc = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return project
+    cmake = doc.get("tool", {}).get("scikit-build", {}).get("cmake", {})
+    source = cmake.get("source-dir") if isinstance(cmake, dict) else None
+    return project / source if isinstance(source, str) else project
+
+
+def cuda_components(source: Path, limit: int = 400) -> dict[str, str]:
+    """The CUDA::X targets the project's CMake reads, each with where it is first named ("file:line"):
+    CMakeLists.txt, the directories it adds (add_subdirectory) and the files it includes (include,
+    a path or a module of the project's own), followed recursively. Conditions are not evaluated:
+    a CUDA row turns the project's CUDA on, and the CUDA parts are what names these targets."""
+    found: dict[str, str] = {}
+    seen: set[Path] = set()
+    todo = [source / "CMakeLists.txt"]
+    modules: dict[str, Path] | None = None
+    while todo and len(seen) < limit:
+        path = todo.pop(0)
+        try:
+            key = path.resolve()
+            if key in seen or not path.is_file():
+                continue
+            seen.add(key)
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for m in _CUDA_TARGET.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            found.setdefault(m.group(1), f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}")
+        here = path.parent
+
+        def resolve(arg: str, here: Path = here) -> Path:
+            for v in _DIR_VARIABLES:
+                arg = arg.replace(v, str(here))
+            for v in _TOP_VARIABLES:
+                arg = arg.replace(v, str(source))
+            return Path(arg) if os.path.isabs(arg) else here / arg
+
+        for m in _SUBDIR.finditer(text):
+            todo.append(resolve(m.group(1)) / "CMakeLists.txt")
+        for m in _INCLUDE.finditer(text):
+            arg = m.group(1)
+            if arg.endswith(".cmake") or "/" in arg:
+                todo.append(resolve(arg))
+                continue
+            if modules is None:  # the project's own modules (include(Foo) finds cmake/Foo.cmake)
+                modules = {}
+                for p in sorted(source.rglob("*.cmake"))[:2000]:
+                    modules.setdefault(p.stem, p)
+            if arg in modules:
+                todo.append(modules[arg])
+    return found
+
+
+def _has_library(root: str, name: str) -> str | None:
+    """Where FindCUDAToolkit would find library `name` for a toolkit `root`, or None."""
+    dirs = [os.path.join(root, d) for d in ("lib64", "lib", os.path.join("lib", "x64"))]
+    dirs += [str(p) for p in sorted(Path(root).glob("targets/*/lib"))]
+    if name in _DRIVER_LIBRARIES:
+        dirs += [os.path.join(d, "stubs") for d in dirs] + list(_SYSTEM_LIBRARY_DIRS)
+    for d in dirs:
+        path = os.path.join(d, name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def _has_header(root: str, name: str) -> bool:
+    return any(os.path.isfile(os.path.join(d, name)) for d in
+               [os.path.join(root, "include"), *map(str, sorted(Path(root).glob("targets/*/include")))])
+
+
+def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cached: str | None = None) -> list[Finding]:
+    """Each CUDA::X target the project links (`used`: target -> where it is named) has its headers
+    and libraries in the toolkit `root` the build compiles with: one finding per missing target,
+    with the fix; one ok finding naming those found."""
+    train = row.cuda.dotted if row.cuda is not None else "TRAIN"
+    ok: list[str] = []
+    out: list[Finding] = []
+    for target, where in sorted(used.items()):
+        base = target.removesuffix("_static")
+        headers, libraries = CUDA_COMPONENTS.get(target) or CUDA_COMPONENTS.get(base) or ((), ())
+        if target not in CUDA_COMPONENTS and base in CUDA_COMPONENTS:  # CUDA::cublas_static: libcublas_static.a
+            libraries = tuple(lib.replace(".so", "_static.a") for lib in libraries)
+        if not headers and not libraries:
+            continue
+        missing = [f"include/{h}" for h in headers if not _has_header(root, h)]
+        missing += [("lib64/stubs/" if lib in _DRIVER_LIBRARIES else "lib64/") + lib for lib in libraries
+                    if _has_library(root, lib) is None]
+        if not missing:
+            ok.append(f"CUDA::{target}")
+            continue
+        has_it = cached is not None and os.path.realpath(cached) != os.path.realpath(root) and all(
+            _has_header(cached, h) for h in headers) and all(_has_library(cached, lib) for lib in libraries)
+        if has_it and cached is not None:
+            fix = (f"a CUDA {train} toolkit with it is in buildrows' cache, {cached}: build with it, "
+                   f"`CUDACXX={os.path.join(cached, 'bin', 'nvcc')} buildrows build {row.name}`")
+        elif base in _BY_TOOLKIT_LIBRARIES and row.os == "linux":
+            what = ("the driver API's link stub (lib64/stubs/libcuda.so; the real libcuda.so.1 comes with the "
+                    "driver at run time)" if base == "cuda_driver" else "the CUDA libraries' headers and libraries")
+            fix = (f"`buildrows toolkit install {train} --libraries` assembles a CUDA {train} root with {what}; "
+                   f"build with it: `CUDACXX=<that root>/bin/nvcc buildrows build {row.name}` (or `--provision`)")
+        elif base in _PYPI_PACKAGE:
+            fix = (f"buildrows does not assemble it: install NVIDIA's CUDA {train} toolkit with it (or add the "
+                   f"include/ and lib/ of PyPI's {_PYPI_PACKAGE[base]} for {train} to {root})")
+        else:
+            fix = f"install NVIDIA's CUDA {train} toolkit with it (the full installer has every component)"
+        out.append(Finding(f"CUDA::{target}", "missing", f"the project links CUDA::{target} ({where}), and the "
+                           f"toolkit the build uses ({root}) lacks {', '.join(missing)}: CMake would stop at it", fix))
+    if ok:
+        out.insert(0, Finding("CUDA components", "ok", f"{', '.join(ok)} in {root}"))
+    return out
+
+
+def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[str, str], host: HostOs,
+                          driver: Driver, toolkit: str | None = None) -> list[Finding]:
+    """The CUDA components the project's CMake links, judged against the root of the row's nvcc."""
+    used = cuda_components(cmake_source_dir(project, driver))
+    if not used:
+        return []
+    from buildrows.plan.row import cached_toolkit, plan_row
+
+    try:
+        plan = plan_row(policy, row, env, host=host, step="doctor", toolkit=toolkit)
+    except (BadInput, Refused):
+        return []  # the nvcc finding already says why
+    root = plan.cuda_home
+    if root is None:
+        return []
+    return check_toolkit_components(row, root, used, cached=cached_toolkit(row, env))
+
+
 class Probe(Protocol):
     """What doctor needs to look at on the machine."""
 
@@ -480,14 +677,21 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         what, _, fix = str(e).partition("\n    fix: ")
         findings.append(Finding("host", "refused", what.removeprefix("doctor: "), fix))
         return findings
-    findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
-    if choose_generator(row, env, host).is_ninja:
-        findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
+    runs_cmake = driver_runs_cmake(project, driver)
+    if runs_cmake:
+        findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
+        if choose_generator(row, env, host).is_ninja:
+            findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
+    else:
+        findings.append(not_run_by_driver(project))
     findings.append(check_cuda(row, policy, env, host, toolkit))
-    project_cmake = check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
-    if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
-        findings += check_generator(row, env, host)
-    findings += project_cmake
+    if runs_cmake:
+        project_cmake = check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
+        if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
+            findings += check_generator(row, env, host)
+        findings += project_cmake
+        if row.is_cuda:
+            findings += check_cuda_components(row, project, policy, env, host, driver, toolkit)
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
