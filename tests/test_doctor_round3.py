@@ -233,3 +233,26 @@ def test_driver_stub_names_every_function_cuda_h_declares(tmp_path: Path) -> Non
     (tmp_path / "include" / "cuda.h").unlink()
     with pytest.raises(Refused, match=r"has no include/cuda.h, so no driver stub"):
         write_driver_stub(tmp_path, os.environ)
+
+
+def test_init_never_lists_an_only_cuda_switch_and_keeps_the_cpu_rows(tmp_path: Path, cli: Callable[..., Result],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "setup.py").write_text(SETUP_PY)
+    monkeypatch.chdir(tmp_path)
+    r = cli("init", "--cuda", "13.0", "--python", "3.11")
+    assert r.code == 0, r.out + r.err
+    text = (tmp_path / "buildrows.toml").read_text()
+    assert 'env-switches = ["FORCE_CUDA", "!FORCE_ONLY_CPU"]' in text and "FORCE_ONLY_CUDA" not in text
+    pol = load_policy(tmp_path / "buildrows.toml")
+    assert [row.name for row in pol.rows] == ["linux-x86_64-cpu-py311", "linux-x86_64-cu130-py311"]
+    assert dict(pol.row("linux-x86_64-cu130-py311").switches) == {"FORCE_CUDA": "1", "FORCE_ONLY_CPU": "0"}  # type: ignore[union-attr]
+    assert "CUDA 13.0, CPU" in r.err + r.out
+
+
+def test_init_cuda_for_a_project_with_no_way_to_turn_cuda_off_has_no_cpu_rows(
+        tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.25)\nproject(k LANGUAGES CUDA)\n")
+    monkeypatch.chdir(tmp_path)
+    r = cli("init", "--cuda", "13.0", "--python", "3.11")
+    assert r.code == 0, r.out + r.err
+    assert [row.name for row in load_policy(tmp_path / "buildrows.toml").rows] == ["linux-x86_64-cu130-py311"]
