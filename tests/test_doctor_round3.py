@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.doctor import check_toolkit_components, cuda_components, diagnose
+from buildrows.build.doctor import check_network_fetches, check_toolkit_components, cuda_components, diagnose
 from buildrows.errors import Refused
 from buildrows.policy.load import load_policy
 from buildrows.provision.toolkit import driver_functions, write_driver_stub
@@ -256,3 +256,15 @@ def test_init_cuda_for_a_project_with_no_way_to_turn_cuda_off_has_no_cpu_rows(
     r = cli("init", "--cuda", "13.0", "--python", "3.11")
     assert r.code == 0, r.out + r.err
     assert [row.name for row in load_policy(tmp_path / "buildrows.toml").rows] == ["linux-x86_64-cu130-py311"]
+
+
+def test_a_cmake_that_fetches_from_the_network_gets_a_note(tmp_path: Path) -> None:
+    src = _cmake_project(tmp_path)
+    assert check_network_fetches(src) is None  # Unused.cmake is not read by the build
+    (src / "cmake" / "Unused.cmake").write_text("file(DOWNLOAD https://example.invalid/CPM.cmake x)\n")
+    assert check_network_fetches(src) is None
+    (src / "cmake" / "Deps.cmake").write_text(DEPS + "include(Unused)\nCPMAddPackage(NAME CCCL)\n")
+    note = check_network_fetches(src)
+    assert note is not None and note.status == "note"
+    assert note.seen == ("the project's CMake fetches from the network while it configures (cmake/Deps.cmake:4 "
+                         "CPMAddPackage; cmake/Unused.cmake:1 file(DOWNLOAD)): a builder without network access fails there")

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -406,7 +406,7 @@ _CUDA_TARGET = re.compile(r"\bCUDA::([A-Za-z0-9_]+)")
 _SUBDIR = re.compile(r"^\s*add_subdirectory\s*\(\s*\"?([^\s\")]+)", re.MULTILINE | re.IGNORECASE)
 _INCLUDE = re.compile(r"^\s*include\s*\(\s*\"?([^\s\")]+)", re.MULTILINE | re.IGNORECASE)
 _DIR_VARIABLES = ("${CMAKE_CURRENT_SOURCE_DIR}", "${CMAKE_CURRENT_LIST_DIR}")
-_TOP_VARIABLES = ("${PROJECT_SOURCE_DIR}", "${CMAKE_SOURCE_DIR}", "${PROJECT_SOURCE_DIR}")
+_TOP_VARIABLES = ("${PROJECT_SOURCE_DIR}", "${CMAKE_SOURCE_DIR}")
 
 
 def cmake_source_dir(project: Path, driver: Driver) -> Path:
@@ -426,12 +426,10 @@ def cmake_source_dir(project: Path, driver: Driver) -> Path:
     return project / source if isinstance(source, str) else project
 
 
-def cuda_components(source: Path, limit: int = 400) -> dict[str, str]:
-    """The CUDA::X targets the project's CMake reads, each with where it is first named ("file:line"):
-    CMakeLists.txt, the directories it adds (add_subdirectory) and the files it includes (include,
-    a path or a module of the project's own), followed recursively. Conditions are not evaluated:
-    a CUDA row turns the project's CUDA on, and the CUDA parts are what names these targets."""
-    found: dict[str, str] = {}
+def cmake_files(source: Path, limit: int = 400) -> Iterator[tuple[Path, str]]:
+    """The CMake files a configure of `source` reads, with their text: CMakeLists.txt, the
+    directories it adds (add_subdirectory) and the files it includes (include, a path or a
+    module of the project's own), followed recursively. Conditions are not evaluated."""
     seen: set[Path] = set()
     todo = [source / "CMakeLists.txt"]
     modules: dict[str, Path] | None = None
@@ -445,9 +443,7 @@ def cuda_components(source: Path, limit: int = 400) -> dict[str, str]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        for m in _CUDA_TARGET.finditer(text):
-            line = text.count("\n", 0, m.start()) + 1
-            found.setdefault(m.group(1), f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}")
+        yield path, text
         here = path.parent
 
         def resolve(arg: str, here: Path = here) -> Path:
@@ -470,7 +466,44 @@ def cuda_components(source: Path, limit: int = 400) -> dict[str, str]:
                     modules.setdefault(p.stem, p)
             if arg in modules:
                 todo.append(modules[arg])
+
+
+def _where(path: Path, source: Path, text: str, at: int) -> str:
+    line = text.count("\n", 0, at) + 1
+    return f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}"
+
+
+def cuda_components(source: Path) -> dict[str, str]:
+    """The CUDA::X targets the project's CMake names (`cmake_files`), each with where it is first
+    named ("file:line"). A CUDA row turns the project's CUDA on, and the CUDA parts name them."""
+    found: dict[str, str] = {}
+    for path, text in cmake_files(source):
+        for m in _CUDA_TARGET.finditer(text):
+            found.setdefault(m.group(1), _where(path, source, text, m.start()))
     return found
+
+
+#: What fetches from the network while CMake configures: file(DOWNLOAD), FetchContent, CPM.
+_FETCH = re.compile(r"^\s*(file\s*\(\s*DOWNLOAD\b|FetchContent_Declare\s*\(|CPMAddPackage\s*\(|"
+                    r"ExternalProject_Add\s*\()", re.MULTILINE | re.IGNORECASE)
+
+
+def check_network_fetches(source: Path) -> Finding | None:
+    """A note when the project's CMake fetches from the network while it configures (cufinufft
+    2.5.1 downloads CPM.cmake and CCCL from GitHub): a builder without network access fails
+    there, whatever doctor found. A note, not a refusal: most builders have the network."""
+    sites = []
+    for path, text in cmake_files(source):
+        for m in _FETCH.finditer(text):
+            name = m.group(1).split("(")[0].strip()
+            sites.append(f"{_where(path, source, text, m.start())} {'file(DOWNLOAD)' if name.lower() == 'file' else name}")
+    if not sites:
+        return None
+    more = f", and {len(sites) - 3} more" if len(sites) > 3 else ""
+    return Finding("network", "note", f"the project's CMake fetches from the network while it configures "
+                   f"({'; '.join(sites[:3])}{more}): a builder without network access fails there",
+                   "build where the network is reachable, or give the project its dependencies the way its docs "
+                   "say (a CPM_SOURCE_CACHE or FETCHCONTENT_SOURCE_DIR_<NAME> holding them)")
 
 
 def _has_library(root: str, name: str) -> str | None:
@@ -690,6 +723,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
             findings += check_generator(row, env, host)
         findings += project_cmake
+        fetches = check_network_fetches(cmake_source_dir(project, driver))
+        if fetches is not None:
+            findings.append(fetches)
         if row.is_cuda:
             findings += check_cuda_components(row, project, policy, env, host, driver, toolkit)
     project_problem = check_project(project, driver)
