@@ -19,7 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.doctor import check_network_fetches, check_toolkit_components, cuda_components, diagnose
+from buildrows.build.doctor import (
+    check_network_fetches,
+    check_toolkit_components,
+    cuda_components,
+    diagnose,
+)
 from buildrows.errors import Refused
 from buildrows.policy.load import load_policy
 from buildrows.provision.toolkit import driver_functions, write_driver_stub
