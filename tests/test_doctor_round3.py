@@ -30,6 +30,7 @@ from buildrows.policy.load import load_policy
 from buildrows.provision.toolkit import driver_functions, write_driver_stub
 from tests.conftest import Result
 from tests.cuda_root import assemble, nvidia_tree
+from tests.test_provision import mirror  # noqa: F401 (a fixture)
 
 SETUP_PY = '''import os
 from setuptools import setup
@@ -273,3 +274,42 @@ def test_a_cmake_that_fetches_from_the_network_gets_a_note(tmp_path: Path) -> No
     assert note is not None and note.status == "note"
     assert note.seen == ("the project's CMake fetches from the network while it configures (cmake/Deps.cmake:4 "
                          "CPMAddPackage; cmake/Unused.cmake:1 file(DOWNLOAD)): a builder without network access fails there")
+
+
+def _with_libraries(cudart_extra: list[tuple[str, bytes | None, str | None, bytes]]) -> dict[str, list[
+        tuple[str, bytes | None, str | None, bytes]]]:
+    from tests.test_provision import MINIMAL
+
+    comps = {k: list(v) for k, v in MINIMAL.items()}
+    comps["cuda_cudart"] += [("include/cuda.h", b"typedef int CUresult;\n#define cuCtxCreate cuCtxCreate_v4\n"
+                              b"CUresult cuInit(unsigned int f);\nCUresult cuCtxCreate(void **c);\n", None, b"file"),
+                             *cudart_extra]
+    for lib in ("libcublas", "libcusparse", "libcusolver", "libcurand", "libcufft"):
+        comps[lib] = [(f"include/{lib.removeprefix('lib')}.h", b"//", None, b"file")]
+    return comps
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or shutil.which("nm") is None, reason="needs cc and nm")
+def test_toolkit_install_with_libraries_writes_the_driver_stub_unless_one_came(
+        tmp_path: Path, mirror: tuple[str, Path]) -> None:
+    from buildrows.policy.archs import Train
+    from buildrows.provision import toolkit
+    from tests.test_provision import _publish
+
+    url, root = mirror
+    _publish(root, "12.6.3", _with_libraries([]))
+    env = {"BUILDROWS_CACHE": str(tmp_path / "cache"), "PATH": os.environ.get("PATH", "")}
+    tk = toolkit.install(Train(12, 6), "linux-x86_64", env, mirror=url, libraries=True)
+    stub = tk.root / "lib64" / "stubs" / "libcuda.so"
+    names = subprocess.run(["nm", "-D", "--defined-only", str(stub)], capture_output=True, text=True, check=True).stdout
+    assert {ln.split()[-1] for ln in names.splitlines()} >= {"cuInit", "cuCtxCreate", "cuCtxCreate_v4"}
+    assert "libcuda.so.1" in subprocess.run(["readelf", "-d", str(stub)], capture_output=True, text=True,
+                                            check=True).stdout
+    # NVIDIA's archive ships its own stub: it is kept, not replaced.
+    _publish(root, "12.6.3", _with_libraries([("lib/stubs/libcuda.so", b"nvidia's stub", None, b"file")]))
+    tk = toolkit.install(Train(12, 6), "linux-x86_64", env, mirror=url, libraries=True, force=True)
+    assert (tk.root / "lib64" / "stubs" / "libcuda.so").read_bytes() == b"nvidia's stub"
+    # Without --libraries, none is written.
+    _publish(root, "12.6.3", _with_libraries([]))
+    tk = toolkit.install(Train(12, 6), "linux-x86_64", env, mirror=url, force=True)
+    assert not tk.libraries and not (tk.root / "lib64" / "stubs" / "libcuda.so").exists()
