@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "archs": ("archs", "List the device code of a wheel, and optionally write it into the policy."),
     "schema": ("schema", "Print the JSON Schema of buildrows.toml."),
     "init": ("init", "Write a starting buildrows.toml for the project in the current directory."),
+    "cache": ("cache", "Show what buildrows keeps on disk (toolkits, environments, downloads, compiler cache, build "
+                       "trees, logs, earlier wheels) with sizes, and prune it by age or kind."),
 }
 
 DESCRIPTION = (
@@ -75,14 +77,19 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     common = _Parser(add_help=False)
     common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS,
                         help="policy file: buildrows.toml or a pyproject.toml with [tool.buildrows] (default: current directory)")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="print only warnings, errors and results (a build's steps and their output go to its logs)")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="print more: every variable a build step sets, and why its command looks as it does")
     parser = _Parser(prog="buildrows", description=DESCRIPTION, epilog=EPILOG, parents=[common])
     parser.add_argument("--version", action="version", version=f"buildrows {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     chosen = _chosen_command(argv)
     for name, (module, help_text) in COMMANDS.items():
+        if chosen is not None and name != chosen:
+            continue  # the hook starts fast: only the chosen command's parser is built
         p = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
-        if chosen is None or name == chosen:
-            importlib.import_module(f"buildrows.commands.{module}").add_arguments(p)
+        importlib.import_module(f"buildrows.commands.{module}").add_arguments(p)
     return parser
 
 
@@ -93,6 +100,10 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
     args = parser.parse_args(argv)
     if not getattr(args, "config", None):
         args.config = os.environ.get("BUILDROWS_CONFIG") or None
+    if getattr(args, "quiet", False) and getattr(args, "verbose", False):
+        parser.error("-q and -v contradict each other: pass one")
+    ui.quiet = ui.quiet or bool(getattr(args, "quiet", False))
+    ui.verbose = bool(getattr(args, "verbose", False))
     if not args.command:
         parser.print_help(sys.stderr)
         return EXIT_BAD_INPUT
@@ -108,7 +119,7 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
         ui.error("interrupted", "stopped by the user")
         return 130
     except BrokenPipeError:
-        return 0
+        return _closed_pipe()
     except Exception as e:  # a bug in buildrows, not bad input
         ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
                  "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
@@ -119,5 +130,25 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
         return EXIT_INTERNAL
 
 
+#: A reader closed the pipe (`buildrows schema | head -1`): the exit status a shell gives a
+#: program SIGPIPE ended (128 + 13), with nothing printed.
+EXIT_CLOSED_PIPE = 141
+
+
+def _closed_pipe() -> int:
+    """Point stdout at /dev/null, so Python's last flush at exit does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_CLOSED_PIPE
+
+
 def entry() -> None:
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _closed_pipe()
+    sys.exit(code)

@@ -94,3 +94,13 @@ def raise_problems(problems: list[Problem], summary: str) -> None:
     if all(p.refusal for p in problems):
         raise Refused(text, problems)
     raise BadInput(text, problems)
+
+
+EXIT_INTERRUPTED = 130
+
+
+class Interrupted(BuildrowsError):
+    """The user pressed Ctrl-C (exit 130, as a shell reports SIGINT)."""
+
+    exit_code = EXIT_INTERRUPTED
+    title = "interrupted"

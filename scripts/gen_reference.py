@@ -156,7 +156,7 @@ def _sub_help(parser: argparse.ArgumentParser) -> dict[str, str]:
     return {}
 
 
-_SKIP = {"help", "config", "command", "action", "version"}
+_SKIP = {"help", "config", "quiet", "verbose", "command", "action", "version"}
 
 
 def _own_actions(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -218,7 +218,12 @@ def commands_reference() -> str:
     out += ["Every command takes `--config PATH`: "
             + _cell(next(a.help for a in parser._actions if a.dest == "config") or "")
             + ". Without it, `$BUILDROWS_CONFIG` names the policy when set. Arguments named ROW take row names "
-              "and globs (`'linux-*-cu13*-py312'`); see [rows](../rows.md).", ""]
+              "and globs (`'linux-*-cu13*-py312'`); see [rows](../rows.md).", "",
+            "Every command also takes `-q`/`--quiet` ("
+            + _cell(next(a.help for a in parser._actions if a.dest == "quiet") or "")
+            + ") and `-v`/`--verbose` (" + _cell(next(a.help for a in parser._actions if a.dest == "verbose") or "")
+            + "), before or after the command's name. A reader that closes the pipe early "
+              "(`buildrows schema | head -1`) ends buildrows quietly, with exit status 141 (128 + SIGPIPE).", ""]
     commands = _subparsers(parser)
     out.append("Commands: " + ", ".join(f"[`{name}`](#buildrows-{name})" for name in commands) + ".")
     out.append("")
@@ -232,7 +237,37 @@ def commands_reference() -> str:
             out += [f"### buildrows {name} {action}", "", _cell(helps.get(action, "")), "",
                     "```", _synopsis(f"buildrows {name} {action}", nsub), "```", ""]
             out += _options_table(nsub)
+    out += _json_documents()
     return "\n".join(out).rstrip("\n") + "\n"
+
+
+def _json_documents() -> list[str]:
+    """The documents `build --json` and `doctor --json` print (buildrows.build.summary.to_json,
+    buildrows.commands.doctor)."""
+    return [
+        "## JSON documents", "",
+        "`buildrows build --json` prints one document on stdout when the build ends (the human report goes to "
+        "stderr): `command` (`\"build\"`), `exit_code`, `seconds`, `summary` (the totals line), `members_differ` "
+        "(one line per difference) and `rows`, one object per selected row in the order selected:", "",
+        "| field | meaning |", "| --- | --- |",
+        "| `row` | the row's name |",
+        "| `status` | `built`, `failed`, `interrupted`, `refused` or `skipped` (not built: an earlier row stopped the build) |",
+        "| `exit_code` | the row's exit code (0, 1-5, 130) |",
+        "| `wheel`, `wheel_path`, `size` | the wheel's file name, path and bytes (null when none was made) |",
+        "| `check` | the wheel check's verdict: `pass`, `fail`, or null when not checked |",
+        "| `seconds` | the row's wall time |",
+        "| `compiler_cache` | the compiler cache's hits (`3/4 hits`), `off`, or null |",
+        "| `reason`, `fix` | for a row that did not build or failed its check: the first error line and the fix |",
+        "| `log` | the row's log (a failed row's: its failed step's log) |",
+        "",
+        "A refusal before any row is built (bad arguments, an unusable `--wheel-dir`) prints no document: the error "
+        "is on stderr and the exit code says it.", "",
+        "`buildrows doctor --json`: `command` (`\"doctor\"`), `exit_code` and `rows`, each with `row`, `ready` "
+        "(true when nothing is missing), `error` (the refusal, or null) and `findings`: `check`, `status` (`ok`, "
+        "`note`, `missing`, `refused`), `seen` and `fix`.", "",
+        "`buildrows cache --json`: `command` (`\"cache\"`), `cache`, `project` and `entries`, each with `kind`, "
+        "`path`, `bytes` and `age_days`.", "",
+    ]
 
 
 def pages() -> dict[Path, str]:

@@ -23,10 +23,17 @@ def free_port() -> int:
 class RedisServer:
     """One redis-server process; `url` is what a policy or BUILDROWS_CACHE_REMOTE names."""
 
-    def __init__(self, directory: Path, port: int | None = None, password: str | None = None) -> None:
+    #: The tests' own administrator when the server has ACL users (DBSIZE, KEYS, CONFIG SET).
+    ADMIN = ("buildrows-admin", "admin-secret-for-tests")
+
+    def __init__(self, directory: Path, port: int | None = None, password: str | None = None,
+                 users: str | None = None) -> None:
+        """`users`: ACL lines (`user NAME on >PASSWORD ~KEYS +COMMANDS`, `user default ...`) for an
+        ACL file; the server then also has ADMIN, which `command` authenticates as."""
         self.directory = directory
         self.port = port or free_port()
         self.password = password
+        self.users = users
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -41,6 +48,11 @@ class RedisServer:
                 "--dir", str(self.directory)]
         if self.password:
             argv += ["--requirepass", self.password]
+        if self.users is not None:
+            acl = self.directory / "users.acl"
+            acl.write_text(self.users.strip() + f"\nuser {self.ADMIN[0]} on >{self.ADMIN[1]} ~* &* +@all\n",
+                           encoding="utf-8")
+            argv += ["--aclfile", str(acl)]
         log = (self.directory / "redis.log").open("ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
@@ -68,12 +80,37 @@ class RedisServer:
         """One command in Redis' protocol (RESP); the raw reply line. A password goes first."""
         with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
             f = s.makefile("rb")
-            sends = ([("AUTH", self.password)] if self.password else []) + [args]
+            auth = [("AUTH", *self.ADMIN)] if self.users is not None else [("AUTH", self.password)] if self.password else []
+            sends = [*auth, args]
             for cmd in sends:
                 s.sendall(f"*{len(cmd)}\r\n".encode() + b"".join(
                     f"${len(a.encode())}\r\n{a}\r\n".encode() for a in cmd))
                 reply = f.readline()
             return reply.rstrip(b"\r\n")
+
+    def contents(self) -> dict[str, bytes]:
+        """Every key and its value (the tests' stores hold a few objects)."""
+        out: dict[str, bytes] = {}
+        with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
+            f = s.makefile("rb")
+
+            def send(*cmd: str) -> bytes:
+                s.sendall(f"*{len(cmd)}\r\n".encode() + b"".join(
+                    f"${len(a.encode())}\r\n{a}\r\n".encode() for a in cmd))
+                return f.readline().rstrip(b"\r\n")
+            if self.users is not None:
+                send("AUTH", *self.ADMIN)
+            elif self.password:
+                send("AUTH", self.password)
+            header = send("KEYS", "*")
+            keys = []
+            for _ in range(int(header[1:])):
+                n = int(f.readline()[1:])
+                keys.append(f.read(n + 2)[:-2].decode())
+            for key in keys:
+                n = int(send("GET", key)[1:])
+                out[key] = f.read(n + 2)[:-2]
+        return out
 
     def dbsize(self) -> int:
         reply = self.command("DBSIZE")

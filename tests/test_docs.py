@@ -108,7 +108,7 @@ def test_an_option_added_to_a_command_reaches_the_reference(monkeypatch: pytest.
 
     monkeypatch.setattr(rows, "add_arguments", grown)
     page = gen.commands_reference()
-    assert "buildrows rows [SELECTOR ...] [--json] [--strict]" in page
+    assert "buildrows rows [SELECTOR ...] [--json] [--coverage] [--strict]" in page
     assert "| `--strict` | - | fail when wheels of sibling rows differ |" in page
 
 

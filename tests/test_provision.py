@@ -360,6 +360,11 @@ def test_manifest_route_assembles_an_installer_layout(tmp_path: Path, mirror: tu
     # Ready from the cache: nothing is fetched again (the mirror could be gone).
     (root / "redistrib_12.6.3.json").unlink()
     assert toolkit.install(Train(12, 6), "linux-x86_64", env, mirror=url).root == r
+    # Issue 31: the archives are dropped once unpacked and checked; BUILDROWS_KEEP_DOWNLOADS=1 keeps them.
+    assert not list((tmp_path / "cache" / "downloads").iterdir())
+    _publish(root, "12.6.3", MINIMAL)
+    toolkit.install(Train(12, 6), "linux-x86_64", {**env, "BUILDROWS_KEEP_DOWNLOADS": "1"}, mirror=url, force=True)
+    assert len(list((tmp_path / "cache" / "downloads").iterdir())) == 3
 
 
 def test_train_without_a_release_is_refused_naming_what_was_looked_for(tmp_path: Path, mirror: tuple[str, Path]) -> None:

@@ -136,8 +136,9 @@ def test_toolkit_command_reuses_the_cache(cli: Callable[..., object], provision_
 def test_rows_of_two_trains_and_two_pythons_build_beside_each_other_without_mixing_wheels(
         cli: Callable[..., object], project: Path, provision_env: Path, toolkit_132: toolkit.Toolkit,
         tmp_path: Path) -> None:
-    """cu130 and cu132 for two Pythons: each train's first row builds alone, then the two rows of
-    the second Python (same Python tag, two trains) build at the same time. Each writes its wheel
+    """cu130 and cu132 for two Pythons: each train's first row builds first (the two at once: they
+    share no compile), then the two rows of the second Python (same Python tag, two trains) build
+    at the same time. Each writes its wheel
     into a directory of its own first, so neither takes the other's; each is compiled by its own
     train's nvcc and takes the detection of its own train's first tree."""
     from buildrows.binaries.wheelread import read_dist_info_member

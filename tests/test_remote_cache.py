@@ -27,8 +27,9 @@ from buildrows.ui import UI
 from tests.conftest import REPO, Result
 from tests.redis_store import RedisServer, free_port, redis_store
 from tests.test_env import read_back_bash
+from tests.webdav_store import WebDavStore, webdav_store
 
-__all__ = ["redis_store"]  # the fixture, used by name
+__all__ = ["redis_store", "webdav_store"]  # the fixtures, used by name
 
 EXAMPLE = REPO / "examples" / "cuda-extension"
 FULL = 'archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"'
@@ -150,8 +151,9 @@ def _ui() -> tuple[UI, io.StringIO]:
 
 @pytest.fixture
 def listener() -> Iterator[int]:
-    """A port that accepts connections and closes them at once: a store that passes the probe and
-    then fails every operation, as one that goes away during a build does."""
+    """A port whose first connection answers like an empty Redis (the probe's GET: no such key) and
+    whose later ones are closed at once: a store that passes the probe and then fails every
+    operation, as one that goes away during a build does."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(64)
@@ -159,12 +161,21 @@ def listener() -> Iterator[int]:
 
     def serve() -> None:
         srv.settimeout(0.2)
+        first = True
         while not stop.is_set():
             try:
                 conn, _ = srv.accept()
-                conn.close()
             except OSError:
                 continue
+            if first:
+                first = False
+                conn.settimeout(2)
+                try:
+                    while conn.recv(4096):
+                        conn.sendall(b"$-1\r\n")
+                except OSError:
+                    pass
+            conn.close()
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
@@ -378,54 +389,12 @@ def test_a_store_killed_between_compiles_leaves_correct_objects_and_counts_remot
     assert stats.describe() == "0/2 hits, 1 remote error"
 
 
-@pytest.fixture
-def http_store() -> Iterator[tuple[str, dict[str, bytes]]]:
-    """A minimal HTTP store (GET, HEAD, PUT, DELETE of one object per path), as ccache's HTTP
-    backend speaks to one (nginx with WebDAV, or a cloud bucket behind a proxy)."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    objects: dict[str, bytes] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def _reply(self, code: int, body: bytes = b"") -> None:
-            self.send_response(code)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def do_GET(self) -> None:  # http.server's method names
-            body = objects.get(self.path)
-            if body is None:
-                self._reply(404)
-            else:
-                self._reply(200, body)
-
-        def do_HEAD(self) -> None:
-            self._reply(200 if self.path in objects else 404)
-
-        def do_PUT(self) -> None:
-            objects[self.path] = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-            self._reply(201)
-
-        def do_DELETE(self) -> None:
-            self._reply(200 if objects.pop(self.path, None) is not None else 404)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/ccache", objects
-    server.shutdown()
-    server.server_close()
-
-
 @needs_ccache
 @needs_gcc
-def test_an_http_store_is_shared_the_same_way(http_store: tuple[str, dict[str, bytes]], tmp_path: Path) -> None:
-    url, objects = http_store
+def test_an_http_store_is_shared_the_same_way(webdav_store: WebDavStore, tmp_path: Path) -> None:
+    """nginx with WebDAV (tests/webdav_store.py), one credential for every job: a push writes, a pull
+    request's job on a fresh runner hits and writes nothing."""
+    url = webdav_store.url(*webdav_store.writer[:1], "${BR_TEST_HTTP_PW}")
     executable = cc.find_ccache(dict(os.environ))
     assert executable is not None and rc.url_problem(url) is None
     source = tmp_path / "h.c"
@@ -437,14 +406,15 @@ def test_an_http_store_is_shared_the_same_way(http_store: tuple[str, dict[str, b
                                  cc.namespace({}), (), remote.storage)
         cc.prepare(cache)
         subprocess.run([executable, "gcc", "-c", str(source), "-o", str(tmp_path / f"{name}.o")], cwd=tmp_path,
-                       env={**cc.without_ccache_settings(os.environ), **cache.environment()}, check=True)
+                       env={**cc.without_ccache_settings(os.environ), **cache.environment(),
+                            "BR_TEST_HTTP_PW": webdav_store.writer[1]}, check=True)
         return cache.stats_log.read_text(encoding="utf-8")
 
     assert "remote_storage_write" in compile_on_fresh_runner("push", "push")
-    stored = dict(objects)
+    stored = webdav_store.contents()
     assert stored
     assert "remote_storage_hit" in compile_on_fresh_runner("pr", "pull_request")
-    assert objects == stored
+    assert webdav_store.contents() == stored
 
 
 # --- `build` jobs of one train through a real store ---------------------------------------------

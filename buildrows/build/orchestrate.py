@@ -12,6 +12,7 @@ from buildrows.ui import UI
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from contextlib import AbstractContextManager
 
     from buildrows.build import drivers
     from buildrows.build.compiler_cache import CacheStats, CompilerCache
@@ -92,14 +93,23 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     """`buildrows build`: every selected row end to end, then the summary; returns the worst exit code."""
     import time
 
+    from buildrows.build import progress
     from buildrows.build.prepare import doctor_row, refuse_empty, resolve_rows, setup
     from buildrows.build.runner import duration
     from buildrows.build.summary import RowOutcome, worst_exit
     from buildrows.errors import BuildrowsError
 
     started = time.perf_counter()
+    progress.INTERRUPTED.clear()
+    json_out = None
+    if args.json:  # the document on stdout; what a person reads (the table included) on stderr
+        import copy
+
+        json_out, ui = ui.out, copy.copy(ui)
+        ui.out = ui.err
     pol, env, host = setup(args)
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
+    require_places(pol, env, args)
     state = _Run(pol, env, host, args, ui)
     outcomes: dict[str, RowOutcome] = {}
     provided: dict[str, Provided] = {}
@@ -108,6 +118,9 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     ready: list[Row] = []
     doctor_start = time.perf_counter()
     for row in rows:
+        if progress.INTERRUPTED.is_set():
+            outcomes[row.name] = RowOutcome(row.name, "skipped", reason="not started: stopped by the user")
+            continue
         with ui.group(f"prepare {row.name}"):
             try:
                 refuse_empty(row)
@@ -120,25 +133,39 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
                 outcomes[row.name] = _outcome_of_error(row, e)
             except Exception as e:  # a bug: reported for this row, the summary still printed
                 outcomes[row.name] = _outcome_of_bug(row, e, ui)
+            except KeyboardInterrupt:
+                progress.interrupt_all()
+                outcomes[row.name] = _interrupted(row, ui)
     ui.info(f"  provisioning and doctor took {duration(time.perf_counter() - doctor_start)}")
     number = {row.name: i for i, row in enumerate(ready, 1)}
     from buildrows.build.prepare import driver_of
 
     jobs = _jobs(args, len(ready), driver_of(pol, args), ui)
     leaders, followers = _leaders_and_followers(ready) if jobs > 1 else (ready, [])
-    for row in leaders:
-        stop_reason = _stop_reason(outcomes, args.keep_going)
-        if stop_reason:
-            outcomes[row.name] = RowOutcome(row.name, "skipped", reason=stop_reason)
-            continue
-        outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
+    if len(leaders) > 1 and jobs > 1:  # rows that share nothing build beside each other
+        _build_together(state, leaders, number, len(ready), provided, outcomes, jobs, followers=False)
+    else:
+        for row in leaders:
+            stop_reason = _stop_reason(outcomes, args.keep_going)
+            if stop_reason:
+                outcomes[row.name] = RowOutcome(row.name, "skipped", reason=stop_reason)
+                continue
+            outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
     if followers:
-        _build_followers(state, followers, number, len(ready), provided, outcomes, jobs)
-    differences = _compare_members(state, rows, outcomes)
+        _build_together(state, followers, number, len(ready), provided, outcomes, jobs, followers=True)
+    differences = _compare_members(state, rows, outcomes) if not progress.INTERRUPTED.is_set() else []
     ordered = [outcomes[r.name] for r in rows]
-    _report(ordered, env, ui, differences)
+    _report(ordered, env, ui, differences, args)
     built = sum(1 for o in ordered if o.status == "built")
     ui.info(f"built {built} row{'s' if built != 1 else ''} in {duration(time.perf_counter() - started)}")
+    if json_out is not None:
+        import json
+
+        from buildrows.build.summary import to_json
+
+        doc = to_json(ordered, time.perf_counter() - started, [d.describe() for d in differences])
+        json_out.write(json.dumps(doc, indent=2) + "\n")
+        json_out.flush()
     return worst_exit(ordered)
 
 
@@ -175,57 +202,103 @@ def _leaders_and_followers(rows: list[Row]) -> tuple[list[Row], list[Row]]:
     return leaders, followers
 
 
-def _build_one(state: _Run, row: Row, label: str, provided: Provided | None) -> RowOutcome:
-    """Build one row under its header; every error becomes its outcome, with its time."""
+def _build_one(state: _Run, row: Row, label: str, provided: Provided | None, prefixed: bool = False) -> RowOutcome:
+    """Build one row under its header, its output prefixed with its name when rows build beside
+    each other and kept in its log (buildrows.build.logs); every error becomes its outcome, with
+    its time and its log."""
+    import copy
     import time
     from dataclasses import replace
 
-    from buildrows.errors import BuildrowsError
+    from buildrows.build import progress
+    from buildrows.build.logs import RowLogs, log_root
+    from buildrows.build.prepare import project_of
+    from buildrows.errors import EXIT_EXTERNAL, EXIT_INTERRUPTED, BuildrowsError
 
-    ui = state.ui
-    with ui.section(f"{label}: {row.name}"):
-        start = time.perf_counter()
-        try:
-            outcome = build_row(state, row, provided)
-        except BuildrowsError as e:
-            ui.error(e.title, str(e))
-            outcome = _outcome_of_error(row, e)
-        except Exception as e:  # a bug: reported for this row, the summary still printed
-            outcome = _outcome_of_bug(row, e, ui)
-        return replace(outcome, seconds=time.perf_counter() - start)
+    logs: RowLogs | None = RowLogs(log_root(project_of(state.pol, state.args), state.args.log_dir) / row.name)
+    handle = None
+    try:
+        assert logs is not None
+        handle = logs.start()
+    except OSError as e:
+        state.ui.warn(f"{row.name}'s log cannot be written ({e}): its output is shown, not kept")
+        logs = None
+    mine = copy.copy(state)
+    ui = mine.ui = state.ui.for_row(row.name, prefixed=prefixed, log=handle, logs=logs)
+    try:
+        with ui.section(f"{label}: {row.name}"):
+            start = time.perf_counter()
+            try:
+                outcome = build_row(mine, row, provided)
+            except BuildrowsError as e:
+                ui.error(e.title, str(e))
+                outcome = _outcome_of_error(row, e, project_of(state.pol, state.args))
+            except KeyboardInterrupt:  # outside a step (a step turns it into Interrupted)
+                progress.interrupt_all()
+                outcome = _interrupted(row, ui)
+            except Exception as e:  # a bug: reported for this row, the summary still printed
+                outcome = _outcome_of_bug(row, e, ui)
+            log = None
+            if logs is not None:
+                step_failed = outcome.exit_code in (EXIT_EXTERNAL, EXIT_INTERRUPTED) and logs.last_step is not None
+                log = str(logs.last_step if step_failed else logs.row_log)
+            took = time.perf_counter() - start
+            if prefixed:  # the row's end, among the other rows' lines
+                ui.info(f"{outcome.status} in {took:.1f}s" + (f": {outcome.reason}" if outcome.reason else ""))
+            return replace(outcome, seconds=took, log=log)
+    finally:
+        if handle is not None:
+            handle.close()
 
 
-def _build_followers(state: _Run, rows: list[Row], number: Mapping[str, int], total: int,
-                     provided: Mapping[str, Provided], outcomes: dict[str, RowOutcome], jobs: int) -> None:
-    """Build the followers `jobs` at a time, each into its own buffered log, written out whole and
-    in row order as they finish. Without --keep-going a failure stops the rows not yet started."""
-    import copy
+def _interrupted(row: Row, ui: UI) -> RowOutcome:
+    from buildrows.errors import Interrupted
+
+    e = Interrupted("stopped by the user (Ctrl-C)\n    fix: run the same build again: its tree is kept and reused")
+    ui.error(e.title, str(e))
+    return _outcome_of_error(row, e)
+
+
+def _build_together(state: _Run, rows: list[Row], number: Mapping[str, int], total: int,
+                    provided: Mapping[str, Provided], outcomes: dict[str, RowOutcome], jobs: int, *,
+                    followers: bool) -> None:
+    """Build `rows` `jobs` at a time, their lines streamed as they come, each prefixed with its
+    row's name: first the rows that share nothing (the first row of each group), then the rest
+    of each group (`_leaders_and_followers`). Without --keep-going a failure stops the rows not
+    yet started; Ctrl-C (landing in this, the main thread) stops every running row's step."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from buildrows.build import progress
     from buildrows.build.summary import RowOutcome
 
     jobs = min(jobs, len(rows))
-    state.ui.info(f"  building {len(rows)} more row{'s' if len(rows) != 1 else ''} {jobs} at a time (each takes "
-                  "the compiler cache and CMake's detection from its train's first row; --jobs 1 builds one at a time)")
+    s = "s" if len(rows) != 1 else ""
+    what = (f"{len(rows)} more row{s} {jobs} at a time (each takes the compiler cache and CMake's detection from its "
+            "train's first row" if followers else f"{len(rows)} rows that share no compile {jobs} at a time (the "
+            "first row of each train and set of switches")
+    state.ui.info(f"  building {what}; --jobs 1 builds one at a time)" + ("; each line is prefixed with its row" if jobs > 1 else ""))
 
     lock = threading.Lock()
 
-    def task(row: Row) -> UI:
-        mine = copy.copy(state)
-        mine.ui = state.ui.buffered()
+    def task(row: Row) -> None:
         with lock:
             stop_reason = _stop_reason(outcomes, state.args.keep_going)
         if stop_reason:
             outcome = RowOutcome(row.name, "skipped", reason=stop_reason)
         else:
-            outcome = _build_one(mine, row, f"row {number[row.name]}/{total}", provided.get(row.name))
+            outcome = _build_one(state, row, f"row {number[row.name]}/{total}", provided.get(row.name),
+                                 prefixed=jobs > 1)
         with lock:
             outcomes[row.name] = outcome
-        return mine.ui
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for log in [pool.submit(task, row) for row in rows]:
-            state.ui.replay(log.result())
+        for future in [pool.submit(task, row) for row in rows]:
+            while True:
+                try:
+                    future.result()
+                    break
+                except KeyboardInterrupt:
+                    progress.interrupt_all()
 
 
 def _outcome_of_bug(row: Row, e: Exception, ui: UI) -> RowOutcome:
@@ -244,26 +317,47 @@ def _outcome_of_bug(row: Row, e: Exception, ui: UI) -> RowOutcome:
     return RowOutcome(row.name, "failed", EXIT_INTERNAL, reason=f"internal error: {type(e).__name__}: {e}")
 
 
-def _outcome_of_error(row: Row, e: BuildrowsError) -> RowOutcome:
-    from buildrows.build.summary import RowOutcome
-    from buildrows.errors import EXIT_REFUSED
+def _outcome_of_error(row: Row, e: BuildrowsError, project: Path | None = None) -> RowOutcome:
+    """The row's outcome from its error: the first line (the step's first error line, for a
+    failed step; paths inside the project shortened) and the fix."""
+    from buildrows.build.summary import RowOutcome, Status
+    from buildrows.errors import EXIT_EXTERNAL, EXIT_INTERRUPTED, EXIT_REFUSED
 
     lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
     first = lines[0] if lines else e.title
     first = first.removeprefix(f"row {row.name} ")
     if first.endswith(":") and len(lines) > 1:  # "cannot be built (2 problems):" - say the first
         first = f"{first} {lines[1]}"
-    return RowOutcome(row.name, "refused" if e.exit_code == EXIT_REFUSED else "failed", e.exit_code, reason=f"{e.title}: {first}")
+    import re
+
+    step = re.match(r"step '(.+)' failed after [0-9.ms]+: (.+)$", first)
+    if step and e.exit_code == EXIT_EXTERNAL:  # the error line is what a person needs; the log names the step
+        first = re.sub(r"^(\.\./)+", "", step.group(2))  # the compiler ran in build/skbuild-ROW
+    stopped = re.match(r"step '(.+)' stopped by the user after ([0-9.ms]+)", first)
+    if stopped and e.exit_code == EXIT_INTERRUPTED:
+        first = f"Ctrl-C during step '{stopped.group(1)}'"
+    if project is not None:
+        first = first.replace(f"{project}{__import__('os').sep}", "")
+    fix = next((ln.removeprefix("fix:").strip() for ln in lines if ln.startswith("fix:")), "")
+    status: Status = ("refused" if e.exit_code == EXIT_REFUSED else "interrupted" if e.exit_code == EXIT_INTERRUPTED
+                      else "failed")
+    title = "" if step and e.exit_code == EXIT_EXTERNAL else f"{e.title}: "
+    return RowOutcome(row.name, status, e.exit_code, reason=f"{title}{first}", fix=fix)
 
 
 def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
     """Why the remaining rows are not built ("" to go on): without --keep-going, the first failure stops."""
+    from buildrows.build import progress
+
+    if progress.INTERRUPTED.is_set():
+        return "not started: stopped by the user"
     if keep_going:
         return ""
     bad = [o for o in outcomes.values() if o.exit_code != 0]
     if not bad:
         return ""
-    return f"stopped after {bad[0].row} {'was refused' if bad[0].status == 'refused' else 'failed'} (--keep-going builds the rest)"
+    how = {"refused": "was refused", "interrupted": "was interrupted"}.get(bad[0].status, "failed")
+    return f"stopped after {bad[0].row} {how} (--keep-going builds the rest)"
 
 
 def _compare_members(state: _Run, rows: list[Row], outcomes: dict[str, RowOutcome]) -> list[MemberDifference]:
@@ -298,15 +392,28 @@ def _compare_members(state: _Run, rows: list[Row], outcomes: dict[str, RowOutcom
 
 
 def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
-            differences: Sequence[MemberDifference] = ()) -> None:
-    """The summary table, the rows whose members differ, and the wheel paths (stdout), and on
-    GitHub Actions the step summary."""
-    from buildrows.build.summary import render_markdown, render_table, size_text, totals
+            differences: Sequence[MemberDifference] = (), args: BuildOptions | None = None) -> None:
+    """The summary table, each row's log and fix, the rows whose members differ, and the wheel
+    paths (stdout), and on GitHub Actions the step summary."""
+    from buildrows.build.summary import (
+        render_logs,
+        render_markdown,
+        render_table,
+        size_text,
+        totals,
+    )
 
     ui.print()
     for line in render_table(outcomes):
         ui.print(line)
     ui.print(totals(outcomes))
+    for line in render_logs(outcomes):
+        ui.print(line)
+    coverage = _wheel_coverage(outcomes)
+    if coverage:
+        ui.print()
+        for line in coverage:
+            ui.print(line)
     for d in differences:
         ui.print(f"members differ: {d.describe()}")
     if differences:
@@ -322,7 +429,29 @@ def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
 
         text = "### buildrows build\n\n" + render_markdown(outcomes) + "\n" + totals(outcomes) + "\n"
         text += "".join(f"\n- members differ: {d.describe(limit=20)}" for d in differences)
+        if coverage:
+            text += "\n```text\n" + "\n".join(coverage) + "\n```\n"
         append_file(summary, text + ("\n" if differences else ""))
+
+
+def _wheel_coverage(outcomes: Sequence[RowOutcome]) -> list[str]:
+    """Rows x architectures of the wheels this build made (buildrows.policy.coverage); [] when
+    none carries device code."""
+    from buildrows.binaries.wheelread import WheelError, read_wheel
+    from buildrows.policy.coverage import Coverage, collapse, of_libraries, render
+
+    lines = []
+    for o in outcomes:
+        if o.status != "built" or not o.wheel_path or not o.wheel_path.endswith(".whl"):
+            continue
+        try:
+            info = read_wheel(Path(o.wheel_path))
+        except (WheelError, OSError):
+            continue
+        libs = [(lib.cubins, lib.ptx) for lib in info.libraries if lib.has_device_code]
+        if libs:
+            lines.append(Coverage(o.row, of_libraries(libs)))
+    return render(collapse(lines), "GPU architectures the built wheels carry:")
 
 
 def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: BuildOptions,
@@ -394,19 +523,59 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     """Render, build and check one row (doctor has passed); returns what it produced."""
     from buildrows.build import drivers
     from buildrows.build.prepare import driver_of, project_of
+    from buildrows.errors import Interrupted
 
     final_dir = drivers.default_wheel_dir(project_of(state.pol, state.args), state.args.wheel_dir)
     if driver_of(state.pol, state.args) == "cmake-presets":  # it installs a tree, not a wheel
-        return _build_row(state, row, provided, final_dir, final_dir)
+        with _tree_lock(state, row):
+            return _build_row(state, row, provided, final_dir, final_dir)
     # Every row writes its wheel into a fresh directory of its own, so no row can take, overwrite
     # or (stamping renames) remove another's wheel or one already in the wheel directory: the CUDA
     # row's wheel, before stamping, has exactly the CPU wheel's name. It moves into the wheel
     # directory under its final name (`_unstage`).
     staging = _staging_dir(final_dir, row)
     try:
-        return _build_row(state, row, provided, staging, final_dir)
+        with _tree_lock(state, row):
+            return _build_row(state, row, provided, staging, final_dir)
+    except (Interrupted, KeyboardInterrupt):
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)  # a wheel half-written when the step stopped
+        raise
     finally:
         _remove_if_empty(staging)
+
+
+def _tree_lock(state: _Run, row: Row) -> AbstractContextManager[None]:
+    """The lock of the row's build tree (buildrows.build.lock): the row's own for
+    scikit-build-core (build/skbuild-ROW), the project's for the drivers that write into it."""
+    from buildrows.build.lock import holding, lock_path
+    from buildrows.build.prepare import driver_of, project_of
+
+    project = project_of(state.pol, state.args)
+    if driver_of(state.pol, state.args) == "scikit-build-core":
+        return holding(lock_path(project / "build", row.name), f"row {row.name} (build/skbuild-{row.name})", state.ui)
+    return holding(lock_path(project / "build", "project"), f"{project}/build", state.ui)
+
+
+def require_places(pol: Policy, env: Mapping[str, str], args: BuildOptions) -> None:
+    """Exit 2 before any compile when a directory the build writes cannot be written: the wheel
+    directory, the project's build directory, the log directory, buildrows' cache."""
+    from buildrows.build import drivers
+    from buildrows.build.logs import log_root
+    from buildrows.build.prepare import project_of
+    from buildrows.build.writable import require_writable
+    from buildrows.provision.cache import cache_root
+
+    project = project_of(pol, args)
+    wheel_dir = drivers.default_wheel_dir(project, args.wheel_dir)
+    require_writable(wheel_dir, "the wheel directory", "pass --wheel-dir a directory you can write (it is created "
+                     "when missing)" if args.wheel_dir else f"make {wheel_dir} writable, or pass --wheel-dir DIR")
+    require_writable(project / "build", "the project's build directory",
+                     f"make {project / 'build'} writable (the rows' build trees go there), or build a copy of the project")
+    if args.log_dir:
+        require_writable(log_root(project, args.log_dir), "the log directory", "pass --log-dir a directory you can write")
+    require_writable(cache_root(env), "buildrows' cache", "point BUILDROWS_CACHE at a directory you can write")
 
 
 def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path, final_dir: Path) -> RowOutcome:
@@ -455,9 +624,11 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     base_env: Mapping[str, str] = env
     if cache is not None:
         from buildrows.build.compiler_cache import prepare, without_ccache_settings
+        from buildrows.build.remote_cache import withhold
 
         prepare(cache)
-        base_env = without_ccache_settings(env)
+        # Without the user's ccache settings, and without the writer's secret unless this job writes.
+        base_env = withhold(state.remote, without_ccache_settings(env))
         nvcc = plan.compiler.path if plan.compiler is not None and driver == "setup.py" else None
         bp = drivers.with_compiler_cache(bp, cache.environment(nvcc), cache.launchers())
         ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
@@ -483,8 +654,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
             ui.info(f"  compiler cache: {stats.report()}")
             if stats.remote_errors:
                 ui.warn(f"the remote compiler cache failed {stats.remote_errors} compile"
-                        f"{'s' if stats.remote_errors != 1 else ''} of {row.name} (it went away, timed out or "
-                        "refused the credentials): they were compiled here, and the wheel is the same\n"
+                        f"{'s' if stats.remote_errors != 1 else ''} of {row.name} (it went away, timed out, "
+                        "refused the credential, or refused a write: a full store): they were compiled here, and the wheel is the same\n"
                         f"    fix: check the store; export BUILDROWS_CACHE_REMOTE=off to build without it")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
@@ -540,6 +711,8 @@ def _remove_if_empty(staging: Path) -> None:
     for d in (staging, staging.parent):
         try:
             d.rmdir()
+        except FileNotFoundError:
+            continue  # already removed (an interrupted row's)
         except OSError:
             break
 

@@ -6,12 +6,16 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildrows.errors import BuildrowsError, Refused
 from buildrows.plan.toolchain import HostOs
 from buildrows.policy.model import Driver, Policy, Row
 from buildrows.provision.interpreters import Interpreter
 from buildrows.ui import UI
+
+if TYPE_CHECKING:
+    from buildrows.build.doctor import Finding
 
 
 @dataclass
@@ -30,6 +34,8 @@ class BuildOptions:
     keep_going: bool = False
     jobs: int | None = None
     no_compiler_cache: bool = False
+    log_dir: str | None = None  # where the rows' logs go (default: PROJECT/build/logs)
+    json: bool = False  # one JSON document on stdout, the human report on stderr
     environment_bin: str | None = None  # set by `setup`: the environment's bin added to PATH, if any
 
     @classmethod
@@ -182,9 +188,10 @@ def worst_of(failed: Sequence[tuple[Row, BuildrowsError]], total: int) -> Buildr
 
 
 def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: BuildOptions,
-               ui: UI, *, report: Callable[[str], None] | None = None, provided: Provided | None = None) -> None:
-    """Print every finding for one row (through `report`, default the UI's info stream); refuse
-    (exit 3) when one failed."""
+               ui: UI, *, report: Callable[[str], None] | None = None, provided: Provided | None = None,
+               collect: list[Finding] | None = None) -> None:
+    """Print every finding for one row (through `report`, default the UI's info stream), and add
+    them to `collect` when given (`doctor --json`); refuse (exit 3) when one failed."""
     from buildrows.build.doctor import check_environment_bin, diagnose, verdict
 
     say = report or ui.info
@@ -199,6 +206,8 @@ def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args
     note = check_environment_bin(getattr(args, "environment_bin", None))
     if note is not None:
         findings.insert(0, note)
+    if collect is not None:
+        collect.extend(findings)
     for f in findings:
         say("  " + f.render())
     verdict(findings, row)

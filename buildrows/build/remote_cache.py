@@ -8,6 +8,14 @@ refs (release tags) that build hermetically, without reading the store at all. P
 above all from forks, never write, whatever their ref says (``pull_request_target`` runs with
 the base branch as its ref).
 
+A client setting cannot enforce that: a pull request from a branch of the same repository runs its
+own copy of the workflow and could drop ``read-only``. So the policy names two credentials for one
+store: ``remote`` (a reader, or none where the store allows anonymous reads) for every job, and
+``write-remote`` (the writer) for trusted jobs only. The store refuses a reader's write (Redis ACLs,
+a WebDAV server's auth on PUT); only a trusted job is given the writer, and its secret lives where
+only trusted refs reach (a protected GitHub environment). ``read-only`` stays in the client's
+setting as well, so a reader's job does not even try.
+
 Credentials come only from the environment: the URL names them as ``${VAR}``, which stays literal
 in everything buildrows writes (the env files, its log lines); ccache expands it at compile time.
 An unset variable would make every compile fail (ccache refuses the whole configuration), so a
@@ -27,19 +35,23 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
 
 from buildrows.policy.model import CompilerCacheSettings
+
+if TYPE_CHECKING:
+    import socket
 from buildrows.ui import UI
 
 #: The schemes ccache's built-in backends serve (HTTPS is not supported by its HTTP backend).
 SCHEMES = ("redis", "redis+unix", "http")
 #: Overrides the policy's store (a URL, or "off" for none), for a developer or another CI.
 REMOTE_VAR = "BUILDROWS_CACHE_REMOTE"
+#: Overrides the policy's writer (the same store with the writer's credential).
+WRITE_REMOTE_VAR = "BUILDROWS_CACHE_WRITE_REMOTE"
 #: GitHub events whose jobs run a ref's own code as the repository's maintainers pushed it. Every
 #: other event (pull_request, pull_request_target, issue_comment, ...) only reads.
 TRUSTED_EVENTS = ("push", "workflow_dispatch", "schedule", "release")
@@ -50,6 +62,9 @@ OPERATION_TIMEOUT_MS = 3000
 PROBE_TIMEOUT_S = 2.0
 
 Mode = Literal["read-write", "read-only", "off"]
+#: Which credential a job uses: the writer, the reader (write-remote is set), or the one URL of a
+#: policy without write-remote ("shared").
+Credential = Literal["writer", "reader", "shared"]
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
@@ -95,6 +110,19 @@ def url_problem(url: str) -> str | None:
     return None
 
 
+def same_store(a: str, b: str) -> bool:
+    """Whether two store URLs name one store (scheme, host, port and path; credentials aside)."""
+    pa, pb = urlsplit(a.strip()), urlsplit(b.strip())
+
+    def port(p: Any) -> int | None:
+        try:
+            return int(p.port or {"redis": 6379, "http": 80}.get(p.scheme, 0)) or None
+        except ValueError:
+            return None
+    return (pa.scheme, (pa.hostname or "").lower(), port(pa), pa.path.rstrip("/")) == \
+        (pb.scheme, (pb.hostname or "").lower(), port(pb), pb.path.rstrip("/"))
+
+
 @dataclass(frozen=True)
 class Remote:
     """The decision for this job: the store (as ccache is to read it), the mode and why."""
@@ -102,6 +130,12 @@ class Remote:
     url: str | None
     mode: Mode
     reason: str
+    #: Which of the policy's credentials `url` carries.
+    credential: Credential = "shared"
+    #: The reader's URL, for a trusted job that turns out not to have the writer's secret.
+    reader: str | None = None
+    #: The writer's variables, which a job that does not write never passes to its build.
+    withheld: tuple[str, ...] = ()
 
     @property
     def storage(self) -> str | None:
@@ -124,10 +158,25 @@ def _matches(ref: str, globs: Sequence[str]) -> str | None:
     return next((g for g in globs if fnmatch.fnmatchcase(ref, g)), None)
 
 
+def _writer_override(url: str, env: Mapping[str, str]) -> str | None:
+    """BUILDROWS_CACHE_WRITE_REMOTE, checked against the store it must share with `url`."""
+    write = env.get(WRITE_REMOTE_VAR, "").strip()
+    if not write:
+        return None
+    problem = url_problem(write)
+    if problem is not None:
+        raise ValueError(f"{WRITE_REMOTE_VAR}: {problem}")
+    if not same_store(url, write):
+        raise ValueError(f"{WRITE_REMOTE_VAR}: {masked(write)!r} names another store than {masked(url)!r}: trusted "
+                         "jobs would write where no job reads")
+    return write
+
+
 def decide(settings: CompilerCacheSettings, env: Mapping[str, str]) -> Remote:
     """The store and mode for a job in `env` (no probing; see `usable`). Raises ValueError with the
-    problem when BUILDROWS_CACHE_REMOTE holds a URL that cannot be used."""
+    problem when BUILDROWS_CACHE_REMOTE or BUILDROWS_CACHE_WRITE_REMOTE holds a URL that cannot be used."""
     url, whence = settings.url, settings.source
+    write_url, write_whence = settings.write_url, settings.write_source
     override = env.get(REMOTE_VAR, "").strip()
     if override.lower() in ("off", "none"):
         return Remote(None, "off", f"{REMOTE_VAR}={override}")
@@ -135,22 +184,36 @@ def decide(settings: CompilerCacheSettings, env: Mapping[str, str]) -> Remote:
         problem = url_problem(override)
         if problem is not None:
             raise ValueError(f"{REMOTE_VAR}: {problem}")
-        url, whence = override, REMOTE_VAR
+        # Another store: the policy's writer is not for it.
+        url, whence, write_url, write_whence = override, REMOTE_VAR, None, ""
     if not url:
         return Remote(None, "off", "none configured")
+    written = _writer_override(url, env)
+    if written is not None:
+        write_url, write_whence = written, WRITE_REMOTE_VAR
+    credential: Credential = "reader" if write_url else "shared"
+    # The writer's variables that the reader does not also name: a job that does not write never
+    # passes them on to its build.
+    withheld = tuple(v for v in variables(write_url) if v not in variables(url)) if write_url else ()
     ref, event = env.get("GITHUB_REF", ""), env.get("GITHUB_EVENT_NAME", "")
     hermetic = _matches(ref, settings.hermetic_refs) if ref else None
     if hermetic is not None:
-        return Remote(None, "off", f"hermetic: {ref} matches hermetic-refs {hermetic!r} in {settings.source or 'the policy'}")
+        return Remote(None, "off", f"hermetic: {ref} matches hermetic-refs {hermetic!r} in {settings.source or 'the policy'}",
+                      withheld=withheld)
     if not event:
-        return Remote(url, "read-only", f"from {whence}; not a CI job of a trusted ref (GITHUB_EVENT_NAME is unset)")
+        return Remote(url, "read-only", f"from {whence}; not a CI job of a trusted ref (GITHUB_EVENT_NAME is unset)",
+                      credential, withheld=withheld)
     if event not in TRUSTED_EVENTS:
-        return Remote(url, "read-only", f"from {whence}; a {event} job never writes")
+        return Remote(url, "read-only", f"from {whence}; a {event} job never writes", credential, withheld=withheld)
     allowed = _matches(ref, settings.write_refs)
     if allowed is None:
         return Remote(url, "read-only", f"from {whence}; {ref or 'no ref'} is not in write-refs "
-                                         f"({', '.join(settings.write_refs) or 'none'})")
-    return Remote(url, "read-write", f"from {whence}; a {event} of {ref}, which write-refs allows ({allowed!r})")
+                                         f"({', '.join(settings.write_refs) or 'none'})", credential, withheld=withheld)
+    trusted = f"a {event} of {ref}, which write-refs allows ({allowed!r})"
+    if write_url:
+        return Remote(write_url, "read-write", f"from {write_whence}, the writer's credential; {trusted}", "writer",
+                      reader=url)
+    return Remote(url, "read-write", f"from {whence}; {trusted}")
 
 
 def unset_variables(url: str, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -158,23 +221,80 @@ def unset_variables(url: str, env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(v for v in variables(url) if v not in env)
 
 
-def probe(url: str, env: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S) -> str | None:
-    """One connection to the store before the build: None when it answers, else why not. Only
-    connects (credentials are ccache's business; a wrong password shows as remote errors)."""
+ProbeKind = Literal["unreachable", "refused"]
+
+
+def probe(url: str, env: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S) -> tuple[ProbeKind, str] | None:
+    """One exchange with the store before the build, as ccache would start one: connect, present the
+    URL's credential and read one key that is not there. None when that works; else ("unreachable",
+    why) or ("refused", what the store answered: a wrong password, an ACL without GET, a 401)."""
+    import socket  # here: the hook and `env` import this module, and never probe
+
     parts = urlsplit(_expand(url, env))
     try:
         if parts.scheme == "redis+unix":
             if not hasattr(socket, "AF_UNIX"):
-                return "this platform has no Unix sockets"
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(timeout)
-                s.connect(parts.path)
-            return None
-        port = parts.port or (6379 if parts.scheme == "redis" else 80)
-        with socket.create_connection((parts.hostname or "", port), timeout=timeout):
-            return None
+                return "unreachable", "this platform has no Unix sockets"
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(timeout)
+            sock.connect(parts.path)
+        else:
+            port = parts.port or (6379 if parts.scheme == "redis" else 80)
+            sock = socket.create_connection((parts.hostname or "", port), timeout=timeout)
     except (OSError, ValueError) as e:
-        return str(e) or type(e).__name__
+        return "unreachable", str(e) or type(e).__name__
+    try:
+        with sock:
+            answer = _redis_probe(sock, parts) if parts.scheme.startswith("redis") else _http_probe(sock, parts)
+    except (OSError, ValueError) as e:
+        return "unreachable", f"no answer to the probe ({e or type(e).__name__})"
+    return None if answer is None else ("refused", answer)
+
+
+def _redis_probe(sock: socket.socket, parts: Any) -> str | None:
+    """AUTH (when the URL has a credential) and a GET, as ccache's Redis backend sends them; the
+    store's error reply, or None."""
+    f = sock.makefile("rb")
+
+    def command(*args: str) -> bytes:
+        sock.sendall(f"*{len(args)}\r\n".encode() + b"".join(
+            f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args))
+        line = f.readline()
+        if not line:
+            raise ValueError("the connection closed")
+        if line.startswith(b"$") and line[1:2] != b"-":
+            f.read(int(line[1:].strip()) + 2)
+        return line.rstrip(b"\r\n")
+
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    if password or user:
+        reply = command("AUTH", user, password) if password and user else command("AUTH", password or user)
+        if reply.startswith(b"-"):
+            return f"AUTH: {reply[1:].decode(errors='replace')}"
+    reply = command("GET", "ccache:buildrows-probe")
+    if reply.startswith(b"-"):
+        return f"GET: {reply[1:].decode(errors='replace')}"
+    return None
+
+
+def _http_probe(sock: socket.socket, parts: Any) -> str | None:
+    """A GET of an object that is not there, with the URL's credential (basic auth, as ccache's HTTP
+    backend sends it); the status when the server refuses it (401, 403), or None."""
+    import base64
+
+    path = parts.path.rstrip("/") + "/buildrows-probe"
+    lines = [f"GET {path} HTTP/1.1", f"Host: {parts.hostname}", "User-Agent: buildrows", "Connection: close"]
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        lines.append("Authorization: Basic " + base64.b64encode(unquote(userinfo).encode()).decode())
+    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+    status = sock.makefile("rb").readline().decode(errors="replace").strip()
+    if not status.startswith("HTTP/"):
+        raise ValueError(f"not an HTTP answer: {status[:60]!r}")
+    code = status.split(" ", 2)[1:2]
+    if code and code[0] in ("401", "403"):
+        return f"GET {path}: {status.split(' ', 1)[1]}"
+    return None
 
 
 def _expand(url: str, env: Mapping[str, str]) -> str:
@@ -182,31 +302,74 @@ def _expand(url: str, env: Mapping[str, str]) -> str:
     return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), url.replace("$$", "\0")).replace("\0", "$")
 
 
-def usable(remote: Remote, env: Mapping[str, str]) -> tuple[Remote, str | None]:
+def usable(remote: Remote, env: Mapping[str, str]) -> tuple[Remote, list[str]]:
     """The decision after checking what the job has: every variable the URL names is set, and the
-    store answers. Returns the remote to use (off when not) and a warning to show, if any."""
+    store answers and takes the credential. Returns the remote to use (off when not) and the
+    warnings to show. A trusted job without the writer's secret reads with the reader's."""
+    warnings: list[str] = []
     if remote.url is None or remote.mode == "off":
-        return remote, None
-    missing = unset_variables(remote.url, env)
+        return remote, warnings
+    if remote.credential == "writer" and remote.reader is not None:
+        missing = unset_variables(remote.url, env)
+        refused = None if missing else probe(remote.url, env)
+        if missing or (refused is not None and refused[0] == "refused"):
+            why = (f"names {', '.join(missing)}, which this job's environment does not set" if missing
+                   else f"was refused by the store ({refused[1] if refused else ''})")
+            warnings.append(f"the writer's credential for the remote compiler cache {masked(remote.url)} {why}: this "
+                            "job reads the store with the reader's credential and writes nothing\n    fix: give trusted "
+                            "jobs the writer's secret (a protected environment's secret; see the guide's compiler cache "
+                            "page)")
+            writer_vars = tuple(v for v in variables(remote.url) if v not in variables(remote.reader))
+            remote = Remote(remote.reader, "read-only", f"{remote.reason}; without the writer's secret", "reader",
+                            withheld=writer_vars)
+        elif refused is not None:
+            return _off_unreachable(remote, refused[1], warnings)
+        else:
+            return remote, warnings
+    url = remote.url
+    assert url is not None  # the reader's URL, or the job's own
+    missing = unset_variables(url, env)
     if missing:
         names = ", ".join(missing)
-        return (Remote(None, "off", f"{names} unset"),
-                f"the remote compiler cache {masked(remote.url)} names {names}, which this job's environment does not "
-                f"set: building without it (ccache would fail every compile)\n    fix: export {missing[0]} "
-                "(a CI secret), or leave the credential out of the URL")
-    problem = probe(remote.url, env)
-    if problem is not None:
-        return (Remote(None, "off", "unreachable"),
-                f"the remote compiler cache {masked(remote.url)} does not answer ({problem}): building with the "
-                f"local cache only\n    fix: check the store is running and reachable from this machine, or "
-                f"export {REMOTE_VAR}=off")
-    return remote, None
+        warnings.append(f"the remote compiler cache {masked(url)} names {names}, which this job's environment "
+                        f"does not set: building without it (ccache would fail every compile)\n    fix: export "
+                        f"{missing[0]} (a CI secret), or leave the credential out of the URL where the store allows "
+                        "anonymous reads")
+        return Remote(None, "off", f"{names} unset", withheld=remote.withheld), warnings
+    problem = probe(url, env)
+    if problem is None:
+        return remote, warnings
+    kind, why = problem
+    if kind == "refused":
+        warnings.append(f"the remote compiler cache {masked(url)} refused this job's credential ({why}): "
+                        "building with the local cache only\n    fix: check the secret the URL names and the "
+                        "store's rules for it (Redis: ACL GETUSER; HTTP: the server's auth), or export "
+                        f"{REMOTE_VAR}=off")
+        return Remote(None, "off", "refused", withheld=remote.withheld), warnings
+    return _off_unreachable(remote, why, warnings)
+
+
+def _off_unreachable(remote: Remote, why: str, warnings: list[str]) -> tuple[Remote, list[str]]:
+    warnings.append(f"the remote compiler cache {masked(remote.url or '')} does not answer ({why}): building with the "
+                    f"local cache only\n    fix: check the store is running and reachable from this machine, or "
+                    f"export {REMOTE_VAR}=off")
+    return Remote(None, "off", "unreachable", withheld=remote.withheld), warnings
+
+
+def withhold(remote: Remote | None, env: Mapping[str, str]) -> dict[str, str]:
+    """The environment a job's build runs in: without the writer's variables unless it writes with
+    them (a pull request's build scripts never see the writer's secret, should the job have it)."""
+    if remote is None or not remote.withheld:
+        return dict(env)
+    return {k: v for k, v in env.items() if k not in remote.withheld}
 
 
 def resolve(settings: CompilerCacheSettings, env: Mapping[str, str], ui: UI) -> Remote | None:
     """The remote compiler cache for this job: decided from the policy, BUILDROWS_CACHE_REMOTE and
-    the job's ref and event, then checked (its variables set, the store answering) once. A store
-    that cannot be used is a warning and a local build, never a failure; None when none is set."""
+    the job's ref and event, then checked (its variables set, the store answering and taking the
+    credential) once. A store that cannot be used is a warning and a local build, never a failure;
+    None when none is set. A job that uses no store but must withhold the writer's variables gets a
+    Remote whose url is None (its `storage` is None too)."""
     from buildrows.build.compiler_cache import without_ccache_settings
     from buildrows.errors import BadInput
 
@@ -218,11 +381,12 @@ def resolve(settings: CompilerCacheSettings, env: Mapping[str, str], ui: UI) -> 
     if remote.url is None:
         if remote.reason != "none configured":
             ui.info(f"compiler cache: {remote.describe()}")
-        return None
+        return remote if remote.withheld else None
     # The build runs without CCACHE_* variables, so a credential must not be one of them.
-    remote, warning = usable(remote, without_ccache_settings(env))
-    if warning is not None:
+    remote, warnings = usable(remote, without_ccache_settings(env))
+    for warning in warnings:
         ui.warn(warning)
-        return None
+    if remote.url is None:
+        return remote if remote.withheld else None
     ui.info(f"compiler cache: {remote.describe()}")
     return remote

@@ -12,10 +12,10 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from buildrows.errors import ExternalFailure
 from buildrows.ui import UI
@@ -87,29 +87,44 @@ def resolve(cmd: Command, base: Mapping[str, str]) -> tuple[list[str], dict[str,
 
 def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None, *,
              doctor: str = "buildrows doctor") -> float:
-    """Run one step, streaming its output to the UI's error stream; return its wall time in seconds.
+    """Run one step, streaming its output line by line through the UI (prefixed with the row
+    when rows build beside each other, copied into the row's log and the step's own log);
+    return its wall time in seconds.
 
-    A failure says how to rerun the step by hand (the variables it had, then the command) and
-    names `doctor` (the exact `buildrows ... doctor ROW` for the row being built)."""
+    A failure names the first error line of the output, the step's log, how to rerun the step
+    by hand (the variables it had, then the command) and `doctor` (the exact
+    `buildrows ... doctor ROW` for the row being built). Ctrl-C stops the step's process group
+    and raises :class:`Interrupted`, whatever status the step then exits with."""
+    from buildrows.build import progress
+    from buildrows.errors import Interrupted
+
+    if progress.INTERRUPTED.is_set():
+        raise Interrupted(f"step '{cmd.step}' was not started: stopped by the user")
     argv, env = resolve(cmd, os.environ if base is None else base)
     ui.step(cmd.step, argv)
     for var, value in cmd.env:
-        ui.info(f"  {var}={shlex.quote(value)}")
+        ui.detail(f"  {var}={shlex.quote(value)}")
     for note in cmd.notes:
-        ui.info(f"  ({note})")
+        ui.detail(f"  ({note})")
+    log_path = ui.logs.step_path(cmd.step) if ui.logs is not None else None
     start = time.perf_counter()
     try:
-        code = _stream(argv, env, cmd.cwd, ui)
+        code, first, last = _stream(argv, env, cmd, ui, log_path)
     except OSError as e:
         raise ExternalFailure(f"step '{cmd.step}' could not start `{shlex.join(argv)}`: {e}") from e
     elapsed = time.perf_counter() - start
+    where = f"\n    log: {log_path}" if log_path is not None else ""
+    if progress.INTERRUPTED.is_set():
+        raise Interrupted(f"step '{cmd.step}' stopped by the user after {duration(elapsed)} (Ctrl-C; its processes "
+                          f"were stopped){where}\n    fix: run the same build again: its tree is kept and reused")
     if code != 0:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        said = f": {first}" if first else (f" ({how}); its last line: {last}" if last else f" ({how})")
         raise ExternalFailure(
-            f"step '{cmd.step}' failed after {duration(elapsed)}: `{shlex.join(argv)}` {how}"
-            + (f" (in {cmd.cwd})" if cmd.cwd else "")
+            f"step '{cmd.step}' failed after {duration(elapsed)}{said}{where}"
+            + f"\n    the command {how}: `{shlex.join(argv)}`" + (f" (in {cmd.cwd})" if cmd.cwd else "")
             + f"\n    to rerun it by hand, with the environment it had:\n      {rerun_line(cmd, argv, env, os.environ)}"
-            + f"\n    fix: read the step's output above; `{doctor}` checks the toolchain")
+            + f"\n    fix: read the step's output{' in its log' if log_path else ' above'}; `{doctor}` checks the toolchain")
     ui.info(f"  step '{cmd.step}' took {duration(elapsed)}")
     return elapsed
 
@@ -122,20 +137,64 @@ def duration(seconds: float) -> str:
     return f"{m}m{sec:02d}s"
 
 
-def _stream(argv: Sequence[str], env: Mapping[str, str], cwd: str | None, ui: UI) -> int:
-    """Pass the child's output straight through when the UI writes to the real stderr (no copy,
-    and ninja keeps its progress line); otherwise copy it line by line into the UI's stream."""
-    if ui.err is sys.stderr:
-        sys.stderr.flush()
-        return subprocess.run(list(argv), env=dict(env), cwd=cwd, stdout=sys.stderr.fileno(),
-                              stdin=subprocess.DEVNULL, check=False).returncode
-    with subprocess.Popen(list(argv), env=dict(env), cwd=cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
-                          errors="replace", bufsize=1) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            ui.err.write(line)
-        return proc.wait()
+def _stream(argv: Sequence[str], env: Mapping[str, str], cmd: Command, ui: UI,
+            log_path: Path | None) -> tuple[int, str | None, str | None]:
+    """Run the step in its own process group and copy its output, line by line as it comes,
+    through the UI and into its log; returns its exit status, its first error line and its last line.
+
+    Ctrl-C while it runs (the KeyboardInterrupt lands here, in the main thread) is forwarded to
+    every running step's group (buildrows.build.progress); what the steps print after that goes
+    to their logs only."""
+    from buildrows.build import progress
+
+    log = log_path.open("w", encoding="utf-8", errors="replace") if log_path is not None else None
+    try:
+        if log is not None:
+            log.write(f"# step: {cmd.step}\n# command: {shlex.join(list(argv))}\n")
+            if cmd.cwd:
+                log.write(f"# directory: {cmd.cwd}\n")
+            log.writelines(f"# {k}={shlex.quote(v)}\n" for k, v in cmd.env)
+            log.write(f"# started: {time.strftime('%Y-%m-%d %H:%M:%S')}\n\n")
+            log.flush()
+        proc = subprocess.Popen(list(argv), env=dict(env), cwd=cmd.cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **progress.popen_options())
+        progress.register(proc)
+        try:
+            assert proc.stdout is not None
+            with progress.Watch(ui, cmd.step) as watch:
+                while True:
+                    try:
+                        raw = proc.stdout.readline()
+                        if not raw:
+                            break
+                        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                        watch.saw(line)
+                        if log is not None:
+                            log.write(line + "\n")
+                            log.flush()
+                        ui.child(line, show=not progress.INTERRUPTED.is_set())
+                    except KeyboardInterrupt:
+                        progress.interrupt_all()
+                while True:
+                    try:
+                        code = proc.wait()
+                        break
+                    except KeyboardInterrupt:
+                        progress.interrupt_all()
+        finally:
+            progress.unregister(proc)
+            if proc.poll() is None:  # an exception other than Ctrl-C: do not leave it running
+                progress.kill(proc)
+                proc.wait()
+        if log is not None:
+            if progress.INTERRUPTED.is_set():
+                log.write("\n# Ctrl-C: buildrows sent SIGINT to this step's process group (a KeyboardInterrupt "
+                          "above is the step's reaction to it)")
+            log.write(f"\n# exit status: {code}\n")
+        return code, watch.first_error(), watch.last_line
+    finally:
+        if log is not None:
+            log.close()
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from buildrows.errors import (
     EXIT_REFUSED,
 )
 
-Status = Literal["built", "failed", "refused", "skipped"]
+Status = Literal["built", "failed", "refused", "skipped", "interrupted"]
 
 #: How bad each exit code is, worst last: a bug in buildrows (1) outranks everything, then a
 #: failed build step (4), a failed wheel check (5), bad input (2) and a refusal (3).
@@ -40,6 +40,8 @@ class RowOutcome:
     cache: str = ""  # compiler-cache hits, as CacheStats.describe() says, or "off"
     reason: str = ""  # the first line of the error, for failed, refused and skipped rows
     wheel_path: str | None = None  # where the wheel was written
+    log: str | None = None  # the row's log (a failed row's: its failed step's log)
+    fix: str = ""  # what to do about a failure, from the error's `fix:` line
 
 
 def worst_exit(outcomes: Sequence[RowOutcome]) -> int:
@@ -95,6 +97,17 @@ def render_table(outcomes: Sequence[RowOutcome]) -> list[str]:
     return lines
 
 
+def render_logs(outcomes: Sequence[RowOutcome]) -> list[str]:
+    """Under the table: each row's log, and for a row that did not build, its fix."""
+    lines: list[str] = []
+    for o in outcomes:
+        if o.log:
+            lines.append(f"log of {o.row}: {o.log}")
+        if o.status in ("failed", "interrupted", "refused") and o.fix:
+            lines.append(f"  fix: {o.fix}")
+    return lines
+
+
 def render_markdown(outcomes: Sequence[RowOutcome]) -> str:
     """The summary as a GitHub-flavoured Markdown table (for $GITHUB_STEP_SUMMARY)."""
     def esc(s: str) -> str:
@@ -102,13 +115,36 @@ def render_markdown(outcomes: Sequence[RowOutcome]) -> str:
 
     lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in table_rows(outcomes)]
-    return "\n".join(lines) + "\n"
+    details = [f"- {o.row}: log `{o.log}`" + (f"; fix: {esc(o.fix)}" if o.fix and o.status != "built" else "")
+               for o in outcomes if o.log or (o.fix and o.status != "built")]
+    return "\n".join(lines) + "\n" + ("\n" + "\n".join(details) + "\n" if details else "")
 
 
 def totals(outcomes: Sequence[RowOutcome]) -> str:
     """One line: how many rows built, failed, were refused or not built, and the exit code."""
-    counts = {s: sum(1 for o in outcomes if o.status == s) for s in ("built", "failed", "refused", "skipped")}
+    counts = {s: sum(1 for o in outcomes if o.status == s)
+              for s in ("built", "failed", "interrupted", "refused", "skipped")}
     checked_bad = sum(1 for o in outcomes if o.status == "built" and o.check is False)
     parts = [f"{counts['built']} built" + (f" ({checked_bad} failed the check)" if checked_bad else "")]
     parts += [f"{n} {'not built' if s == 'skipped' else s}" for s, n in counts.items() if s != "built" and n]
     return f"{len(outcomes)} row{'s' if len(outcomes) != 1 else ''}: " + ", ".join(parts) + f"; exit code {worst_exit(outcomes)}"
+
+
+def to_json(outcomes: Sequence[RowOutcome], seconds: float, differences: Sequence[str] = ()) -> dict[str, object]:
+    """`build --json`: one document with every selected row's outcome (docs/reference.md)."""
+    rows = [{
+        "row": o.row,
+        "status": o.status,
+        "exit_code": o.exit_code,
+        "wheel": o.wheel,
+        "wheel_path": o.wheel_path,
+        "size": o.size,
+        "check": None if o.check is None else ("pass" if o.check else "fail"),
+        "seconds": None if o.seconds is None else round(o.seconds, 3),
+        "compiler_cache": o.cache or None,
+        "reason": o.reason or None,
+        "fix": o.fix or None,
+        "log": o.log,
+    } for o in outcomes]
+    return {"command": "build", "exit_code": worst_exit(outcomes), "seconds": round(seconds, 3),
+            "summary": totals(outcomes), "rows": rows, "members_differ": list(differences)}

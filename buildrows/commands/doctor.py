@@ -16,10 +16,47 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="check for this build driver instead of the policy's")
     p.add_argument("--isolation", action="store_true",
                    help="the wheel build will fetch its build requirements from the registry (PEP 517 isolation)")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document on stdout (per row: its findings, each with status, what was seen "
+                        "and the fix; the row's verdict); the report goes to stderr")
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.build.prepare import BuildOptions, doctor
 
+    if getattr(args, "json", False):
+        return _json(BuildOptions.of(args), ui)
     doctor(BuildOptions.of(args), ui)
     return 0
+
+
+def _json(opts: object, ui: UI) -> int:
+    """`doctor --json`: every selected row's findings as one document; exit 3 when a row lacks something."""
+    import json
+
+    from buildrows.build.doctor import Finding
+    from buildrows.build.prepare import BuildOptions, doctor_row, resolve_rows, setup
+    from buildrows.errors import EXIT_OK, BuildrowsError
+
+    assert isinstance(opts, BuildOptions)
+    pol, env, host = setup(opts)
+    rows = resolve_rows(pol, opts.selectors, env, host, ui)
+    doc_rows: list[dict[str, object]] = []
+    code = EXIT_OK
+    for row in rows:
+        found: list[Finding] = []
+        error: str | None = None
+        try:
+            doctor_row(pol, row, env, host, opts, ui, collect=found)
+        except BuildrowsError as e:
+            ui.error(e.title, str(e))
+            error, code = str(e), max(code, e.exit_code)
+        doc_rows.append({
+            "row": row.name,
+            "ready": error is None,
+            "findings": [{"check": f.check, "status": f.status, "seen": f.seen, "fix": f.fix or None} for f in found],
+            "error": error,
+        })
+    ui.out.write(json.dumps({"command": "doctor", "exit_code": code, "rows": doc_rows}, indent=2) + "\n")
+    ui.out.flush()
+    return code

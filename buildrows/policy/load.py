@@ -391,6 +391,27 @@ class _Resolver:
                                   '"redis://default:${REDIS_PASSWORD}@cache.example.com:6379" with the password in '
                                   "the job's environment")
                 url = None
+        write_url = c.get("write-remote")
+        if write_url is not None:
+            from buildrows.build.remote_cache import same_store
+
+            problem = url_problem(write_url)
+            if problem is not None:
+                self.problem(("compiler-cache", "write-remote"), problem,
+                             hint='write e.g. write-remote = "redis://writer:${CACHE_WRITER_PASSWORD}@cache.example.com:6379"'
+                                  ", the password a secret only trusted jobs get")
+                write_url = None
+            elif c.get("remote") is None:
+                self.problem(("compiler-cache", "write-remote"), "names a writer but no store to read: every job reads "
+                             "with compiler-cache.remote",
+                             hint='add remote = "redis://reader:${CACHE_READER_PASSWORD}@HOST:6379" (or the store '
+                                  "without a credential, where it allows anonymous reads)")
+                write_url = None
+            elif url is not None and not same_store(url, write_url):
+                self.problem(("compiler-cache", "write-remote"), "names another store than compiler-cache.remote: "
+                             "trusted jobs would write where no job reads",
+                             hint="use the same scheme, host, port and path as remote, with the writer's credential")
+                write_url = None
         refs: dict[str, tuple[str, ...]] = {}
         for key, default in (("write-refs", DEFAULT_WRITE_REFS), ("hermetic-refs", ())):
             globs: list[str] = []
@@ -403,7 +424,9 @@ class _Resolver:
             refs[key] = tuple(globs)
         return CompilerCacheSettings(url=url.strip() if url else None, write_refs=refs["write-refs"],
                                      hermetic_refs=refs["hermetic-refs"],
-                                     source=self.where(("compiler-cache", "remote")) if url else "")
+                                     source=self.where(("compiler-cache", "remote")) if url else "",
+                                     write_url=write_url.strip() if write_url else None,
+                                     write_source=self.where(("compiler-cache", "write-remote")) if write_url else "")
 
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []

@@ -293,13 +293,19 @@ class CompilerCacheSettings:
     """The compiler cache shared past one machine ([compiler-cache]); see buildrows.build.remote_cache."""
 
     #: The remote store (redis://, redis+unix:, http://), credentials as ${VAR}; None: local only.
+    #: Every job reads with it (the reader's credential, or none for anonymous reads).
     url: str | None = None
+    #: The same store with the writer's credential, used only by jobs `write_refs` allows; None:
+    #: one credential for every job (the store cannot tell a trusted job from another).
+    write_url: str | None = None
     #: Refs (globs) whose pushes, manual and scheduled runs write; every other job reads only.
     write_refs: tuple[str, ...] = DEFAULT_WRITE_REFS
     #: Refs (globs) that build without reading the store at all (e.g. release tags).
     hermetic_refs: tuple[str, ...] = ()
     #: Where the store was configured, for messages (`compiler-cache.remote (buildrows.toml:12)`).
     source: str = ""
+    #: Where the writer was configured (`compiler-cache.write-remote (buildrows.toml:13)`).
+    write_source: str = ""
 
 
 @dataclass(frozen=True)

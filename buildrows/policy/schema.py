@@ -320,7 +320,13 @@ COMPILER_CACHE = Table(
     {
         "remote": Str("The remote store: \"redis://HOST:6379\", \"redis+unix:/PATH.sock\" or \"http://HOST/PATH\"; "
                       "a password or token only as ${VAR}, read from the job's environment "
-                      "(BUILDROWS_CACHE_REMOTE overrides this; \"off\" turns it off)."),
+                      "(BUILDROWS_CACHE_REMOTE overrides this; \"off\" turns it off). Every job reads with it: "
+                      "give it a credential the store lets only read, or none where the store allows anonymous "
+                      "reads (pull requests from forks get no secrets)."),
+        "write-remote": Str("The same store with the writer's credential (${VAR}), used only by the jobs write-refs "
+                            "allows; the store itself refuses writes from every other job. Without it, one "
+                            "credential serves every job and only the client keeps pull requests read-only "
+                            "(BUILDROWS_CACHE_WRITE_REMOTE overrides it)."),
         "write-refs": StrList("Refs (globs) whose push, manual and scheduled jobs write to the store; every other job, "
                               "and every pull request, only reads (default [\"refs/heads/main\", \"refs/tags/v*\"])."),
         "hermetic-refs": StrList("Refs (globs) whose jobs build without reading the store at all, e.g. "
@@ -451,8 +457,6 @@ def _walk(
     prefix: tuple[str, ...] = (),
 ) -> bool:
     """Report what is wrong below `value`; False when `value` itself must be dropped."""
-    import difflib  # imported here: the loader's happy path never needs it
-
     def dotted(p: tuple[str | int, ...]) -> str:
         return _dotted((*prefix, *p))
 
@@ -472,6 +476,8 @@ def _walk(
         assert isinstance(value, dict)
         for key, sub in list(value.items()):
             if key not in node.fields:
+                import difflib  # here: the loader's happy path never needs it
+
                 close = difflib.get_close_matches(key, list(node.fields), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(node.fields)
                 problems.append(
@@ -492,6 +498,8 @@ def _walk(
         assert isinstance(value, dict)
         for key, sub in list(value.items()):
             if node.keys and key not in node.keys:
+                import difflib
+
                 close = difflib.get_close_matches(key, list(node.keys), n=1)
                 hint = f"did you mean {close[0]!r}?" if close else "known names: " + ", ".join(node.keys)
                 problems.append(

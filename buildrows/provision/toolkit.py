@@ -148,10 +148,12 @@ def install(train: Train, platform: str, env: Mapping[str, str], *, source: sour
             # lib/x64), with no targets/ directory: kept flat.
             triple = TARGETS.get(platform)
             layout = chosen.layout if triple is not None else "flat"
+            fetched: list[Path] = []
             for art in chosen.artifacts:
                 if layout == "targets" and triple is not None:
                     art = _into_targets(art, triple)
                 path = fetch(art, downloads_dir(env), progress)
+                fetched.append(path)
                 if progress:
                     progress(f"unpack {art.filename} ({art.component})")
                 unpack(path, art, staging)
@@ -170,6 +172,11 @@ def install(train: Train, platform: str, env: Mapping[str, str], *, source: sour
                 os.replace(root, old)
                 shutil.rmtree(old, ignore_errors=True)
             os.replace(staging, root)
+            # Unpacked and checked: the archives are not needed again (issue 31: 110 MB of them
+            # stayed in one newcomer's cache); BUILDROWS_KEEP_DOWNLOADS=1 keeps them (offline reinstalls).
+            if env.get("BUILDROWS_KEEP_DOWNLOADS", "").strip() not in ("1", "true", "yes"):
+                for path in fetched:
+                    path.unlink(missing_ok=True)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     done = installed(train, platform, env)
