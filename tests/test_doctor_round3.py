@@ -313,3 +313,30 @@ def test_toolkit_install_with_libraries_writes_the_driver_stub_unless_one_came(
     _publish(root, "12.6.3", _with_libraries([]))
     tk = toolkit.install(Train(12, 6), "linux-x86_64", env, mirror=url, force=True)
     assert not tk.libraries and not (tk.root / "lib64" / "stubs" / "libcuda.so").exists()
+
+
+def test_a_variable_subdirectory_and_a_static_or_shared_choice(tmp_path: Path) -> None:
+    """ggml's shape: backends added by a function (`add_subdirectory(${backend_dir})`), and
+    CUDA::cublas or CUDA::cublas_static chosen by GGML_STATIC."""
+    src = tmp_path / "ggml"
+    (src / "src" / "ggml-cuda").mkdir(parents=True)
+    (src / "CMakeLists.txt").write_text("add_subdirectory(src)\n")
+    (src / "src" / "CMakeLists.txt").write_text("function(add_backend name)\n  set(backend_dir ggml-${name})\n"
+                                                "  add_subdirectory(${backend_dir})\nendfunction()\nadd_backend(cuda)\n")
+    (src / "src" / "ggml-cuda" / "CMakeLists.txt").write_text(
+        "if (GGML_STATIC)\n  target_link_libraries(g PRIVATE CUDA::cublas_static)\nelse()\n"
+        "  target_link_libraries(g PRIVATE CUDA::cublas)\nendif()\n")
+    used = cuda_components(src)
+    assert used == {"cublas_static": "src/ggml-cuda/CMakeLists.txt:2", "cublas": "src/ggml-cuda/CMakeLists.txt:4"}
+    pol = load_policy(_project(tmp_path) / "buildrows.toml")
+    row = pol.row("linux-x86_64-cu130-py311")
+    assert row is not None
+    root = tmp_path / "root"
+    (root / "include").mkdir(parents=True)
+    (root / "lib64").mkdir()
+    (root / "include" / "cublas_v2.h").write_text("//")
+    found = {f.check: f for f in check_toolkit_components(row, str(root), used)}
+    assert sorted(c for c, f in found.items() if f.failed) == ["CUDA::cublas", "CUDA::cublas_static"]
+    (root / "lib64" / "libcublas.so").write_text("")  # the shared one (PyPI ships no static cuBLAS)
+    (found,) = check_toolkit_components(row, str(root), used)
+    assert found.status == "ok" and found.seen.startswith("CUDA::cublas, CUDA::cublas_static (or CUDA::cublas) in ")

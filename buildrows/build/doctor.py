@@ -454,7 +454,12 @@ def cmake_files(source: Path, limit: int = 400) -> Iterator[tuple[Path, str]]:
             return Path(arg) if os.path.isabs(arg) else here / arg
 
         for m in _SUBDIR.finditer(text):
-            todo.append(resolve(m.group(1)) / "CMakeLists.txt")
+            if "${" in resolve(m.group(1)).as_posix():
+                # A directory named by a variable (ggml's `add_subdirectory(${backend_dir})` in its
+                # backend function): any subdirectory of this one with a CMakeLists.txt may be it.
+                todo += sorted(here.glob("*/CMakeLists.txt"))
+            else:
+                todo.append(resolve(m.group(1)) / "CMakeLists.txt")
         for m in _INCLUDE.finditer(text):
             arg = m.group(1)
             if arg.endswith(".cmake") or "/" in arg:
@@ -531,18 +536,29 @@ def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cache
     train = row.cuda.dotted if row.cuda is not None else "TRAIN"
     ok: list[str] = []
     out: list[Finding] = []
-    for target, where in sorted(used.items()):
+    needs: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    lacks: dict[str, list[str]] = {}
+    for target in used:
         base = target.removesuffix("_static")
         headers, libraries = CUDA_COMPONENTS.get(target) or CUDA_COMPONENTS.get(base) or ((), ())
         if target not in CUDA_COMPONENTS and base in CUDA_COMPONENTS:  # CUDA::cublas_static: libcublas_static.a
             libraries = tuple(lib.replace(".so", "_static.a") for lib in libraries)
-        if not headers and not libraries:
+        if headers or libraries:
+            needs[target] = headers, libraries
+            lacks[target] = [f"include/{h}" for h in headers if not _has_header(root, h)] + [
+                ("lib64/stubs/" if lib in _DRIVER_LIBRARIES else "lib64/") + lib for lib in libraries
+                if _has_library(root, lib) is None]
+    for target, where in sorted(used.items()):
+        if target not in needs:
             continue
-        missing = [f"include/{h}" for h in headers if not _has_header(root, h)]
-        missing += [("lib64/stubs/" if lib in _DRIVER_LIBRARIES else "lib64/") + lib for lib in libraries
-                    if _has_library(root, lib) is None]
-        if not missing:
-            ok.append(f"CUDA::{target}")
+        headers, libraries = needs[target]
+        base = target.removesuffix("_static")
+        missing = lacks[target]
+        # A project that names both CUDA::X and CUDA::X_static chooses one in a condition doctor
+        # does not evaluate (ggml: GGML_STATIC): either one found is enough.
+        twin = base if target != base else f"{base}_static"
+        if not missing or (twin in lacks and not lacks[twin]):
+            ok.append(f"CUDA::{target}" + (f" (or CUDA::{twin})" if missing else ""))
             continue
         has_it = cached is not None and os.path.realpath(cached) != os.path.realpath(root) and all(
             _has_header(cached, h) for h in headers) and all(_has_library(cached, lib) for lib in libraries)
