@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import zipfile
 from collections.abc import Callable
@@ -109,6 +111,10 @@ def test_torch_spline_conv_cpu_and_cuda_rows_into_one_directory(
     assert "cpu = true" in text and "cuda-option" not in text.replace("# cuda-option", "")
     # What the shared 2-core builder affords: one architecture.
     text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
+    rpath = re.search(r"-Wl,-rpath,(\S+)", sysconfig.get_config_var("LDSHARED") or "")
+    if rpath:  # a pyenv interpreter links every extension with its own lib directory (seen: the check fails it)
+        text += (f'\n[[check.rpath-exceptions]]\nentry = "{rpath.group(1)}"\n'
+                 'reason = "the builder interpreter\'s LDSHARED (-Wl,-rpath); not in a manylinux build"\n')
     (src / "buildrows.toml").write_text(text)
     monkeypatch.setenv("CUDACXX", str(libraries_root / "bin" / "nvcc"))
     r = cli("doctor", CUDA, CPU)
@@ -133,7 +139,7 @@ def test_torch_spline_conv_cpu_and_cuda_rows_into_one_directory(
         ran = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(target)},
                              capture_output=True, text=True, check=False, cwd=tmp_path)
         assert ran.returncode == 0, ran.stderr
-        assert ran.stdout.strip() == "[[0.75, 0.25]] [[1, 2]]", (wheel.name, ran.stdout)
+        assert ran.stdout.strip() == "[[1.0, 0.0]] [[1, 2]]", (wheel.name, ran.stdout)
 
 
 def test_cufinufft_links_cufft_and_doctor_names_it(cli: Callable[..., Result], sdist: Callable[[str, str], Path],
