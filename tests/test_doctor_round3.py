@@ -340,3 +340,17 @@ def test_a_variable_subdirectory_and_a_static_or_shared_choice(tmp_path: Path) -
     (root / "lib64" / "libcublas.so").write_text("")  # the shared one (PyPI ships no static cuBLAS)
     (found,) = check_toolkit_components(row, str(root), used)
     assert found.status == "ok" and found.seen.startswith("CUDA::cublas, CUDA::cublas_static (or CUDA::cublas) in ")
+
+
+def test_an_interpreter_that_links_an_absolute_rpath_gets_a_note(tmp_path: Path) -> None:
+    from buildrows.build.doctor import check_link_rpath
+
+    pol = load_policy(_project(tmp_path) / "buildrows.toml")
+    pyenv = "gcc -shared -L/root/.pyenv/versions/3.11.7/lib -Wl,-rpath,/root/.pyenv/versions/3.11.7/lib"
+    note = check_link_rpath(pol, pyenv)
+    assert note is not None and note.status == "note"
+    assert "absolute RUNPATH /root/.pyenv/versions/3.11.7/lib, which the check's runtime-reached judge fails" in note.seen
+    assert check_link_rpath(pol, "gcc -shared -Wl,-rpath,$ORIGIN") is None and check_link_rpath(pol, "gcc -shared") is None
+    (tmp_path / "buildrows.toml").write_text(POLICY + '\n[[check.rpath-exceptions]]\nentry = "/root/.pyenv/*/lib"\n'
+                                             'reason = "the builder interpreter"\n')
+    assert check_link_rpath(load_policy(tmp_path / "buildrows.toml"), pyenv) is None

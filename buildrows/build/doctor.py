@@ -789,6 +789,10 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
                  "this interpreter holding them")
     findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
                  for f in checked]
+    if driver == "setup.py" and row.os == "linux":
+        linked = check_link_rpath(policy, env.get("LDSHARED") or interpreter_ldshared(python))
+        if linked is not None:
+            findings.append(linked)
     from buildrows.plan.torchenv import uses_torch
 
     if uses_torch(project, reqs):
@@ -798,6 +802,37 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         elif row.is_cuda:
             findings += _torch_cuda_home(policy, row, env, host, python, project)
     return findings
+
+
+_RPATH_FLAG = re.compile(r"-Wl,-(?:rpath|R)[,=](\S+)")
+
+
+def interpreter_ldshared(python: str) -> str:
+    """The link command the interpreter's sysconfig gives setuptools (LDSHARED), or ""."""
+    from buildrows.build.runner import capture
+
+    got = capture([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LDSHARED') or '')"], timeout=60)
+    lines = got.output.strip().splitlines() if got.error is None and got.code == 0 else []
+    return lines[-1] if lines else ""
+
+
+def check_link_rpath(policy: Policy, ldshared: str) -> Finding | None:
+    """A note when the link command setuptools takes from the row's interpreter (LDSHARED) writes
+    an absolute RPATH into every extension (a pyenv Python built with --enable-shared adds
+    `-Wl,-rpath,<its lib>`; seen on torch_spline_conv 1.2.2): the check's runtime-reached fails
+    each library unless the policy lists the entry under [[check.rpath-exceptions]]."""
+    import fnmatch
+
+    kept = [e.entry for e in policy.check.rpath_exceptions if e.entry is not None]
+    entries = list(dict.fromkeys(m for m in _RPATH_FLAG.findall(ldshared) if m.startswith("/")))
+    uncovered = [e for e in entries if not any(fnmatch.fnmatchcase(e, k) for k in kept)]
+    if not uncovered:
+        return None
+    return Finding("link rpath", "note", f"the row's interpreter links extensions with `{ldshared}` (its LDSHARED): "
+                   f"each library gets the absolute RUNPATH {', '.join(uncovered)}, which the check's "
+                   "runtime-reached judge fails",
+                   "build with an interpreter whose LDSHARED writes no -rpath (manylinux's /opt/python, uv's), set "
+                   "LDSHARED for the build, or list the entry under [[check.rpath-exceptions]] with its reason")
 
 
 def check_torch_installed(policy: Policy, row: Row, python: str, version: str | None,
