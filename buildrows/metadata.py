@@ -31,8 +31,11 @@ so the project's own dependencies are given to the provider as ``requires``)::
     requires = ["numpy>=1.24"]
 
 buildrows must be importable by the build: `buildrows build` puts this package (and nothing
-installed beside it) on the build's PYTHONPATH (drivers.provider_path), whichever interpreter or
-isolated environment builds; elsewhere, install buildrows where the build runs.
+installed beside it) on the build's PYTHONPATH (drivers.provider_path), which serves buildrows'
+own environment and `--provision`, but not `--isolation` nor CI's isolated build. Projects
+therefore name the in-tree copy `buildrows init` writes (buildrows/data/buildrows_version.py as
+build_support/buildrows_version.py, provider "buildrows_version"), which gives the same results
+(tests/test_metadata_provider.py) and needs nothing but the standard library.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@
 # first project() call before any language is enabled (a project may also include() it before
 # enabling CUDA). It:
 #   1. turns TORCH_CUDA_ARCH_LIST (a CMake variable, else the environment variable) into
-#      CMAKE_CUDA_ARCHITECTURES: 7.5;9.0+PTX -> 75-real;90-real;90-virtual;
+#      CMAKE_CUDA_ARCHITECTURES: 7.5;9.0+PTX -> 75-real;90-real;90-virtual. A list with PTX but no
+#      cubin for an architecture (120-virtual) cannot be said there: a row with one comes as
+#      CMAKE_CUDA_ARCHITECTURES with TORCH_CUDA_ARCH_LIST empty, and compute_120 or 12.0-virtual in
+#      TORCH_CUDA_ARCH_LIST is refused rather than read as a cubin;
 #   2. stops configuration with FATAL_ERROR when CUDA is requested and no list is given, or the
 #      list asks CMake to choose (native, all, all-major): a wheel must never carry code for
 #      whatever GPU the builder happened to have;
@@ -87,6 +90,10 @@ if(NOT _buildrows_list STREQUAL "")
       if(CMAKE_MATCH_4)
         list(APPEND _buildrows_virtual "${_num}-virtual")
       endif()
+    elseif(_tok MATCHES "^compute_[0-9]+[af]?$" OR _tok MATCHES "-virtual$")
+      # PTX without a cubin: PyTorch reads this variable too and has no way to say it (X.Y+PTX is always
+      # a cubin and its PTX), so it is never converted into something else.
+      _buildrows_fail("'${_tok}' in ${_buildrows_list_from} ('${_buildrows_list}'): TORCH_CUDA_ARCH_LIST cannot say PTX without a cubin (X.Y+PTX always builds the cubin too). Give the list as CMAKE_CUDA_ARCHITECTURES (e.g. 120-virtual) and leave TORCH_CUDA_ARCH_LIST empty, as `buildrows render` does for such a row.")
     elseif(_tok MATCHES "\\+[pP][tT][xX]$" AND NOT _tok MATCHES "\\+PTX$")
       _buildrows_fail("'${_tok}' in ${_buildrows_list_from} ('${_buildrows_list}'): write PTX as '+PTX' in capitals; PyTorch ignores any other spelling and would ship no PTX.")
     else()
@@ -160,19 +167,32 @@ cmake_language(DEFER DIRECTORY "${CMAKE_SOURCE_DIR}" CALL _buildrows_check_langu
 # version than the row's stops the configuration: a cp311 module built under a py312 row's name
 # is the mistake this prevents.
 set(_buildrows_python_pins "${Python_EXECUTABLE};${Python3_EXECUTABLE};${BUILDROWS_PYTHON}")
+# Whether the presets (or the user) pinned an interpreter before the project looked for one.
+if(Python_EXECUTABLE OR Python3_EXECUTABLE)
+  set(_buildrows_python_pinned ON)
+else()
+  set(_buildrows_python_pinned OFF)
+endif()
 function(_buildrows_check_python)
   if(NOT BUILDROWS_PYTHON)
     return()
   endif()
   string(REGEX REPLACE "t$" "" _want "${BUILDROWS_PYTHON}")
-  foreach(_p Python Python3)
+  # The rendered presets pin the row's interpreter only when this machine had one at render time;
+  # either way, any FindPython, FindPython3 or (legacy) FindPythonInterp result is held to the row.
+  if(_buildrows_python_pinned)
+    set(_fix "keep the preset's Python_EXECUTABLE (`buildrows render ROW` pins the row's interpreter)")
+  else()
+    string(CONCAT _fix "get Python ${BUILDROWS_PYTHON} (`buildrows doctor ROW` prints the command), then "
+           "`buildrows render ROW` again: the presets then pin it")
+  endif()
+  foreach(_p Python Python3 PYTHON)
     if(DEFINED ${_p}_VERSION_MAJOR AND DEFINED ${_p}_VERSION_MINOR)
       set(_got "${${_p}_VERSION_MAJOR}.${${_p}_VERSION_MINOR}")
       if(NOT _got STREQUAL _want)
         message(FATAL_ERROR "buildrows: row ${BUILDROWS_ROW}: the project found Python ${_got} "
           "(${${_p}_EXECUTABLE}), but the row is Python ${BUILDROWS_PYTHON}; its module would carry "
-          "the wrong tag. Fix: keep the preset's ${_p}_EXECUTABLE (`buildrows render ROW` pins the "
-          "row's interpreter), or get Python ${BUILDROWS_PYTHON} (`buildrows doctor ROW` says how).")
+          "the wrong tag. Fix: ${_fix}.")
       endif()
     endif()
   endforeach()

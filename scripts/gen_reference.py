@@ -188,6 +188,25 @@ def _synopsis(prog: str, parser: argparse.ArgumentParser) -> str:
     return " ".join(parts)
 
 
+#: Options hidden from `--help` (argparse.SUPPRESS) are developers' tools; the reference still lists
+#: them, with this description, never argparse's "==SUPPRESS==" marker. Keyed by (prog's last word, flag).
+HIDDEN_HELP = {
+    ("schema", "--write"): "developers only, hidden from `--help`: regenerate the checked-in "
+                           "buildrows/data/buildrows.schema.json in a source checkout (refused in an installed copy)",
+}
+
+
+def _help(parser: argparse.ArgumentParser, a: argparse.Action) -> str:
+    if a.help != argparse.SUPPRESS:
+        return a.help or ""
+    command = parser.prog.split()[-1]
+    flag = max(a.option_strings, key=len) if a.option_strings else a.dest
+    if (command, flag) not in HIDDEN_HELP:
+        raise SystemExit(f"{parser.prog} {flag} is hidden from --help (argparse.SUPPRESS) and has no description "
+                         f"for the reference\n    fix: add ({command!r}, {flag!r}) to HIDDEN_HELP in scripts/gen_reference.py")
+    return HIDDEN_HELP[(command, flag)]
+
+
 def _options_table(parser: argparse.ArgumentParser) -> list[str]:
     actions = _own_actions(parser)
     if not actions:
@@ -204,7 +223,7 @@ def _options_table(parser: argparse.ArgumentParser) -> list[str]:
         shown = "-" if default in (None, False, argparse.SUPPRESS, []) else f"`{default}`"
         if a.required and a.option_strings:
             shown = "**required**"
-        out.append(f"| {name} | {shown} | {_cell(a.help or '')} |")
+        out.append(f"| {name} | {shown} | {_cell(_help(parser, a))} |")
     out.append("")
     return out
 

@@ -45,6 +45,28 @@ _ELF_LINE = re.compile(r"^ELF file\s+\d+: .*\.(sm_\w+)\.cubin$")
 _PTX_LINE = re.compile(r"^PTX file\s+\d+: .*\.(sm_\w+)\.ptx$")
 
 
+def listed(cubins: tuple[str, ...]) -> tuple[str, ...]:
+    """Cubin names as ``cuobjdump --list-elf`` prints them: a family cubin without its "f" (``sm_100``)."""
+    return tuple(c.removesuffix("f") for c in cubins)
+
+
+_HEADER = re.compile(r"^Fatbin (elf|ptx) code:\n=+\narch = (sm_\w+)\ncode version = \[(\d+),(\d+)\]$", re.MULTILINE)
+
+
+def cuobjdump_headers(cuobjdump: str, path: Path) -> tuple[tuple[str, ...], tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """(cubin archs, PTX archs, PTX code versions) from the entry headers ``cuobjdump -elf`` prints, where
+    a family cubin keeps its "f" (``arch = sm_100f``) and a PTX entry's code version is its ISA (``[9,0]``)."""
+    out = subprocess.run([cuobjdump, "-elf", str(path)], capture_output=True, text=True, check=True).stdout
+    cubins, ptx, isa = [], [], []
+    for kind, arch, major, minor in _HEADER.findall(out):
+        if kind == "elf":
+            cubins.append(arch)
+        else:
+            ptx.append(arch)
+            isa.append((int(major), int(minor)))
+    return tuple(cubins), tuple(ptx), tuple(isa)
+
+
 def cuobjdump_list(cuobjdump: str, path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(cubin archs, PTX archs) as ``cuobjdump --list-elf`` / ``--list-ptx`` print them."""
     result: list[tuple[str, ...]] = []
@@ -89,14 +111,14 @@ VARIANTS: tuple[Variant, ...] = (
         ("sm_90a",),
         ("sm_120a",),
     ),
-    # cuobjdump names a family cubin by its SM alone; its PTX keeps the "f".
+    # The reader names a family cubin with its "f", as `cuobjdump -elf` does; --list-elf drops it (see `listed`).
     Variant(
         "family",
         (
             "-gencode=arch=compute_100f,code=[sm_100f,compute_100f]",
             "-gencode=arch=compute_120f,code=sm_120f",
         ),
-        ("sm_100", "sm_120"),
+        ("sm_100f", "sm_120f"),
         ("sm_100f",),
     ),
     Variant("ptx_only", ("-gencode=arch=compute_80,code=compute_80",), (), ("sm_80",)),
@@ -186,7 +208,9 @@ def fatbin_entry(
     flags: int = 0x11,
     payload: bytes = b"\0" * 8,
     header_size: int = 64,
+    version: tuple[int, int] = (1, 8),
 ) -> bytes:
+    """One entry header and payload; `version` is (major, minor): a cubin's ELF ABI, a PTX entry's ISA."""
     header = struct.pack(
         "<HHIQIIHHIIIQQQ",
         kind,
@@ -195,8 +219,8 @@ def fatbin_entry(
         len(payload),
         0,
         0,
-        8,
-        1,
+        version[1],
+        version[0],
         sm,
         0,
         0,

@@ -79,7 +79,16 @@ def test_failure_messages_name_library_and_architecture(name: str, wheels: dict[
 def test_no_library_check_never_passes_vacuously(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
     r = cli("check", str(wheels["no-library"]), "--archs", mcf.ROW_ARCHS, "--json")
     checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
-    assert checks["device-code-covers-row"]["details"] == ["inspected no library with device code; expected ['sm_75', 'sm_90']"]
+    # numerically sorted, PTX named (it once printed a Python list sorted as strings)
+    assert checks["device-code-covers-row"]["details"] == ["inspected no library with device code; expected sm_75 sm_90 "
+                                                           "with PTX sm_90"]
+
+
+def test_architecture_lists_sort_numerically(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
+    r = cli("check", str(wheels["no-library"]), "--archs", "12.0 7.5 10.0", "--json")
+    checks = {c["name"]: c for c in json.loads(r.out)["checks"]}
+    assert checks["device-code-covers-row"]["details"] == ["inspected no library with device code; expected sm_75 "
+                                                           "sm_100 sm_120 with PTX sm_120"]
 
 
 def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
@@ -89,8 +98,8 @@ def test_good_report_shape(wheels: dict[str, Path], cli: Callable[..., Result]) 
     assert report["row"] == "linux-x86_64-cu130-py311"
     assert report["libraries"] == {"fx/_core.so": {"elf": ["sm_75", "sm_90"], "ptx": ["sm_90"]}}
     assert [c["name"] for c in report["checks"]] == [
-        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "binary-machine",
-        "cuda-soname-majors"]
+        "cuda-libraries-present", "runtime-declared", "runtime-reached", "device-code-covers-row", "device-code-train",
+        "binary-machine", "cuda-soname-majors", "libraries-load"]
 
 
 def test_row_inferred_from_wheel_name_and_policy(wheels: dict[str, Path], cli: Callable[..., Result]) -> None:
@@ -139,7 +148,8 @@ def test_train_for_a_wheel_without_local_tag(wheels: dict[str, Path], cli: Calla
     assert r.code == 2 and "--cuda 12.6 contradicts the wheel's tag +cu130" in r.err
     r = cli("check", str(plain))  # checked as the CPU row its name suggests, with the way out named
     assert r.code == 5
-    assert "if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with --cuda TRAIN --archs LIST" in r.out
+    assert ("if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with --cuda 13.0 --archs LIST (its newest "
+            "PTX is ISA 9.0, first written by CUDA 13.0)") in r.out
     r = cli("--config", str(EXAMPLE_POLICY), "check", str(wheels["good"]), "--row", "linux-x86_64-cu130-py311",
             "--cuda", "12.6")
     assert r.code == 2 and "--cuda 12.6 contradicts --row linux-x86_64-cu130-py311 (CUDA 13.0)" in r.err
@@ -189,7 +199,8 @@ def test_reader_agrees_with_cuobjdump_on_fixture_libraries(wheels: dict[str, Pat
             for lib in (x for x in info.libraries if x.format == "elf"):
                 path = tmp_path / f"{compared}.so"
                 path.write_bytes(zf.read(lib.path))
-                assert sorted(lib.cubins) == _cuobjdump_list(tool, "--list-elf", path), lib.path
+                # --list-elf drops a family cubin's f (sm_100f -> sm_100); the reader keeps it, as cuobjdump -elf does
+                assert sorted(c.removesuffix("f") for c in lib.cubins) == _cuobjdump_list(tool, "--list-elf", path), lib.path
                 assert sorted(lib.ptx) == _cuobjdump_list(tool, "--list-ptx", path), lib.path
                 compared += 1
     assert compared >= 10
@@ -366,7 +377,8 @@ def test_loose_library_and_install_tree(wheels: dict[str, Path], cli: Callable[.
     assert r.code == 0, r.out + r.err
     report = json.loads(r.out)
     assert [c["name"] for c in report["checks"]] == [
-        "cuda-libraries-present", "runtime-reached", "device-code-covers-row", "binary-machine", "cuda-soname-majors"]
+        "cuda-libraries-present", "runtime-reached", "device-code-covers-row", "device-code-train", "binary-machine",
+        "cuda-soname-majors", "libraries-load"]
     r = cli("check", str(tree), "--cuda", "13.0", "--archs", "9.0")
     assert r.code == 5
     assert "lib/libfx.so: device code for sm_75, which the row does not list" in r.out

@@ -46,6 +46,9 @@ def configure(cmake: str, tmp_path: Path, defines: list[str], env: dict[str, str
     (["-DBUILDROWS_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=75-real;90-real;90-virtual"],
      {"TORCH_CUDA_ARCH_LIST": "7.5;9.0+PTX"}, "75-real;90-real;90-virtual"),
     (["-DBUILDROWS_CUDA=OFF"], {}, ""),  # a CPU row needs no list
+    # a row with PTX but no cubin for 12.0 (12.0-virtual), as rendered: TORCH_CUDA_ARCH_LIST empty
+    (["-DBUILDROWS_CUDA=ON", "-DCMAKE_CUDA_ARCHITECTURES=75-real;80-real;120-virtual"],
+     {"TORCH_CUDA_ARCH_LIST": ""}, "75-real;80-real;120-virtual"),
     # a CPU row ignores a list the builder's environment carries (the GPU image sets one)
     (["-DBUILDROWS_CUDA=OFF"], {"TORCH_CUDA_ARCH_LIST": "9.0a", "CUDAARCHS": "90a-real"}, ""),
 ])
@@ -64,6 +67,11 @@ def test_converts_the_list(cmake: str, tmp_path: Path, defines: list[str], env: 
      "row linux-x86_64-cu130-py311: '9.0+ptx' in the environment's TORCH_CUDA_ARCH_LIST"),
     ([], {"TORCH_CUDA_ARCH_LIST": "native"}, "'native' in the environment's TORCH_CUDA_ARCH_LIST"),
     ([], {"TORCH_CUDA_ARCH_LIST": "9.O"}, "'9.O' in the environment's TORCH_CUDA_ARCH_LIST"),
+    # PTX without a cubin is never read as a cubin here (issue 27)
+    ([], {"TORCH_CUDA_ARCH_LIST": "8.0;compute_120"},
+     "'compute_120' in the environment's TORCH_CUDA_ARCH_LIST ('8.0;compute_120'): TORCH_CUDA_ARCH_LIST cannot say "
+     "PTX without a cubin"),
+    (["-DTORCH_CUDA_ARCH_LIST=8.0 12.0-virtual"], {}, "'12.0-virtual' in the TORCH_CUDA_ARCH_LIST variable"),
     (["-DCMAKE_CUDA_ARCHITECTURES=native"], {}, "CMAKE_CUDA_ARCHITECTURES='native' asks CMake to choose"),
     (["-DBUILDROWS_CUDA=ON"], {"CUDAARCHS": "all"}, "CMAKE_CUDA_ARCHITECTURES='all' asks CMake to choose"),
     (["-DCMAKE_CUDA_ARCHITECTURES=75-real"], {"TORCH_CUDA_ARCH_LIST": "7.5;9.0+PTX"},

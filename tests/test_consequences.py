@@ -23,7 +23,8 @@ from tests.conftest import Result
         ("sm_90", ["sm_80", "sm_86"], None),  # nor across majors
         ("sm_120", ["sm_100"], None),
         ("sm_121", ["sm_120"], "sm_120"),
-        ("sm_90", ["sm_90a"], None),  # architecture-specific code runs only on its own architecture
+        ("sm_90", ["sm_90a"], "sm_90a"),  # architecture-specific code runs on exactly its own architecture
+        ("sm_121", ["sm_120a"], None),  # and on no other, not even a higher minor
         ("sm_103", ["sm_100f"], "sm_100f"),  # a family cubin runs across its family
     ],
 )

@@ -255,3 +255,93 @@ def test_a_misspelt_key_in_a_guide_example_is_found(tmp_path: Path) -> None:
     page.write_text('```toml\n[project]\ndriver = "setup.py"\nenv-switch = ["FORCE_CUDA"]\n```\n'
                     '```toml\n# pyproject.toml\n[project]\ndynamic = ["version"]\n```\n', encoding="utf-8")
     assert policy_snippet_problems(page) == ["guide.md block 1: project.env-switch: unknown key 'env-switch'"]
+
+
+# --- the design page's package map ----------------------------------------------------------------
+
+
+def package_map_problems(design: str, package: Path) -> list[str]:
+    """Each module (and data file) under `package` that docs/design.md's package table does not
+    name in its package's row: `buildrows/NAME/` rows name modules as `module`, the top-level row
+    names files as `cli.py`, and the data row names its files. Commands are one module per command
+    (their row says so, and the command reference lists them)."""
+    rows: dict[str, set[str]] = {}
+    top: set[str] = set()
+    for line in design.splitlines():
+        m = re.match(r"\| `buildrows/([\w.]+)/?` \|(.*)", line)
+        if m:
+            rows[m.group(1)] = set(re.findall(r"`([\w.]+)`", m.group(2)))
+        elif line.startswith("| `") and "cli.py" in line:
+            top = set(re.findall(r"`([\w.]+)`", line.split("|")[1]))
+    out: list[str] = []
+    for path in sorted(package.iterdir()):
+        if path.name.startswith(("_", ".")) or path.name == "py.typed":
+            continue
+        if path.is_file() and path.suffix == ".py":
+            if path.name not in top and path.stem not in rows and path.name not in rows:
+                out.append(f"buildrows/{path.name}: not in docs/design.md's package table")
+            continue
+        if not path.is_dir() or path.name == "commands":
+            continue
+        if path.name not in rows:
+            out.append(f"buildrows/{path.name}/: no row of its own in docs/design.md's package table")
+            continue
+        for child in sorted(path.iterdir()):
+            if child.name.startswith(("_", ".")):
+                continue
+            name = child.name if path.name == "data" or child.suffix != ".py" else child.stem
+            if name not in rows[path.name]:
+                out.append(f"buildrows/{path.name}/{child.name}: not named in the `buildrows/{path.name}/` row of "
+                           f"docs/design.md's package table")
+    return out
+
+
+def test_the_design_pages_package_map_names_every_module() -> None:
+    bad = package_map_problems((DOCS / "design.md").read_text(encoding="utf-8"), REPO / "buildrows")
+    assert not bad, "\n".join(bad) + "\n    fix: say in docs/design.md's table what each does, as `module`"
+
+
+def test_a_module_missing_from_the_package_map_is_found(tmp_path: Path) -> None:
+    pkg = tmp_path / "buildrows"
+    (pkg / "check").mkdir(parents=True)
+    (pkg / "data").mkdir()
+    for name in ("check/__init__.py", "check/judges.py", "check/tags.py", "data/cuda_trains.toml", "cli.py",
+                 "metadata.py", "new.py"):
+        (pkg / name).write_text("", encoding="utf-8")
+    design = ("| `buildrows/check/` | the judges (`judges`) | x |\n"
+              "| `buildrows/data/` | `cuda_trains.toml` | x |\n"
+              "| `buildrows/metadata.py` | the provider | x |\n"
+              "| `cli.py`, `errors.py` | the entry point | x |\n")
+    assert package_map_problems(design, pkg) == [
+        "buildrows/check/tags.py: not named in the `buildrows/check/` row of docs/design.md's package table",
+        "buildrows/new.py: not in docs/design.md's package table",
+    ]
+
+
+def test_a_hidden_option_is_described_not_shown_as_suppress(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "==SUPPRESS==" not in gen.commands_reference()
+    assert "| `--write` | - | developers only, hidden from `--help`" in gen.commands_reference()
+    # A new hidden option without a description stops the generator, naming what to add.
+    monkeypatch.setattr(gen, "HIDDEN_HELP", {})
+    with pytest.raises(SystemExit, match=r"(?s)buildrows schema --write is hidden from --help .*HIDDEN_HELP"):
+        gen.commands_reference()
+
+
+def opt_in_variables(tests: Path) -> set[str]:
+    """The variables that switch on tests left out of the default run (`environ.get("X") == "1"`)."""
+    pattern = re.compile(r'environ\.get\("(BUILDROWS_[A-Z0-9_]+)"\)\s*[!=]=\s*"1"')
+    return {m for path in sorted(tests.glob("*.py")) for m in pattern.findall(path.read_text(encoding="utf-8"))}
+
+
+def test_the_readme_names_every_opt_in_test_variable() -> None:
+    found = opt_in_variables(REPO / "tests")
+    assert "BUILDROWS_REAL_PROJECTS" in found
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    missing = sorted(v for v in found if f"`{v}=1`" not in readme)
+    assert not missing, f"opt-in variables the README's Tests section does not name: {missing}"
+
+
+def test_an_unnamed_opt_in_variable_is_found(tmp_path: Path) -> None:
+    line = 'if os.environ.get("BUILDROWS_' + 'NEW_THING") != "1": skip()\n'  # split: this file is scanned too
+    (tmp_path / "test_x.py").write_text(line, encoding="utf-8")
+    assert opt_in_variables(tmp_path) == {"BUILDROWS_NEW_THING"}

@@ -10,11 +10,13 @@ from cuda_tools import (
     VARIANTS,
     Variant,
     build_variants,
+    cuobjdump_headers,
     cuobjdump_list,
     fatbin_container,
     fatbin_entry,
     find_cuobjdump,
     find_nvcc,
+    listed,
     section_bytes,
 )
 
@@ -76,7 +78,11 @@ def test_agrees_with_cuobjdump(
     path = cuda_libs[variant.name]
     expected_elf, expected_ptx = cuobjdump_list(cuobjdump, path)
     # The executable fat binary, as cuobjdump reads it by default.
-    assert _device_code(path) == DeviceCode(cubins=expected_elf, ptx=expected_ptx)
+    code = _device_code(path)
+    assert (listed(code.cubins), code.ptx) == (expected_elf, expected_ptx)
+    # and the a/f variants and PTX ISA versions as `cuobjdump -elf` prints each entry's header
+    elf, ptx, isa = cuobjdump_headers(cuobjdump, path)
+    assert (code.cubins, code.ptx, code.ptx_isa) == (elf, ptx, isa)
 
 
 @pytest.mark.integration
@@ -98,7 +104,10 @@ def test_raw_fatbin_file_agrees_with_cuobjdump(
     raw = tmp_path / "family.fatbin"
     raw.write_bytes(section_bytes(cuda_libs["family"], ".nv_fatbin"))
     elf, ptx = cuobjdump_list(cuobjdump, raw)
-    assert list_device_code(raw.read_bytes()) == DeviceCode(cubins=elf, ptx=ptx)
+    code = list_device_code(raw.read_bytes())
+    assert (listed(code.cubins), code.ptx) == (elf, ptx)
+    assert "sm_100f" in code.cubins
+    assert (code.cubins, code.ptx, code.ptx_isa) == cuobjdump_headers(cuobjdump, raw)
 
 
 # --- naming ----------------------------------------------------------------------------------
@@ -109,7 +118,7 @@ def test_raw_fatbin_file_agrees_with_cuobjdump(
     [
         (KIND_ELF, 75, 0x11, ("sm_75",), ()),
         (KIND_ELF, 90, 0x11 | FLAG_ARCH_SPECIFIC, ("sm_90a",), ()),
-        (KIND_ELF, 100, 0x11 | FLAG_FAMILY, ("sm_100",), ()),  # cuobjdump drops the "f" of a cubin
+        (KIND_ELF, 100, 0x11 | FLAG_FAMILY, ("sm_100f",), ()),  # cuobjdump -elf: arch = sm_100f (--list-elf drops it)
         (KIND_ELF, 121, 0x11 | FLAG_ARCH_SPECIFIC | FLAG_ZSTD, ("sm_121a",), ()),
         (KIND_PTX, 90, 0x11 | FLAG_LZ4, (), ("sm_90",)),
         (KIND_PTX, 120, 0x11 | FLAG_ARCH_SPECIFIC, (), ("sm_120a",)),

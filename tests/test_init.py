@@ -95,8 +95,13 @@ def test_init_detects_the_driver(tmp_path: Path, cli: Callable[..., Result], mon
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     monkeypatch.chdir(tmp_path)
+    # a machine without nvcc: CPU rows, and a line saying how to add a train (with nvcc: tests/test_adopt.py)
+    for var in ("CUDA_HOME", "CUDA_PATH", "CUDACXX"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
     r = cli("init")
     assert r.code == 0, r.err
+    assert "no nvcc on this machine: CPU rows only; `buildrows init --cuda 13.0` (any train) adds" in r.err
     pol = load_policy(tmp_path / "buildrows.toml")
     assert pol.project.driver == driver
     assert [r.name for r in pol.rows if r.python == PY] == [f"linux-x86_64-cpu-py{PYT}"]  # CPU rows without CUDA

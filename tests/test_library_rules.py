@@ -131,8 +131,11 @@ archs = "8.0 9.0"
 
 
 @pytest.mark.parametrize(("rule", "message"), [
-    ('files = ["a/*.so"]\nreason = "x"', "[check.libraries[0]]: a library rule says exactly one of archs, per-train = true "
-                                         "or vendored = true"),
+    ('files = ["a/*.so"]\nreason = "x"', "[check.libraries[0]]: a library rule says exactly one of archs, per-train = true, "
+                                         "vendored = true or host-only = true (or only dlopens)"),
+    ('files = ["a/*.so"]\nhost-only = true\nvendored = true\nreason = "x"', "(here vendored, host-only)"),
+    ('files = ["a/*.so"]\ndlopens = ["libcublas.so"]\nreason = "x"',
+     "[check.libraries[0].dlopens]: 'libcublas.so' is not a soname with its major version"),
     ('files = ["a/*.so"]\narchs = "8.0"\nvendored = true\nreason = "x"', "(here archs, vendored)"),
     ('files = ["a/*.so"]\nper-train = true\nreason = "x"', "[check.libraries[0].files]: per-train needs {cu} in files"),
     ('files = ["a/x{cu}.so"]\nvendored = true\nreason = "x"', "{cu} only means something with per-train = true"),

@@ -50,6 +50,15 @@ def _code(data: bytes, tmp_path: Path) -> tuple[tuple[str, ...], tuple[str, ...]
     return info.cubins, info.ptx
 
 
+def test_ptx_isa_is_read_the_same_streamed_and_in_memory(tmp_path: Path) -> None:
+    """Each PTX entry's ISA (which train wrote it) comes from its header, whatever the chunking."""
+    fatbin = fatbin_container([fatbin_entry(2, 80), fatbin_entry(1, 80, version=(8, 7)),
+                               fatbin_entry(1, 120, version=(9, 0))])
+    lib = make_elf([(".nv_fatbin", fatbin)], needed=["libcudart.so.13"])
+    info = _info(lib, tmp_path)
+    assert (info.ptx, info.ptx_isa) == (("sm_80", "sm_120"), ((8, 7), (9, 0)))
+
+
 def test_several_containers_and_padding_across_every_boundary(tmp_path: Path) -> None:
     fatbin = REAL + b"\0" * 24 + SECOND + b"\0" * 8
     lib = make_elf([(".nv_fatbin", fatbin)], needed=["libcudart.so.13"], runpath="$ORIGIN/../nvidia/cu13/lib")

@@ -80,9 +80,21 @@ def test_real_scikit_build_core_build_keeps_the_static_dependencies(tmp_path: Pa
     assert requires[0] == "packaging>=20" and len(requires) == 2 and requires[1].startswith("nvidia-cuda-runtime")
 
 
-def test_the_examples_fallback_agrees_with_buildrows_metadata(monkeypatch: pytest.MonkeyPatch) -> None:
-    """examples/cuda-extension/build_support/row_metadata.py carries a fallback for builds that
-    cannot import buildrows (CI's isolated build): it must give what buildrows.metadata gives."""
+IN_TREE = ("buildrows/data/buildrows_version.py", "examples/cuda-extension/build_support/buildrows_version.py")
+
+
+def test_the_example_carries_the_provider_init_writes() -> None:
+    from tests.conftest import REPO
+
+    written, carried = (REPO / p for p in IN_TREE)
+    assert carried.read_bytes() == written.read_bytes(), (
+        f"{carried} differs from {written}\n    fix: cp {written} {carried}")
+
+
+@pytest.mark.parametrize("path", IN_TREE)
+def test_the_in_tree_provider_agrees_with_buildrows_metadata(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """The provider `init` writes into a project (and the example carries) runs where buildrows is
+    not importable (CI's isolated build): it must give what buildrows.metadata gives."""
     import builtins
     import importlib.util
 
@@ -95,8 +107,7 @@ def test_the_examples_fallback_agrees_with_buildrows_metadata(monkeypatch: pytes
             raise ImportError(name)
         return real_import(name, *a, **k)  # type: ignore[arg-type]
 
-    path = REPO / "examples" / "cuda-extension" / "build_support" / "row_metadata.py"
-    spec = importlib.util.spec_from_file_location("row_metadata_fallback", path)
+    spec = importlib.util.spec_from_file_location("buildrows_version_in_tree", REPO / path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setattr(builtins, "__import__", no_buildrows)
@@ -113,4 +124,11 @@ def test_the_examples_fallback_agrees_with_buildrows_metadata(monkeypatch: pytes
         for own in ([], ["numpy>=1.24"], ["NVIDIA_cuda_runtime==13.0.96"]):
             assert module.dynamic_metadata("dependencies", {"requires": own}) == dynamic_metadata(
                 "dependencies", {"requires": own})
+            project = {"dynamic": ["version", "dependencies"], "dependencies": own}
+            assert module.dynamic_metadata({"base": "1.0"}, project) == dynamic_metadata({"base": "1.0"}, project)
         assert module.dynamic_metadata("version", {"base": "0.1.0"}) == dynamic_metadata("version", {"base": "0.1.0"})
+    with pytest.raises(ValueError, match="set `base`"):
+        module.dynamic_metadata("version", {})
+    monkeypatch.setenv("BUILDROWS_LOCAL_VERSION", "+cu 130")
+    with pytest.raises(ValueError, match="not a PEP 440 local version label"):
+        module.dynamic_metadata("version", {"base": "0.1.0"})

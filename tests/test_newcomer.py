@@ -243,7 +243,9 @@ def test_a_specific_ptx_target_is_refused_and_the_fix_works(tmp_path: Path, cli:
 def test_inline_ptx_on_a_specific_entry_is_refused() -> None:
     with pytest.raises(ArchError, match=r"9\.0a\+PTX: PTX of an architecture-specific") as e:
         parse_arch_list("8.0 9.0a+PTX")
-    assert e.value.hint == "write 9.0a without +PTX and mark a plain architecture instead (8.0+PTX)"
+    assert e.value.hint == ("write 9.0a without +PTX and mark a plain architecture instead (8.0+PTX) (if the wheel ships "
+                            "that PTX on purpose, write 9.0a 9.0a-virtual)")
+    assert parse_arch_list("8.0 9.0a 9.0a-virtual").text == "8.0 9.0a 9.0a-virtual"  # deliberate: accepted
     assert parse_arch_list("8.0+PTX 9.0a").ptx_names == ["sm_80"]
 
 

@@ -310,7 +310,8 @@ def test_a_policy_that_publishes_nothing_is_refused(tmp_path: Path, cli: Callabl
 
 
 @pytest.mark.parametrize(("ptx", "message"), [
-    ('"9.0+PTX"', "'9.0+PTX': +PTX is not allowed here"),
+    ('"9.0+PTX"', "'9.0+PTX': name one architecture here (8.0, 9.0a), without +PTX or -virtual"),
+    ('"9.0-virtual"', "'9.0-virtual': name one architecture here"),
     ('"7.5"', "ptx = '7.5' is not in the row's list"),
 ])
 def test_a_bad_ptx_choice_is_reported_at_ptx(ptx: str, message: str, policy_copy: Callable[..., Path],

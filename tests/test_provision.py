@@ -111,12 +111,31 @@ def test_the_running_interpreter_is_found_first() -> None:
     assert found is not None and found.source == "running" and found.version == sys.version.split()[0]
 
 
-def test_install_hint_is_the_exact_command(tmp_path: Path) -> None:
-    env = _env(tmp_path)
-    assert "`uv python install 3.13`" in install_hint("3.13", env) and "pyenv install 3.13" in install_hint("3.13", env)
-    (Path(env["HOME"]) / ".pyenv").mkdir(parents=True)
-    assert install_hint("3.12", env).startswith("`pyenv install 3.12`")
-    assert "uv python install 3.13t" in install_hint("3.13t", env)
+def _tool(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    path.chmod(0o755)
+
+
+def test_install_hint_names_only_what_this_machine_has(tmp_path: Path) -> None:
+    """It said `uv python install 3.13` on a machine without uv."""
+    bindir = tmp_path / "bin"
+    env = _env(tmp_path, str(bindir))
+    # neither pyenv nor uv: uv from PyPI into a venv of the running Python, then the interpreter
+    hint = install_hint("3.13", env)
+    venv = Path(env["HOME"]) / ".cache" / "buildrows" / "uv-tool"
+    assert hint.startswith(f"`{sys.executable} -m venv {venv} && {venv}/bin/pip install -q uv && "
+                           f"{venv}/bin/uv python install 3.13` (this machine has neither pyenv nor uv")
+    assert "pyenv" not in hint.split("`")[1]
+    # uv on PATH
+    _tool(bindir / "uv")
+    assert install_hint("3.13t", env).startswith("`uv python install 3.13t`; buildrows then finds it")
+    # pyenv installed but not on PATH (its installer's layout): the full path, uv offered as well
+    _tool(Path(env["HOME"]) / ".pyenv" / "bin" / "pyenv")
+    hint = install_hint("3.12", env)
+    assert hint.startswith(f"`{Path(env['HOME']) / '.pyenv' / 'bin' / 'pyenv'} install 3.12` (or `uv python install 3.12`)")
+    _tool(bindir / "pyenv")
+    assert install_hint("3.12", env).startswith("`pyenv install 3.12` (or")
 
 
 def test_doctor_reports_the_shim_and_the_command(tmp_path: Path) -> None:
@@ -131,7 +150,7 @@ def test_doctor_reports_the_shim_and_the_command(tmp_path: Path) -> None:
     findings = diagnose(pol, row, _env(tmp_path, str(shims)), EXAMPLE.parent, driver="scikit-build-core",
                         host="linux", probe=_NoTools())
     (py,) = [f for f in findings if f.check == "python"]
-    assert py.failed and "does not run: it exited with status 127" in py.seen and f"pyenv install {OTHER}" in py.fix
+    assert py.failed and "does not run: it exited with status 127" in py.seen and f"uv python install {OTHER}" in py.fix
 
 
 class _NoTools:
@@ -502,7 +521,9 @@ def test_build_refuses_a_row_without_an_interpreter_with_the_command(tmp_path: P
     err = r.err  # type: ignore[attr-defined]
     assert f"no Python {other} that runs to build {row} with" in err
     assert f"{shims}/python{other} (PATH) does not run: it exited with status 127" in err
-    assert f"uv python install {other}" in err and f"pyenv install {other}" in err
+    # neither pyenv nor uv on this PATH: the command installs uv first, and offers no pyenv
+    assert "/bin/pip install -q uv && " in err and f"uv python install {other}" in err
+    assert f"pyenv install {other}" not in err
     assert not (tmp_path / "dist").exists()
 
 

@@ -35,6 +35,7 @@ from packaging.requirements import Requirement
 from buildrows.binaries.wheelread import read_wheel
 from buildrows.build.record import parse_record
 from tests.cuda_root import assemble, nvidia_tree
+from tests.tar_tools import extract_sdist
 
 pytestmark = pytest.mark.integration
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -78,7 +79,7 @@ def sdists(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Pat
                 cache.glob(f"{name}-{version}.tar.gz"))
         dest = tmp_path_factory.mktemp(name)
         with tarfile.open(found[0]) as tar:
-            tar.extractall(dest, filter="data")
+            extract_sdist(tar, dest)
         (src,) = dest.iterdir()
         return src
 
@@ -199,7 +200,7 @@ def test_graphgp_cuda_scikit_build_core_row(cli: Callable[..., object], sdists: 
     builder_env(monkeypatch, [cuda_root / "bin"])
     # Its CMakeLists.txt sets CMAKE_CUDA_ARCHITECTURES 80;89;90 itself: bare numbers, so real code
     # and PTX for each. The policy states exactly that list (a row of "8.0 8.9 9.0" fails the check:
-    # "PTX for sm_80, sm_89, sm_90, which the row does not mark +PTX").
+    # "PTX for sm_80, sm_89, sm_90, which the row does not list as PTX").
     pol = policy(tmp_path, name="graphgp-cuda", driver="scikit-build-core", archs="8.0+PTX 8.9+PTX 9.0+PTX",
                  ptx="newest", mode="static")
     wheel = build(cli, pol, ROW, src, tmp_path / "cuda")

@@ -37,6 +37,7 @@ import pytest
 from buildrows.binaries.wheelread import read_wheel
 from tests.conftest import Result
 from tests.cuda_root import assemble, nvidia_tree
+from tests.tar_tools import extract_sdist
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 PYT = PY.replace(".", "")
@@ -76,7 +77,7 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, str], Path
         assert digest == SDISTS[(name, version)], f"{archive} is not the pinned {name} {version} ({digest})"
         dest = tmp_path_factory.mktemp(name)
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
+            extract_sdist(tar, dest)
         (src,) = dest.iterdir()
         return src
 

@@ -365,19 +365,25 @@ def cuobjdump(lib: Path) -> tuple[list[str], list[str]]:
 @needs_nvcc
 @pytest.mark.skipif(CUOBJDUMP is None, reason="needs cuobjdump (pip install nvidia-cuda-cuobjdump)")
 @pytest.mark.parametrize("cmake", CMAKES)
+@pytest.mark.parametrize(("archs", "cmake_list", "code"), [
+    ("9.0 7.5", "75-real;90-real;90-virtual", (["sm_75", "sm_90"], ["sm_90"])),
+    # PTX without a cubin (issue 27): 9.0's PTX, no sm_90 cubin, and TORCH_CUDA_ARCH_LIST left empty
+    ("7.5 compute_90", "75-real;90-virtual", (["sm_75"], ["sm_90"])),
+])
 def test_workflow_builds_exactly_the_rows_device_code(cli: Callable[..., Result], tmp_path: Path, cmake: str,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Render the row into a tiny CUDA project; `cmake --workflow` must build sm_75, sm_90 and PTX 9.0 only."""
+                                                      monkeypatch: pytest.MonkeyPatch, archs: str, cmake_list: str,
+                                                      code: tuple[list[str], list[str]]) -> None:
+    """Render the row into a tiny CUDA project; `cmake --workflow` must build exactly the row's cubins and PTX."""
     for var in ("CUDACXX", "CUDAARCHS", "TORCH_CUDA_ARCH_LIST", "CMAKE_ARGS", "BUILDROWS_HOST_OS"):
         monkeypatch.delenv(var, raising=False)
-    project, policy = mini_project(tmp_path, "9.0 7.5")
+    project, policy = mini_project(tmp_path, archs)
     r = cli("--config", str(policy), "render", ROW, "linux-x86_64-cpu-py311")
     assert r.code == 0, r.err
     p = subprocess.run([cmake, "--workflow", "--preset", ROW], cwd=project, capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert "buildrows: CMAKE_CUDA_ARCHITECTURES=75-real;90-real;90-virtual" in p.stdout
+    assert f"buildrows: CMAKE_CUDA_ARCHITECTURES={cmake_list}" in p.stdout
     assert "unused" not in p.stderr.lower()
-    assert cuobjdump(project / "build" / ROW / "libmini.so") == (["sm_75", "sm_90"], ["sm_90"])
+    assert cuobjdump(project / "build" / ROW / "libmini.so") == code
     # The CPU row of the same project builds with CUDA off although nvcc is right here.
     p = subprocess.run([cmake, "--workflow", "--preset", "linux-x86_64-cpu-py311"], cwd=project,
                        capture_output=True, text=True, check=False)

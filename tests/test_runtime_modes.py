@@ -47,17 +47,24 @@ CTK = "cuda-toolkit[cublas,cudart,nvrtc]==13.*; extra == \"ctk\""
 @pytest.mark.parametrize(("needed", "requires", "extra", "optional", "ok", "message"), [
     # faiss: NEEDS cudart and cuBLAS, declares their wheels unconditionally
     (("libcudart.so.13", "libcublasLt.so.13"), ["nvidia-cuda-runtime>=13", "nvidia-cublas>=13"], None, (), True,
-     "declares unconditionally nvidia-cublas, nvidia-cuda-runtime; they carry every NVIDIA soname the libraries NEED (2)"),
+     "declares nvidia-cublas, nvidia-cuda-runtime among its unconditional requirements; they carry every NVIDIA "
+     "soname the libraries NEED (2)"),
     (("libcudart.so.13", "libcublas.so.13"), ["nvidia-cuda-runtime>=13"], None, (), False,
-     "missing: pkg/_core.so NEEDS libcublas.so.13, which no NVIDIA package the wheel declares unconditionally carries; "
-     "fix: declare nvidia-cublas unconditionally"),
+     "missing: pkg/_core.so NEEDS libcublas.so.13, which none of the NVIDIA packages the wheel declares among its "
+     "unconditional requirements carries; fix: declare nvidia-cublas among its unconditional requirements"),
     # cupy: the NVIDIA packages come with an extra, through NVIDIA's cuda-toolkit meta-package
-    (("libcublas.so.13", "libnvrtc.so.13"), [CTK], "ctk", (), True, "declares under extra 'ctk' nvidia-cublas"),
+    (("libcublas.so.13", "libnvrtc.so.13"), [CTK], "ctk", (), True, "declares nvidia-cublas"),
     (("libcublas.so.13", "libcufft.so.12"), [CTK], "ctk", (), False,
-     "NEEDS libcufft.so.12, which no NVIDIA package the wheel declares under extra 'ctk' carries; fix: declare nvidia-cufft"),
-    (("libcublas.so.13",), [CTK], None, (), False, "NEEDS libcublas.so.13, which no NVIDIA package the wheel declares unconditionally"),
+     "NEEDS libcufft.so.12, which none of the NVIDIA packages the wheel declares under extra 'ctk' carries; fix: "
+     "declare nvidia-cufft"),
+    (("libcublas.so.13",), [CTK], None, (), False,
+     "NEEDS libcublas.so.13, which none of the NVIDIA packages the wheel declares among its unconditional requirements"),
     # a library loaded only when present
     (("libnccl.so.2",), [], None, ("libnccl.so.*",), True, "libnccl.so.2 (NEEDED by pkg/_core.so): loaded only when present"),
+    # nothing declared: said in plain words (it once read "declares unconditionally no NVIDIA package")
+    (("libnccl.so.2",), [], None, ("libnccl.so.*",), True,
+     "mode preload (the project loads them itself): no NVIDIA package is declared among its unconditional "
+     "requirements, and every NVIDIA soname the libraries NEED (1) is optional"),
     (("libcutensor.so.2",), [], None, (), False,
      "fix: no NVIDIA wheel buildrows knows carries it; if the project loads it only when present, list it under optional"),
     # a package of the other major
@@ -87,8 +94,9 @@ def test_preload_needs_no_rpath_and_accepts_entries_into_declared_packages() -> 
     r = check_rpath(_exp("preload", T12), _wheel(libs, []))
     assert not r.ok
     assert r.details[0] == ("pkg/_dl.so: '$ORIGIN/../nvidia/cublas/lib' resolves to site-packages/nvidia/cublas/lib, "
-                            "which no NVIDIA package the wheel declares unconditionally installs; fix: declare "
-                            "nvidia-cublas-cu12 unconditionally, or drop the entry")
+                            "which none of the NVIDIA packages the wheel declares among its unconditional requirements "
+                            "installs; fix: declare nvidia-cublas-cu12 among its unconditional requirements, or drop "
+                            "the entry")
     other = [_lib("pkg/_dl.so", rpath=("$ORIGIN/../vendor/lib",))]
     r = check_rpath(_exp("preload", T12), _wheel(other, []))
     assert "which neither the wheel nor the CUDA runtime provides" in r.details[0]

@@ -96,8 +96,9 @@ def test_a_cuda_row_built_after_the_cpu_wheel_leaves_it_and_a_rebuild_keeps_the_
     assert r.code == 0, r.out + r.err
     assert cpu.read_bytes() == first  # the CUDA wheel, named like it before stamping, took nothing
     assert (out / f"tiny-0.1.0+cu130-{TAG}-linux_x86_64.whl").is_file()
-    # a later build of the CPU row writes other bytes (its timestamps): the earlier wheel is kept aside
-    (tmp_path / "tiny" / "always.c").write_text((tmp_path / "tiny" / "always.c").read_text() + "/* v2 */\n")
+    # a later build of the CPU row with other content (a rebuild of the same sources is the same
+    # wheel, whatever its zip timestamps, and replaces nothing): the earlier wheel is kept aside
+    (tmp_path / "tiny" / "always.c").write_text((tmp_path / "tiny" / "always.c").read_text() + "int tiny_v2 = 2;\n")
     r = cli("--config", str(pol), "build", CPU, "--no-check", "--wheel-dir", str(out))
     assert r.code == 0, r.out + r.err
     (kept,) = out.glob(f"earlier-*/{cpu.name}")

@@ -171,7 +171,7 @@ def test_row_holds_the_wheels_tags(filename: str, row: str, extra: list[str], fa
         (["--archs", "7.5 9.0"], 0, "1 library carries exactly sm_75 sm_90 with PTX sm_90"),
         (["--archs", "7.0"], 2, "--archs: "),  # CUDA 13.0 cannot compile 7.0
         # --ptx: the policy's ptx key on the command line, for --archs or the row's list
-        (["--ptx", "none"], 5, "fx/_core.so: PTX for sm_90, which the row does not mark +PTX"),
+        (["--ptx", "none"], 5, "fx/_core.so: PTX for sm_90, which the row does not list as PTX (to promise it, write 9.0+PTX in the list)"),
         (["--archs", "7.5 9.0", "--ptx", "7.5"], 5, "fx/_core.so: missing PTX for sm_75"),
         (["--archs", "7.5 9.0", "--ptx", "8.0"], 2, "--ptx: ptx = '8.0' is not in the row's list"),
     ],

@@ -21,7 +21,7 @@ Layout (little endian; reverse-engineered by comparing nvcc 13.0 output with cuo
       8  u64  payload size (padded to 8)
      16  u32  compressed size (0 when stored uncompressed)
      20  u32  offset of the options block inside the header (0 when none)
-     24  u16  minor version (cubin ABI / PTX ISA)
+     24  u16  minor version (cubin: ELF ABI, 1.8 today; PTX: the ISA, e.g. 9.0 from nvcc 13.0)
      26  u16  major version
      28  u32  SM number (75, 90, 100, 121, ...)
      32  u32  name offset          36  u32  name size
@@ -31,9 +31,13 @@ Layout (little endian; reverse-engineered by comparing nvcc 13.0 output with cuo
      48  u64  (hash for LTO IR, else 0)
      56  u64  uncompressed size (0 when stored uncompressed)
 
-Naming, as cuobjdump does it: a PTX entry is ``sm_<N>`` plus ``a`` or ``f``; a cubin is
-``sm_<N>`` plus ``a`` only -- cuobjdump names a family cubin (``code=sm_100f``) ``sm_100``, and
-nvcc itself treats it as the same GPU code as ``sm_100`` (it refuses to build both).
+Naming: ``sm_<N>`` plus ``a`` (flag 0x100000) or ``f`` (0x200000), for cubins and PTX alike, as
+``cuobjdump -elf`` prints them (``arch = sm_100f``). ``cuobjdump --list-elf`` alone drops a family
+cubin's ``f`` (``sm_100``); nvcc treats it as the same GPU code as ``sm_100`` (it refuses to build
+both), so a list's ``10.0`` and ``10.0f`` are different promises of the same cubin. The cubin's own
+ELF header cannot tell them apart: ``e_flags`` is the same for ``sm_120``, ``sm_120a`` and
+``sm_120f`` (0x6007802 from nvcc 13.0); only the entry header's flags (and the cubin's
+``.note.nv.tkinfo``, ``-arch sm_120a``) say which.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
 __all__ = [
@@ -105,21 +109,30 @@ class FatbinEntry:
 
     @property
     def arch(self) -> str:
-        """The architecture as cuobjdump names this entry (``sm_90a``, ``sm_100``, ``sm_120f``)."""
+        """The entry's architecture with its variant (``sm_90a``, ``sm_100f``, ``sm_120``).
+
+        ``cuobjdump -elf`` names a family cubin ``arch = sm_100f`` too; only ``--list-elf`` drops the f.
+        """
         suffix = ""
         if self.arch_specific:
             suffix = "a"
-        elif self.family and self.kind != "elf":
+        elif self.family:
             suffix = "f"
         return f"sm_{self.sm}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
 class DeviceCode:
-    """Architectures of the cubins and PTX of a fat binary, in file order, repeats kept."""
+    """Architectures of the cubins and PTX of a fat binary, in file order, repeats kept.
+
+    ``ptx_isa``: the PTX ISA version of each PTX entry, as its entry header records it (the
+    ``.version`` of the PTX text: 8.7 is CUDA 12.8's, 9.0 CUDA 13.0's), in the same order as ``ptx``.
+    """
 
     cubins: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
+    # Not part of equality: two readings agree on which code a binary carries; the ISA is checked apart.
+    ptx_isa: tuple[tuple[int, int], ...] = field(default=(), compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.cubins or self.ptx)
@@ -250,9 +263,11 @@ def list_device_code(
     """The cubin and PTX architectures in ``data``, as ``cuobjdump --list-elf``/``--list-ptx`` order them."""
     cubins: list[str] = []
     ptx: list[str] = []
+    isa: list[tuple[int, int]] = []
     for entry in iter_entries(data, max_entries=max_entries):
         if entry.kind == "elf":
             cubins.append(entry.arch)
         elif entry.kind == "ptx":
             ptx.append(entry.arch)
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+            isa.append(entry.version)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))

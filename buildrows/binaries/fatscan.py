@@ -58,7 +58,7 @@ def _arch(kind: int, sm: int, flags: int) -> str:
     """As :attr:`buildrows.binaries.fatbin.FatbinEntry.arch` names it."""
     if flags & FLAG_ARCH_SPECIFIC:
         return f"sm_{sm}a"
-    if flags & FLAG_FAMILY and kind != KIND_ELF:
+    if flags & FLAG_FAMILY:
         return f"sm_{sm}f"
     return f"sm_{sm}"
 
@@ -71,6 +71,7 @@ class _Candidate:
     end: int = 0  # the container's end, once its header is read
     cubins: list[str] = field(default_factory=list)
     ptx: list[str] = field(default_factory=list)
+    ptx_isa: list[tuple[int, int]] = field(default_factory=list)
     entries: int = 0
     covers: bool = False  # the search jumped over this container's inside
     done: bool = False
@@ -82,6 +83,7 @@ class _Container:
     next_nonzero: int | None  # first non-zero byte at or after ``end``; None: zeros to the end
     cubins: tuple[str, ...]
     ptx: tuple[str, ...]
+    ptx_isa: tuple[tuple[int, int], ...]
     entries: int
 
 
@@ -173,6 +175,7 @@ class FatbinScanner:
             return None
         cubins: list[str] = []
         ptx: list[str] = []
+        isa: list[tuple[int, int]] = []
         count = 0
         pos = offset
         while True:
@@ -184,9 +187,10 @@ class FatbinScanner:
                 return None
             cubins += container.cubins
             ptx += container.ptx
+            isa += container.ptx_isa
             nxt = container.next_nonzero
             if nxt is None or nxt >= end:
-                return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+                return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
             pos = nxt
 
     # --- candidates -----------------------------------------------------------------------
@@ -194,7 +198,7 @@ class FatbinScanner:
     def _done(self, cand: _Candidate, next_nonzero: int | None) -> None:
         cand.done = True
         self.found[cand.start] = _Container(
-            cand.end, next_nonzero, tuple(cand.cubins), tuple(cand.ptx), cand.entries
+            cand.end, next_nonzero, tuple(cand.cubins), tuple(cand.ptx), tuple(cand.ptx_isa), cand.entries
         )
 
     def _advance(self, offset: int, data: bytes, carry: bytes) -> None:
@@ -244,7 +248,7 @@ class FatbinScanner:
                     fields = _ENTRY.unpack_from(data, pos - offset)
                 else:
                     fields = unpack(self._window(pos, _ENTRY.size, offset, data, carry))
-                kind, _v, header_size, payload, compressed, _o, _mi, _ma, sm, _n, _s, flags, _r, _u = fields
+                kind, _v, header_size, payload, compressed, _o, minor, major, sm, _n, _s, flags, _r, _u = fields
                 if not _ENTRY.size <= header_size <= MAX_ENTRY_HEADER:
                     return False
                 if header_size > left or payload > left - header_size or compressed > payload:
@@ -256,6 +260,7 @@ class FatbinScanner:
                     cand.cubins.append(_arch(kind, sm, flags))
                 elif kind == KIND_PTX:
                     cand.ptx.append(_arch(kind, sm, flags))
+                    cand.ptx_isa.append((major, minor))
                 cand.pos = pos + header_size + payload
             cand.state = _ZEROS
         # _ZEROS: the first non-zero byte at or after the container's end.

@@ -298,6 +298,7 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
                   ranges: tuple[tuple[int, int], ...]) -> DeviceCode:
     cubins: list[str] = []
     ptx: list[str] = []
+    isa: list[tuple[int, int]] = []
     for offset, size in ranges:
         code = scanner.device_code(offset, size)
         if code is None and not scanner.searched(offset, size):
@@ -310,7 +311,8 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
             code = list_device_code(source.read(offset, size))
         cubins += code.cubins
         ptx += code.ptx
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+        isa += code.ptx_isa
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
 
 
 def read_streamed(stream: MemberStream) -> StreamedLibrary:

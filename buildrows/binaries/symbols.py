@@ -1,19 +1,42 @@
-"""The undefined dynamic symbols an ELF library imports (its .dynsym entries with no section).
+"""The dynamic symbols of ELF libraries: what each imports, exports and names.
 
-Kept apart from binfmt's streaming reader: only the torch checks need symbols, so a wheel is read
-for them only when a policy asks (one library in memory at a time).
+``imported_symbols`` reads the undefined symbols of a library held in memory (the torch-ABI judges).
+``read_dynamic_symbols`` reads, through a :class:`buildrows.binaries.binfmt.ByteSource`, what the
+dynamic linker needs to load a library: its soname and NEEDED entries, its undefined non-weak symbols
+with the version and file each asks for, and the symbols it exports, from the section header table,
+``.dynsym``, its string table, ``.dynamic`` and the GNU version sections only, never the whole file
+(``libtorch_cpu.so`` is 426 MB; its symbol sections are a few tens). ``wheel_library_symbols`` streams
+a wheel's libraries once each and also scans their strings for ``lib*.so.N`` names (what a library may
+dlopen) and the CUDA runtime's entry points (a host-side CUDA library). Kept apart from binfmt's
+streaming reader: only the load and torch judges need symbols. These readers report; buildrows.check
+judges.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 import zipfile
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
-from buildrows.binaries.binfmt import BinaryFormatError
+from buildrows.binaries.binfmt import BinaryFormatError, ByteSource
 
-__all__ = ["imported_symbols", "wheel_imported_symbols"]
+if TYPE_CHECKING:
+    from buildrows.binaries.inflate import MemberStream
+
+__all__ = [
+    "DynamicSymbols",
+    "FileSource",
+    "Import",
+    "imported_symbols",
+    "library_symbols",
+    "read_dynamic_symbols",
+    "wheel_imported_symbols",
+    "wheel_library_symbols",
+]
 
 _SHT_DYNSYM = 11
 
@@ -65,4 +88,308 @@ def wheel_imported_symbols(wheel: Path, members: Iterable[str]) -> dict[str, tup
     with zipfile.ZipFile(wheel) as zf:
         for member in members:
             out[member] = imported_symbols(zf.read(member))
+    return out
+
+
+# --- What a library exports, imports and names, for "would it load" (buildrows.check.loading) ------------
+#
+# Read through a ByteSource from the section header table: only .dynsym, its string table, .dynamic and
+# the GNU version sections are read, never the whole file. A library in a wheel streams past once (its
+# strings scanned as they pass, checkpoints kept), and those few sections are inflated again from the
+# nearest checkpoint (buildrows.binaries.inflate.MemberStream); a library on disk is read where they lie.
+
+_SHT_DYNAMIC = 6
+_SHT_GNU_VERDEF = 0x6FFFFFFD
+_SHT_GNU_VERNEED = 0x6FFFFFFE
+_SHT_GNU_VERSYM = 0x6FFFFFFF
+_DT_NEEDED = 1
+_DT_SONAME = 14
+_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
+_STV_HIDDEN, _STV_INTERNAL = 2, 1
+_VERSYM_HIDDEN = 0x8000
+# Bounds on what a hostile header can make us read or loop over.
+MAX_SYMBOL_SECTION: Final = 256 << 20
+MAX_VERSION_ENTRIES: Final = 1_000_000
+HEAD: Final = 1 << 16
+# Names a library may pass to dlopen ("libcublas.so.12"), and signs that it calls the CUDA runtime or driver
+# itself (cudart linked in statically carries its entry points' names and dlopens "libcuda.so.1").
+_SONAME_STRING = re.compile(rb"lib[A-Za-z0-9_+-]{1,64}\.so\.[0-9]{1,4}")
+CUDA_MARKERS: Final = ("__cudaRegisterFatBinary", "cudaGetDeviceCount", "cudaLaunchKernel")
+# One literal prefix ("cuda"), so the search runs at memory speed (an alternation of literals does not).
+_MARKER = re.compile(rb"cuda(?:RegisterFatBinary|GetDeviceCount|LaunchKernel)")
+MAX_STRINGS: Final = 512
+_OVERLAP: Final = 96
+
+
+@dataclass(frozen=True, slots=True)
+class Import:
+    """One undefined, non-weak dynamic symbol: its name, and the version and file it asks for (GNU
+    symbol versioning, e.g. ``memcpy`` GLIBC_2.14 from libc.so.6), if any."""
+
+    name: str
+    version: str | None = None
+    file: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicSymbols:
+    """What the dynamic linker reads of one ELF library to load it.
+
+    ``exported``: the names it defines for others (global or weak, visible), each also as
+    ``name@VERSION`` when versioned; ``versioned_only`` (names exported only under a hidden version)
+    are left out of the bare names. ``sonames_named``: ``lib*.so.N`` strings anywhere in the file (what
+    it may dlopen); ``cuda_markers``: which of :data:`CUDA_MARKERS` it carries (empty unless scanned).
+    """
+
+    soname: str | None
+    needed: tuple[str, ...]
+    imports: tuple[Import, ...]
+    exported: frozenset[str]
+    sonames_named: tuple[str, ...] = ()
+    cuda_markers: tuple[str, ...] = ()
+    scanned: bool = False  # whether the strings were scanned (a library streamed from a wheel)
+    versioned: bool = False  # it defines symbol versions (.gnu.version_d)
+
+    def defines(self, name: str, version: str | None) -> bool:
+        """Whether a reference to ``name`` (at ``version``, if versioned) binds here: a versioned
+        reference needs that version where the library defines versions (the loader's rule; a
+        library without versions satisfies any)."""
+        if version is not None and self.versioned:
+            return f"{name}@{version}" in self.exported
+        return name in self.exported
+
+
+def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
+    """The dynamic symbols of an ELF file read through ``source``; None when it is not ELF."""
+    head = bytes(source.read(0, min(64, source.size)))
+    if len(head) < 16 or head[:4] != b"\x7fELF":
+        return None
+    is64, order = head[4] == 2, "<" if head[5] == 1 else ">"
+    hdr = struct.Struct(order + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"))
+    if len(head) < 16 + hdr.size:
+        raise BinaryFormatError("truncated ELF header")
+    fields = hdr.unpack_from(head, 16)
+    shoff, shentsize, shnum = fields[5], fields[10], fields[11]
+    sec = struct.Struct(order + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
+    if shnum == 0 or shentsize < sec.size or shoff + shnum * shentsize > source.size or shnum > 65_535:
+        raise BinaryFormatError("no readable section header table (the dynamic symbols cannot be found)")
+    table = bytes(source.read(shoff, shnum * shentsize))
+    sections = []
+    for i in range(shnum):
+        s = sec.unpack_from(table, i * shentsize)
+        sections.append((s[1], s[4], s[5], s[6]))  # type, offset, size, link
+
+    def read(i: int) -> bytes:
+        kind, offset, size, _ = sections[i]
+        if size > MAX_SYMBOL_SECTION or offset + size > source.size:
+            raise BinaryFormatError(f"section {i} (type {kind:#x}) runs past the end of the file or is too large")
+        return bytes(source.read(offset, size))
+
+    def string(strings: bytes, at: int) -> str:
+        end = strings.find(b"\0", at)
+        return strings[at:end if end >= 0 else None].decode("utf-8", "surrogateescape")
+
+    strtabs: dict[int, bytes] = {}
+
+    def strtab(i: int) -> bytes:
+        if not 0 <= i < len(sections):
+            raise BinaryFormatError(f"a section links string table {i}, which does not exist")
+        if i not in strtabs:
+            strtabs[i] = read(i)
+        return strtabs[i]
+
+    by_type = {kind: i for i, (kind, *_rest) in reversed(list(enumerate(sections)))}
+    soname, needed = None, []
+    if _SHT_DYNAMIC in by_type:
+        i = by_type[_SHT_DYNAMIC]
+        dyn = struct.Struct(order + ("qQ" if is64 else "iI"))
+        data, names = read(i), strtab(sections[i][3])
+        for at in range(0, len(data) - dyn.size + 1, dyn.size):
+            tag, val = dyn.unpack_from(data, at)
+            if tag == 0:
+                break
+            if tag == _DT_NEEDED:
+                needed.append(string(names, val))
+            elif tag == _DT_SONAME:
+                soname = string(names, val)
+    # version index -> (version name, file) of what this library needs; -> name of what it defines
+    wants: dict[int, tuple[str, str]] = {}
+    if _SHT_GNU_VERNEED in by_type:
+        i = by_type[_SHT_GNU_VERNEED]
+        data, names = read(i), strtab(sections[i][3])
+        at, count = 0, 0
+        while at + 16 <= len(data) and count < MAX_VERSION_ENTRIES:
+            _, cnt, file_off, aux, nxt = struct.unpack_from(order + "HHIII", data, at)
+            file = string(names, file_off)
+            a = at + aux
+            for _ in range(cnt):
+                if a + 16 > len(data):
+                    break
+                _, _, other, name_off, anext = struct.unpack_from(order + "IHHII", data, a)
+                wants[other & 0x7FFF] = (string(names, name_off), file)
+                count += 1
+                if not anext:
+                    break
+                a += anext
+            if not nxt:
+                break
+            at += nxt
+    defines: dict[int, str] = {}
+    if _SHT_GNU_VERDEF in by_type:
+        i = by_type[_SHT_GNU_VERDEF]
+        data, names = read(i), strtab(sections[i][3])
+        at, count = 0, 0
+        while at + 20 <= len(data) and count < MAX_VERSION_ENTRIES:
+            _, _, ndx, cnt, _, aux, nxt = struct.unpack_from(order + "HHHHIII", data, at)
+            if cnt and at + aux + 8 <= len(data):
+                defines[ndx] = string(names, struct.unpack_from(order + "I", data, at + aux)[0])
+            count += 1
+            if not nxt:
+                break
+            at += nxt
+    imports: list[Import] = []
+    exported: set[str] = set()
+    if _SHT_DYNSYM in by_type:
+        i = by_type[_SHT_DYNSYM]
+        sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
+        data, names = read(i), strtab(sections[i][3])
+        versym = read(by_type[_SHT_GNU_VERSYM]) if _SHT_GNU_VERSYM in by_type else b""
+        count = len(data) // sym.size
+        vers = struct.unpack_from(f"{order}{min(count, len(versym) // 2)}H", versym) if versym else ()
+        for n in range(1, count):  # entry 0 is null
+            entry = sym.unpack_from(data, n * sym.size)
+            name_off, info, other, shndx = (entry[0], entry[1], entry[2], entry[3]) if is64 else \
+                (entry[0], entry[3], entry[4], entry[5])
+            if name_off == 0:
+                continue
+            bind = info >> 4
+            ver = vers[n] if n < len(vers) else 1
+            name = string(names, name_off)
+            if shndx == 0:
+                if bind == _STB_WEAK:
+                    continue  # a weak reference may stay unresolved
+                wanted = wants.get(ver & 0x7FFF)
+                imports.append(Import(name, wanted[0], wanted[1]) if wanted else Import(name))
+                continue
+            if bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE) or (other & 3) in (_STV_HIDDEN, _STV_INTERNAL):
+                continue
+            version = defines.get(ver & 0x7FFF)
+            if version is not None and (ver & 0x7FFF) > 1:
+                exported.add(f"{name}@{version}")
+            if not ver & _VERSYM_HIDDEN:
+                exported.add(name)  # the default version: unversioned references bind to it
+    return DynamicSymbols(soname, tuple(needed), tuple(imports), frozenset(exported), versioned=bool(defines))
+
+
+class FileSource:
+    """A :class:`ByteSource` over a file on disk: reads where asked, holds nothing."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._size = path.stat().st_size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, size: int) -> bytes:
+        with self.path.open("rb") as fp:
+            fp.seek(offset)
+            return fp.read(size)
+
+
+class _StringScan:
+    """Scans pieces of a file in order for soname strings and CUDA markers (a few bytes of overlap)."""
+
+    def __init__(self, markers: bool = True) -> None:
+        self.tail = b""
+        self.sonames: dict[str, None] = {}
+        self.markers: dict[str, None] = {}
+        self.want_markers = markers
+
+    def feed(self, piece: bytes) -> None:
+        data = self.tail + piece
+        if len(self.sonames) < MAX_STRINGS:
+            for m in _SONAME_STRING.finditer(data):
+                self.sonames[m.group().decode("ascii")] = None
+        if self.want_markers and len(self.markers) < len(CUDA_MARKERS):
+            for m in _MARKER.finditer(data):
+                name = m.group().decode("ascii")
+                self.markers["__" + name if name == "cudaRegisterFatBinary" else name] = None
+        self.tail = data[-_OVERLAP:]
+
+
+def library_symbols(path: Path, *, scan: bool = False) -> DynamicSymbols | None:
+    """A library on disk (a torch install's ``torch/lib``): its sections read where they lie."""
+    with path.open("rb") as fp:
+        if fp.read(4) != b"\x7fELF":
+            return None
+    got = read_dynamic_symbols(FileSource(path))
+    if got is None or not scan:
+        return got
+    strings = _StringScan()
+    with path.open("rb") as fp:
+        while piece := fp.read(1 << 20):
+            strings.feed(piece)
+    return _with_strings(got, strings)
+
+
+def _with_strings(got: DynamicSymbols, strings: _StringScan) -> DynamicSymbols:
+    return DynamicSymbols(got.soname, got.needed, got.imports, got.exported,
+                          tuple(strings.sonames)[:MAX_STRINGS], tuple(strings.markers), scanned=True,
+                          versioned=got.versioned)
+
+
+class _StreamedSource:
+    """A :class:`ByteSource` over a member that streamed past once: its head kept, the rest inflated
+    again from the nearest checkpoint on demand."""
+
+    def __init__(self, stream: MemberStream, head: bytes) -> None:
+        self.stream = stream
+        self.head = head
+
+    @property
+    def size(self) -> int:
+        return self.stream.size
+
+    def read(self, offset: int, size: int) -> bytes:
+        if offset + size <= len(self.head):
+            return self.head[offset:offset + size]
+        return self.stream.read(offset, size)
+
+
+def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = True,
+                          markers: Container[str] = (), max_member_size: int | None = None) -> dict[str, DynamicSymbols]:
+    """member -> its dynamic symbols (and, with ``scan``, the soname strings it carries; for the members in
+    ``markers``, the CUDA runtime's entry points too), for the ELF members named: each streams past once,
+    one at a time; memory is a chunk, the checkpoints and the symbol sections, not the library."""
+    from buildrows.binaries.inflate import InflateError
+    from buildrows.binaries.wheelread import DEFAULT_MAX_MEMBER_SIZE, WheelError
+    from buildrows.binaries.wheelread import _member_stream as member_stream
+
+    out: dict[str, DynamicSymbols] = {}
+    wanted = set(members)
+    with zipfile.ZipFile(wheel) as zf:
+        infos = [i for i in zf.infolist() if i.filename in wanted]
+    for info in infos:
+        stream = member_stream(wheel, info, max_member_size or DEFAULT_MAX_MEMBER_SIZE)
+        head = bytearray()
+        strings = _StringScan(markers=info.filename in markers)
+        try:
+            for _, piece in stream.chunks():
+                if len(head) < HEAD:
+                    head += piece[:HEAD - len(head)]
+                    if len(head) >= 4 and head[:4] != b"\x7fELF":
+                        break  # a PE or other file: nothing to read here
+                if scan:
+                    strings.feed(piece)
+            if head[:4] != b"\x7fELF":
+                continue
+            got = read_dynamic_symbols(_StreamedSource(stream, bytes(head)))
+        except InflateError as exc:
+            raise WheelError(str(wheel), str(exc), info.filename) from None
+        except BinaryFormatError as exc:
+            raise WheelError(str(wheel), str(exc), info.filename) from exc
+        if got is not None:
+            out[info.filename] = _with_strings(got, strings) if scan else got
     return out

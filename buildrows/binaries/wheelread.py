@@ -119,6 +119,8 @@ class LibraryInfo:
     # PTX that only the relocatable fat binary (``__nv_relfatbin``) holds while an executable one
     # exists: what separable compilation leaves, and what the runtime never JIT-compiles.
     relocatable_ptx: tuple[str, ...] = ()
+    # The PTX ISA version of each ``ptx`` entry (same order): which toolkit wrote it, which driver JITs it.
+    ptx_isa: tuple[tuple[int, int], ...] = ()
 
     @property
     def has_device_code(self) -> bool:
@@ -393,11 +395,13 @@ def describe_library(path: str, data: bytes | bytearray | memoryview) -> Library
 def _device_code(sections: tuple[memoryview, ...]) -> DeviceCode:
     cubins: list[str] = []
     ptx: list[str] = []
+    isa: list[tuple[int, int]] = []
     for section in sections:
         code = _fatbin_device_code(section)
         cubins.extend(code.cubins)
         ptx.extend(code.ptx)
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx))
+        isa.extend(code.ptx_isa)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
 
 
 def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relocatable: DeviceCode) -> LibraryInfo:
@@ -408,6 +412,7 @@ def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relo
         machine=layout.machine,
         cubins=code.cubins,
         ptx=code.ptx,
+        ptx_isa=code.ptx_isa,
         needed=layout.needed,
         rpath=layout.rpath,
         runpath=layout.runpath,

@@ -291,8 +291,10 @@ def check_requirements(python: str, requirements: Sequence[str], installed: Mapp
         if req.marker is not None and not req.marker.evaluate():
             continue
         have = installed.get(canonicalize_name(req.name))
+        # --isolation fetches the project's requirements, never the frontend itself (it runs in the row's Python).
+        frontend = canonicalize_name(req.name) == "build"
         fix = (f"{python} -m pip install '{text}' (the PEP 517 frontend runs in the row's Python, with --isolation too)"
-               if isolation else
+               if isolation or frontend else
                f"{python} -m pip install '{text}' (or build with --isolation, which fetches it from the registry)")
         if have is None:
             out.append(Finding(req.name, "missing", f"not installed for {python}", fix))

@@ -268,3 +268,16 @@ def provider_path(cache: Path, env: Mapping[str, str]) -> str:
             shutil.copy2(package / "metadata.py", link / "metadata.py")
     previous = env.get("PYTHONPATH", "")
     return os.pathsep.join(p for p in (str(where), previous) if p)
+
+
+def with_source_date_epoch(bp: BuildPlan, project: Path, env: Mapping[str, str]) -> tuple[BuildPlan, str]:
+    """The plan with SOURCE_DATE_EPOCH on every command (the user's, else the project's last commit
+    time: buildrows.build.stamp.source_date_epoch), so the wheel's zip timestamps, and with them its
+    bytes, depend on the sources only; and a line saying where the value came from."""
+    from dataclasses import replace
+
+    from buildrows.build.stamp import source_date_epoch
+
+    value, why = source_date_epoch(project, env)
+    commands = tuple(replace(cmd, env=(*cmd.env, ("SOURCE_DATE_EPOCH", value))) for cmd in bp.commands)
+    return replace(bp, commands=commands), f"SOURCE_DATE_EPOCH={value} ({why}): a rebuild of the same sources gives the same wheel"

@@ -636,6 +636,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
     if python is not None:
         bp = drivers.with_environment_bin(bp, python, base_env)
+        bp, epoch = drivers.with_source_date_epoch(bp, project, base_env)
+        ui.info(f"  {epoch}")
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -688,7 +690,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
     if wheel_dir != final_dir:
         wheel = _unstage(state, row, wheel, final_dir)
-    ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui)
+    torch_python = python if python is not None and not args.isolation else None  # its torch built the wheel
+    ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui, torch_python=torch_python)
     if ok is False:
         ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above)")
     return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, wheel.name,
@@ -718,9 +721,9 @@ def _remove_if_empty(staging: Path) -> None:
 
 
 def _same_file(a: Path, b: Path) -> bool:
-    import filecmp
+    from buildrows.build.stamp import same_wheel  # the same content, whatever its zip timestamps
 
-    return filecmp.cmp(a, b, shallow=False)
+    return same_wheel(a, b)
 
 
 def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
@@ -891,6 +894,21 @@ def stamp_foreign_wheel(pol: Policy, row_name: str, wheel: str, ui: UI) -> Path:
                         torch_env=os.environ, compiler_cuda=row.cuda.dotted if row.cuda is not None else None, ui=ui)
 
 
+def _uses_torch(pol: Policy, row: Row) -> bool:
+    """Whether the row's wheel is built against torch or uses its runtime (its libraries need torch's)."""
+    return pol.torch_extension(row) or (row.runtime is not None and row.runtime.mode == "torch-runtime")
+
+
+def _torch_dir(python: str) -> str | None:
+    """Where the build environment's torch package lies (found without importing torch), or None."""
+    from buildrows.build.runner import capture
+
+    got = capture([python, "-c", "import importlib.util as u; s = u.find_spec('torch'); "
+                   "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')"], timeout=60)
+    text = got.output.strip().splitlines()[-1:] if got.code == 0 else []
+    return text[0] if text and Path(text[0], "lib").is_dir() else None
+
+
 def _size(path: Path) -> int:
     """A wheel's size, or an install tree's (the cmake-presets driver): its files together."""
     if path.is_dir():
@@ -898,8 +916,10 @@ def _size(path: Path) -> int:
     return path.stat().st_size
 
 
-def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
-    """`buildrows check` on the new wheel (or install tree) against its row; prints the report, returns the verdict."""
+def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI, *, torch_python: str | None = None) -> bool:
+    """`buildrows check` on the new wheel (or install tree) against its row; prints the report, returns the verdict.
+    `torch_python`: the build environment's Python, whose torch a PyTorch extension compiled against; the
+    libraries are then loaded against that torch's libraries (libraries-load)."""
     import time
 
     from buildrows.build.runner import duration
@@ -907,8 +927,10 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI) -> bool:
 
     start = time.perf_counter()
 
-    args = CheckRequest(wheel=str(wheel), row=row.name, config=pol.path)
-    ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row", row.name])
+    torch_dir = _torch_dir(torch_python) if torch_python is not None and _uses_torch(pol, row) else None
+    args = CheckRequest(wheel=str(wheel), row=row.name, config=pol.path, torch=torch_dir)
+    ui.step(f"check {wheel.name} against {row.name}", ["buildrows", "--config", pol.path, "check", str(wheel), "--row",
+                                                       row.name, *(["--torch", torch_dir] if torch_dir else [])])
     # With --row the check holds the wheel's name to the row too (local version, Python and platform
     # tags: buildrows.check.tags); an install tree (cmake-presets) has no name to hold.
     _, _, results = check_wheel(args, wheel, pol)

@@ -13,15 +13,22 @@ the wheels setuptools builds): reading it checks every member against the origin
 a damaged wheel is refused rather than re-signed, and writing it computes ``RECORD`` from what is
 written, so the hashes cannot drift from the content. packaging parses the version and the
 requirements. Nothing here edits a member other than ``METADATA``; libraries are copied byte for byte.
+
+Reproducible wheels: a rewritten wheel keeps every member's timestamp, and the members it writes
+(the build record, ``RECORD``) take the timestamp the build gave ``METADATA`` (the build's
+``SOURCE_DATE_EPOCH``, which `buildrows build` sets: `source_date_epoch`), never the time of the
+stamping. So the same build stamped twice is the same bytes. `same_wheel` is the compare a rebuild
+is judged by: the same members with the same content and modes, whatever their zip timestamps.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -176,6 +183,22 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
 
     from buildrows.binaries.wheelread import parse_wheel_filename
 
+    class FixedTimeWheel(WheelFile):  # type: ignore[misc]  # wheel ships no type information
+        """A WheelFile whose members written by name (the build record, RECORD) carry `date_time`,
+        not the clock's time (wheel takes SOURCE_DATE_EPOCH from this process's environment, which
+        is not the build's)."""
+
+        date_time: tuple[int, int, int, int, int, int] = (1980, 1, 1, 0, 0, 0)
+
+        def writestr(self, zinfo_or_arcname: str | zipfile.ZipInfo, data: bytes | str,
+                     compress_type: int | None = None) -> None:
+            if isinstance(zinfo_or_arcname, str):
+                info = zipfile.ZipInfo(zinfo_or_arcname, date_time=self.date_time)
+                info.compress_type = self.compression
+                info.external_attr = (0o664 | stat.S_IFREG) << 16
+                zinfo_or_arcname = info
+            super().writestr(zinfo_or_arcname, data, compress_type)
+
     src = Path(wheel)
     name = parse_wheel_filename(src.name)
     scratch: Path | None = None
@@ -198,7 +221,8 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
             scratch = Path(tempfile.mkdtemp(prefix=".buildrows-stamp-", dir=dest.parent))
             tmp = scratch / dest.name
             old_data = f"{old_info[: -len('.dist-info')]}.data"
-            with WheelFile(tmp, "w") as zout:
+            FixedTimeWheel.date_time = zin.getinfo(meta_name).date_time
+            with FixedTimeWheel(tmp, "w") as zout:
                 new_info = zout.dist_info_path
                 new_data = f"{new_info[: -len('.dist-info')]}.data"
                 for info in zin.infolist():
@@ -235,3 +259,61 @@ def _renamed(path: str, old_info: str, new_info: str, old_data: str, new_data: s
     if sep and head == old_data:
         return f"{new_data}/{rest}"
     return path
+
+
+def same_wheel(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two wheels hold the same members with the same content and file modes, in any zip
+    timestamps, compression or member order: a rebuild of the same sources is the same wheel."""
+    import filecmp
+
+    if filecmp.cmp(a, b, shallow=False):  # streams: wheels may be a gigabyte
+        return True
+    try:
+        with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
+            ia = {i.filename: i for i in za.infolist()}
+            ib = {i.filename: i for i in zb.infolist()}
+            if ia.keys() != ib.keys():
+                return False
+            for name, info in ia.items():
+                other = ib[name]
+                if (info.file_size != other.file_size or info.CRC != other.CRC
+                        or (info.external_attr >> 16) != (other.external_attr >> 16)):
+                    return False
+                with za.open(name) as fa, zb.open(name) as fb:
+                    while True:
+                        chunk = fa.read(1 << 20)
+                        if chunk != fb.read(1 << 20):
+                            return False
+                        if not chunk:
+                            break
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+    return True
+
+
+#: Zip timestamps start at 1980-01-01; the fallback when neither the user nor git gives a time.
+ZIP_EPOCH = 315532800
+
+
+def source_date_epoch(project: Path, env: Mapping[str, str]) -> tuple[str, str]:
+    """The SOURCE_DATE_EPOCH a build gets (the timestamp of every member of its wheel), and where it
+    came from: the environment's, when set (it must be whole seconds since 1970); else the time of
+    the project's last git commit; else 1980-01-01, zip's earliest. The same sources give the same
+    wheel bytes, so a rebuild replaces nothing (reproducible-builds.org's convention)."""
+    import subprocess
+
+    given = env.get("SOURCE_DATE_EPOCH")
+    if given is not None:
+        if not given.strip().isdigit():
+            raise BadInput(f"SOURCE_DATE_EPOCH={given!r} is not a whole number of seconds since 1970-01-01 UTC\n"
+                           "    fix: unset it (buildrows then takes the project's last commit time) or set it to "
+                           "an integer, e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)")
+        return given.strip(), "SOURCE_DATE_EPOCH from the environment"
+    try:
+        res = subprocess.run(["git", "log", "-1", "--format=%ct", "--", "."], cwd=project, capture_output=True,
+                             text=True, check=False, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        res = None
+    if res is not None and res.returncode == 0 and res.stdout.strip().isdigit():
+        return str(max(int(res.stdout.strip()), ZIP_EPOCH)), "the time of the project's last git commit"
+    return str(ZIP_EPOCH), "1980-01-01 (no git history and no SOURCE_DATE_EPOCH)"

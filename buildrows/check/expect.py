@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from buildrows.binaries.looseread import LooseInfo
     from buildrows.binaries.wheelread import WheelName
     from buildrows.check.judges import Artifact, CheckResult, Expectation
+    from buildrows.check.loading import LoadInputs, TorchLibraries
     from buildrows.policy.archs import ArchList, Train
     from buildrows.policy.model import Policy, Row, Runtime
 
@@ -83,7 +84,8 @@ def _row_archs(args: CheckRequest, row: Row) -> ArchList | None:
         return _archs(args.archs, row.cuda, args.ptx)
     archs = row.require_archs("check")
     if args.ptx:
-        return _archs(" ".join(archs.dotted), row.cuda, args.ptx)
+        # the row's cubins, and its PTX-only entries as written (a list marking PTX conflicts with --ptx)
+        return _archs(" ".join([*archs.dotted, *(f"{a.dotted}-virtual" for a in archs.ptx_only)]), row.cuda, args.ptx)
     return archs
 
 
@@ -184,8 +186,16 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
         from buildrows.policy.rows import refuse_excluded_python
 
         refuse_excluded_python(policy, row)
+        fix = "pass --row, or add the row to the policy"
+        if train is None:
+            # No +cuXYZ tag (PyPI's wheels have none): the train comes from --cuda, as `init --from-wheel` takes it.
+            trains = sorted({r.cuda for r in policy.rows if r.platform == platform and r.cuda is not None})
+            example = trains[-1].dotted if trains else "12.8"
+            known = (f"; the policy's trains on {platform}: {', '.join(t.dotted for t in trains)}" if trains else "")
+            fix = (f"pass --cuda {example} (the train the wheel was built with: its name carries no +cuXYZ tag{known}), "
+                   "or --row ROW, or add the row to the policy")
         raise Refused(f"{wheel}: inferred row {row} ({python.described}) is not in {policy.path}\n"
-                      "    fix: pass --row, or add the row to the policy")
+                      f"    fix: {fix}")
     runtimes = policy.runtimes if policy is not None else tuple(default_runtimes().items())
     rt = dict(runtimes).get(train.major) if train else None
     archs = None
@@ -264,6 +274,10 @@ def _with_torch(args: CheckRequest, exp: Expectation) -> Expectation:
 
     if args.torch is None:
         return exp
+    torch = _torch_libraries(args)
+    if torch is not None:  # a torch to load against (buildrows.check.loading), in any mode; its version pins mode torch
+        pinned = (exp.cuda is not None and exp.mode == "torch") or exp.torch_extension
+        return dataclasses.replace(exp, torch_given=torch.version) if pinned else exp
     try:
         Version(args.torch)
     except InvalidVersion:
@@ -274,6 +288,30 @@ def _with_torch(args: CheckRequest, exp: Expectation) -> Expectation:
                        f"{exp.mode!r}), so no torch pin is judged\n    fix: drop --torch, or set mode = \"torch\" "
                        f"under [cuda.runtime.{exp.cuda.major if exp.cuda else 'N'}]")
     return dataclasses.replace(exp, torch_given=args.torch)
+
+
+def _torch_is_path(text: str) -> bool:
+    return "/" in text or text.endswith(".whl") or Path(text).exists()
+
+
+_TORCH_READ: dict[str, TorchLibraries] = {}
+
+
+def _torch_libraries(args: CheckRequest) -> TorchLibraries | None:
+    """`--torch PATH`: the torch (a wheel, a torch package, or an environment holding one) whose
+    libraries the load judges resolve against; refused, with the fix, when it is none."""
+    from buildrows.check.loading import torch_libraries
+
+    if args.torch is None or not _torch_is_path(args.torch):
+        return None
+    if args.torch not in _TORCH_READ:
+        try:
+            _TORCH_READ[args.torch] = torch_libraries(Path(args.torch))
+        except (ValueError, OSError, zipfile.BadZipFile) as e:
+            raise BadInput(f"--torch {args.torch}: {e}\n    fix: pass a torch wheel (torch-2.14.1-...whl), the torch "
+                           "package directory (site-packages/torch) or the environment it is installed in, or a "
+                           "version (2.8.0)") from None
+    return _TORCH_READ[args.torch]
 
 
 def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple[Expectation, Artifact, list[CheckResult]]:
@@ -296,7 +334,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
             raise BadInput(f"{e}\n    fix: pass a built wheel (NAME-VERSION-PYTHON-ABI-PLATFORM.whl), a shared library "
                            "or an install directory; `buildrows build` prints the path of each wheel it writes") from e
         exp = loose_expectation(args, loose, policy)
-        return exp, loose, run_checks(exp, loose)
+        return exp, loose, run_checks(exp, loose, loading=_load_inputs(wheel, loose, _torch_libraries(args), loose=True))
     if not wheel.is_file():
         raise BadInput(f"{wheel}: no such wheel\n    fix: pass the path of a built .whl, a shared library or a directory")
     try:
@@ -308,6 +346,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
         raise BadInput(f"{wheel}: cannot read: {e}") from e
     # The row comes from the name alone: a tag problem is reported before any library is inflated.
     exp = _with_torch(args, expectation(args, wheel, name, policy))
+    torch = _torch_libraries(args)
     try:
         info = read_wheel(wheel)
     except (WheelError, BinaryFormatError, FatbinError) as e:
@@ -322,10 +361,22 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
             symbols = wheel_imported_symbols(wheel, [lib.path for lib in info.libraries if lib.format == "elf"])
         except (BinaryFormatError, OSError, zipfile.BadZipFile) as e:
             raise BadInput(f"{wheel}: cannot read the libraries' symbols: {e}\n    fix: {unreadable_fix(e)}") from e
-    results = run_checks(exp, info, symbols)
+    results = run_checks(exp, info, symbols, loading=_load_inputs(wheel, info, torch, loose=False))
     if args.row:
         results = tag_results(args, wheel.name, _row_given(args, policy)) + results
     return exp, info, results
+
+
+def _load_inputs(wheel: Path, info: Artifact, torch: TorchLibraries | None, *, loose: bool) -> LoadInputs:
+    """What the load judges read (buildrows.check.loading): each ELF library's dynamic symbols."""
+    from buildrows.binaries.binfmt import BinaryFormatError
+    from buildrows.binaries.wheelread import WheelError
+    from buildrows.check.loading import read_load_inputs
+
+    try:
+        return read_load_inputs(wheel, info, torch, loose=loose)
+    except (WheelError, BinaryFormatError, OSError, zipfile.BadZipFile) as e:
+        raise BadInput(f"{wheel}: cannot read the libraries' dynamic symbols: {e}\n    fix: {unreadable_fix(e)}") from e
 
 
 def tag_results(args: CheckRequest, wheel: str, row: Row) -> list[CheckResult]:

@@ -10,7 +10,7 @@ import fnmatch
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -24,6 +24,9 @@ from buildrows.check.tags import WheelPython, platform_of_name, python_of_name, 
 from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import FileRule, LibraryRule, RpathException, RuntimeMode
 from buildrows.policy.requirements import applies, expected_requirements
+
+if TYPE_CHECKING:
+    from buildrows.check.loading import LoadInputs
 
 
 class Artifact(Protocol):
@@ -101,6 +104,16 @@ def _req_key(req: Requirement) -> tuple[str, frozenset[str], frozenset[str]]:
     return canonicalize_name(req.name), frozenset(req.extras), frozenset(str(s) for s in req.specifier)
 
 
+def _train_hint(info: Artifact) -> str:
+    """`--cuda`'s value for an untagged wheel, as far as its device code tells (the train of its newest PTX)."""
+    from buildrows.check.device_train import train_of_code
+
+    found = train_of_code(info.libraries)
+    if found is None:
+        return "TRAIN --archs LIST"
+    return f"{found[0]} --archs LIST (its newest PTX is ISA {found[1]}, first written by CUDA {found[0]})"
+
+
 def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
     with_code = [lib.path for lib in info.libraries if lib.has_device_code]
     name = "cuda-libraries-present"
@@ -108,14 +121,30 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
         if with_code:
             return CheckResult(name, False, [f"a CPU row's wheel ships device code in {p}" for p in with_code]
                                + ["if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with "
-                                  "--cuda TRAIN --archs LIST, or --row ROW"])
+                                  f"--cuda {_train_hint(info)}, or --row ROW"])
         return CheckResult(name, True, [f"CPU row: {len(info.libraries)} libraries, none with device code"])
     if not info.libraries:
         return CheckResult(name, False, ["the wheel ships no shared library at all; a CUDA row's wheel needs its CUDA libraries"])
     if not with_code:
+        host = _host_only(exp, info)  # [[check.libraries]] host-only: CUDA code without kernels, stated
+        if host:
+            return CheckResult(name, True, [f"no library carries device code; host-only, as stated: {p}: {r.reason} "
+                                            f"[{r.source}]" for p, r in host])
         return CheckResult(name, False, [f"none of the {len(info.libraries)} shared libraries carries device code: "
-                                         + ", ".join(lib.path for lib in info.libraries)])
+                                         + ", ".join(lib.path for lib in info.libraries),
+                                         "if a library is CUDA host code without kernels (the runtime linked in), "
+                                         "state it: [[check.libraries]] files = [...], host-only = true, reason"])
     return CheckResult(name, True, [f"{len(with_code)} of {len(info.libraries)} libraries carry device code: " + ", ".join(with_code)])
+
+
+def _host_only(exp: Expectation, info: Artifact) -> list[tuple[str, LibraryRule]]:
+    """Libraries without device code that a host-only rule states (cuda-host-code checks they are CUDA code)."""
+    out = []
+    for lib in info.libraries:
+        rule, _ = library_rule(exp, lib.path)
+        if rule is not None and rule.host_only and not lib.has_device_code:
+            out.append((lib.path, rule))
+    return out
 
 
 def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
@@ -223,7 +252,7 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
 
     assert exp.cuda is not None
     name = "runtime-declared"
-    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
+    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "among its unconditional requirements"
     declared = declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
     known = packages()
     details: list[str] = []
@@ -233,9 +262,13 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
         if major is not None and major != exp.cuda.major:
             details.append(f"unexpected: {text!r} is a CUDA {major} package, but the row is CUDA {exp.cuda.dotted}")
     carried = {so for p in declared if p in known for so in known[p].sonames}
+    shipped = {m.rsplit("/", 1)[-1] for m in info.members}
     for soname, libs in sorted(_nvidia_needed(info).items()):
         names = ", ".join(libs[:3]) + (f" and {len(libs) - 3} more" if len(libs) > 3 else "")
         if soname in carried:
+            continue
+        if soname in shipped:  # the wheel brings it itself (an NVIDIA package's own libraries, a bundled copy)
+            notes.append(f"{soname} (NEEDED by {names}): shipped in the wheel")
             continue
         if optional(soname, exp.optional_sonames):
             notes.append(f"{soname} (NEEDED by {names}): loaded only when present (optional)")
@@ -244,17 +277,22 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
         fix = (f"declare {offer[0]} {scope}" if offer else
                "no NVIDIA wheel buildrows knows carries it; if the project loads it only when present, list it "
                "under optional")
-        details.append(f"missing: {names} NEEDS {soname}, which no NVIDIA package the wheel declares {scope} "
-                       f"carries; fix: {fix}, or optional = [\"{soname.split('.so')[0]}.so.*\"] "
+        details.append(f"missing: {names} NEEDS {soname}, which none of the NVIDIA packages the wheel declares "
+                       f"{scope} carries; fix: {fix}, or optional = [\"{soname.split('.so')[0]}.so.*\"] "
                        f"under [cuda.runtime.{exp.cuda.major}] if it is loaded only when present")
     unknown = [p for p in declared if p not in known]
     if unknown:
         notes.append(f"not in buildrows' table of NVIDIA packages, so not judged: {', '.join(sorted(unknown))}")
     if details:
         return CheckResult(name, False, details + notes)
-    head = (f"mode preload ({exp.mode_reason}): declares {scope} "
-            + (", ".join(sorted(declared)) or "no NVIDIA package")
-            + f"; they carry every NVIDIA soname the libraries NEED ({len(_nvidia_needed(info))})")
+    needed = len(_nvidia_needed(info))
+    if declared:
+        head = (f"mode preload ({exp.mode_reason}): declares {', '.join(sorted(declared))} {scope}; they carry "
+                f"every NVIDIA soname the libraries NEED ({needed})")
+    else:
+        head = (f"mode preload ({exp.mode_reason}): no NVIDIA package is declared {scope}, and "
+                + (f"every NVIDIA soname the libraries NEED ({needed}) is optional" if needed
+                   else "the libraries NEED no NVIDIA soname"))
     return CheckResult(name, True, [head, *notes])
 
 
@@ -359,9 +397,10 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
             if exp.mode == "preload":
                 offer = _package_of_dir(resolved, exp.cuda.major if exp.cuda else 0)
                 if offer:
-                    scope = f"under extra {exp.runtime_extra!r}" if exp.runtime_extra else "unconditionally"
-                    found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which no NVIDIA package "
-                                            f"the wheel declares {scope} installs; fix: declare {offer} {scope}, "
+                    scope = (f"under extra {exp.runtime_extra!r}" if exp.runtime_extra
+                             else "among its unconditional requirements")
+                    found.append((lib.path, f"{entry!r} resolves to site-packages/{resolved}, which none of the NVIDIA "
+                                            f"packages the wheel declares {scope} installs; fix: declare {offer} {scope}, "
                                             "or drop the entry"))
                     continue
             runtime = f"the CUDA runtime ({target})" if target else "the CUDA runtime"
@@ -394,12 +433,24 @@ def _runtime_mode_problems(exp: Expectation, elf: list[LibraryInfo], found: list
         for lib in linking:
             if target is not None and not _reaches(lib, target):
                 found.append((lib.path, f"links {', '.join(_links_cudart(lib))} but no RPATH/RUNPATH entry reaches "
-                                        f"site-packages/{target} (has: {list(lib.rpaths) or 'none'})"))
+                                        f"site-packages/{target} (has: {list(lib.rpaths) or 'none'}); "
+                                        + _rpath_fix(lib.path, target)))
     elif exp.mode == "static":
         for lib in linking:
             found.append((lib.path, f"links {', '.join(_links_cudart(lib))} dynamically, but {where} is \"static\": "
                                     "no runtime is declared for it to load; link cudart statically "
                                     "(CUDA_RUNTIME_LIBRARY Static), or set mode = \"dynamic\""))
+
+
+def _rpath_fix(path: str, target: str) -> str:
+    """The fix for a library that does not reach the runtime: its $ORIGIN-relative entry, and where a
+    CMake build and a setup.py build set it."""
+    origin = _install_dir(path)
+    rel = posixpath.relpath(target, origin or ".") if origin is not None else target
+    entry = f"$ORIGIN/{rel}"
+    return (f"fix: give it the RPATH entry '{entry}': in CMake, set_target_properties(TARGET PROPERTIES "
+            f"INSTALL_RPATH \"{entry}\"); in setup.py, Extension(..., runtime_library_dirs=[\"{entry}\"]) "
+            f"(or extra_link_args=[\"-Wl,-rpath,{entry}\"])")
 
 
 def _reaches(lib: LibraryInfo, target: str) -> bool:
@@ -468,7 +519,14 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
     if not libs:
-        return CheckResult(name, False, [f"inspected no library with device code; expected {sorted(exp.archs.cubin_names)}"])
+        host = _host_only(exp, info)
+        if host:
+            return CheckResult(name, True, [f"no library carries device code: {len(host)} host-only, as stated "
+                                            "(cuda-host-code says what they are)"])
+        expected = " ".join(sorted(exp.archs.cubin_names, key=_arch_key)) or "-"
+        ptx = " ".join(sorted(exp.archs.ptx_names, key=_arch_key))
+        return CheckResult(name, False, [f"inspected no library with device code; expected {expected}"
+                                         + (f" with PTX {ptx}" if ptx else "")])
     details: list[str] = []
     held: dict[str, list[str]] = {}  # what a list is called -> the libraries that carry it exactly
     wants: dict[str, ArchList] = {}
@@ -477,6 +535,10 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     for lib in libs:
         want, label, suffix = exp.archs, "the row", ""
         rule, digits = library_rule(exp, lib.path)
+        if rule is not None and rule.host_only:
+            details.append(f"{lib.path}: stated host-only (no device code) [{rule.source}], but it carries "
+                           f"{_arch_text(lib)}; fix: drop host-only, or give the rule its archs")
+            continue
         if rule is not None and rule.vendored:
             notes.append(f"{lib.path}: vendored, not held to the row's list: {rule.reason} [{rule.source}] "
                          f"(carries {_arch_text(lib)})")
@@ -548,7 +610,8 @@ def _compare_device_code(lib: LibraryInfo, archs: ArchList, label: str) -> list[
     if missing:  # what each such GPU does instead is said truly (buildrows.check.consequences)
         details.append(missing_code(lib.path, missing, lib.cubins, lib.ptx))
     if extra:
-        details.append(f"{lib.path}: device code for {', '.join(extra)}, which {label} does not list")
+        details.append(f"{lib.path}: device code for {', '.join(extra)}, which {label} does not list"
+                       + _variant_fix(extra, missing))
     relocatable = [a for a in missing_ptx if a in lib.relocatable_ptx]
     if relocatable:
         details.append(f"{lib.path}: PTX for {', '.join(relocatable)} exists only in __nv_relfatbin, the relocatable "
@@ -561,8 +624,34 @@ def _compare_device_code(lib: LibraryInfo, archs: ArchList, label: str) -> list[
     if missing_ptx:
         details.append(missing_ptx_line(lib.path, missing_ptx, lib.cubins, lib.ptx))
     if extra_ptx:
-        details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which {label} does not mark +PTX")
+        spelled = " ".join(_list_token(a, a in have_elf) for a in extra_ptx)
+        details.append(f"{lib.path}: PTX for {', '.join(extra_ptx)}, which {label} does not list as PTX "
+                       f"(to promise it, write {spelled} in the list)")
     return details
+
+
+def _dotted(sm: str) -> str:
+    """`sm_120a` -> `12.0a`, as a list writes it."""
+    m = re.match(r"^sm_(\d+?)(\d)([af]?)$", sm)
+    return f"{m.group(1)}.{m.group(2)}{m.group(3)}" if m else sm
+
+
+def _list_token(sm: str, cubin: bool) -> str:
+    """How a list says PTX of `sm` (`sm_120` -> 12.0+PTX beside its cubin, 12.0-virtual without one)."""
+    return f"{_dotted(sm)}+PTX" if cubin else f"{_dotted(sm)}-virtual"
+
+
+def _variant_fix(extra: list[str], missing: list[str]) -> str:
+    """For an a/f cubin carried where the list names the plain one (or the other way round): how to promise it."""
+    pairs = [f"{_dotted(sm)} instead of {_dotted(twin)}" for sm in extra
+             for twin in missing if twin.rstrip("af") == sm.rstrip("af")]
+    if pairs:
+        return f" (if the project promises that cubin, write {', '.join(pairs)} in the list)"
+    variants = [_dotted(sm) for sm in extra if sm[-1] in "af"]  # an a/f cubin beside the plain one the list names
+    if variants:
+        return f" (if the project promises {'that cubin' if len(variants) == 1 else 'those cubins'}, add " \
+               f"{' '.join(variants)} to the list)"
+    return ""
 
 
 def unused_exceptions(exp: Expectation, info: Artifact) -> list[dict[str, str]]:
@@ -804,11 +893,16 @@ def check_torch_runtime_only(exp: Expectation, info: Artifact, symbols: dict[str
     return CheckResult(name, True, [f"{len(elf)} libraries link no libtorch and import none of its C++ symbols"])
 
 
-def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> list[CheckResult]:
+def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None,
+               loading: LoadInputs | None = None) -> list[CheckResult]:
     results = [check_cuda_libraries(exp, info)]
     if not exp.loose:
         results.append(check_runtime_declared(exp, info))
     results += [check_rpath(exp, info), check_device_code(exp, info)]
+    if exp.cuda is not None:
+        from buildrows.check.device_train import check_device_train
+
+        results.append(check_device_train(exp, info))
     if exp.machine is not None:
         results.append(check_machine(exp, info))
     if exp.platform.startswith("windows"):
@@ -824,6 +918,10 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
             results.append(check_torch_pin(exp, info, symbols))
         if exp.cuda is not None and exp.mode == "torch-runtime":
             results.append(check_torch_runtime_only(exp, info, symbols or {}))
+    if loading is not None:  # would each library load (buildrows.check.loading)
+        from buildrows.check.loading import loading_checks
+
+        results += loading_checks(exp, info, loading)
     return results
 
 

@@ -185,12 +185,16 @@ def check_soname_majors(exp: Expectation, info: Artifact) -> CheckResult:
             problem = _problem(shipped, major, train, shipped=True)
             if problem:
                 (noted if vendored else found).append((lib.path, problem))
-        for needed in (*lib.imports, *lib.delay_imports) if windows else lib.needed:
+        # What it dlopens by name, as a [[check.libraries]] rule states it, is held like what it NEEDS.
+        dlopens = rule.dlopens if rule is not None and not windows else ()
+        for needed in (*lib.imports, *lib.delay_imports) if windows else (*lib.needed, *dlopens):
             s = read(needed)
             if s is None:
                 continue
             seen[s.text] = s
             problem = _problem(s, major, train, shipped=False)
+            if problem and needed in dlopens and needed not in lib.needed:
+                problem = problem.replace(f"links {s.text}", f"dlopens {s.text} [{rule.source if rule else ''}]", 1)
             if problem:
                 beside = posixpath.basename(needed) in shipped_names  # the wheel brings it: loads from there
                 (noted if vendored and beside else found).append((lib.path, problem))

@@ -23,6 +23,17 @@ _TOKEN = re.compile(r"[^\s()\"';]+")
 _PY_STRING = re.compile(r"""(?:'([^'\n\\]+)'|"([^"\n\\]+)")""")
 
 
+def repository_root(start: Path) -> Path | None:
+    """The root of the repository that holds START, found as git finds it: the nearest directory
+    upward (START included) with a `.git` entry (a directory, or the file a worktree or submodule
+    has). None outside any repository. Needs no git executable."""
+    here = start.resolve()
+    for d in (here, *here.parents):
+        if (d / ".git").exists():
+            return d
+    return None
+
+
 def _inside(project: Path, base: Path, text: str) -> PurePosixPath | None:
     """TEXT as a path relative to the project when it names an existing file or directory in it."""
     if not text or "$" in text or "*" in text or "://" in text or text.startswith("-") or len(text) > 300:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildrows.errors import Refused
+from buildrows.errors import BadInput, Refused
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
@@ -26,6 +26,10 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.check.device_code import read_device_code
     from buildrows.check.judges import _arch_key
 
+    if not args.from_wheel.strip():
+        # Path("") is ".", which would read the current directory as if it had been named
+        raise BadInput("--from-wheel is empty\n    fix: pass a .whl, a shared library or a directory "
+                       "(write . for the current directory)")
     wheel = Path(args.from_wheel)
     code = read_device_code(wheel)
     libs, with_code, common_elf, common_ptx = code.libraries, code.with_code, code.common_elf, code.common_ptx

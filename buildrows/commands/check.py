@@ -26,9 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cuda", metavar="TRAIN",
                    help="the wheel's CUDA train (13.0 or cu130) when its name carries no +cuXYZ tag")
     p.add_argument("--json", action="store_true", help="print a machine-readable report")
-    p.add_argument("--torch", metavar="VERSION",
+    p.add_argument("--torch", metavar="VERSION|PATH",
                    help="the torch a PyTorch extension was compiled against (e.g. 2.8.0), for a wheel with no "
-                        "buildrows build record")
+                        "buildrows build record; or a torch wheel, torch package or environment (a PATH): the "
+                        "libraries are then also loaded against its libraries (libraries-load)")
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:

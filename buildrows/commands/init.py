@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--from-wheel", metavar="WHEEL",
-                   help="take the CUDA architecture list from this wheel's device code (PyTorch's wheel for the "
-                        "train, or one of your own), as `buildrows archs --from-wheel` reads it")
+    p.add_argument("--from-wheel", metavar="WHEEL", nargs="+",
+                   help="take the CUDA architecture list, and what `check` needs to pass, from this wheel's device "
+                        "code (PyTorch's wheel for the train, or one of your own), as `buildrows archs --from-wheel` "
+                        "reads it; several wheels of one project (one per CUDA train or per Python) give each "
+                        "train its list")
     p.add_argument("--cuda", metavar="TRAIN",
                    help="the CUDA train (13.0 or cu130); default: the wheel's +cuXYZ tag. Without --from-wheel, "
                         "the train gets buildrows' starting list, cut to what it compiles")
@@ -45,8 +47,37 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     for line in summary:
         ui.info(line)
     ui.print(str(path))
+    _wheel_metadata(project, path, ui)
     ui.ok("next: `buildrows rows` lists the rows, `buildrows doctor` checks this machine, "
           "`buildrows build` builds and checks this machine's row")
     return 0
 
 
+
+
+def _wheel_metadata(project: Path, policy_path: Path, ui: UI) -> None:
+    """What the project needs for its wheels to carry the row's version and runtime requirement
+    (buildrows.policy.adopt): files written only where absent, the rest printed."""
+    from buildrows.policy import adopt
+    from buildrows.policy.load import load_policy
+
+    pol = load_policy(policy_path)
+    cuda = next((r for r in pol.rows if r.is_cuda), None)
+    tag = cuda.local_tag if cuda is not None else ""
+    files: tuple[tuple[Path, str], ...] = ()
+    advice: list[str] = []
+    if pol.project.driver == "scikit-build-core":
+        found = adopt.scikit_build_core(project, tag)
+        files, advice = found.files, list(found.advice)
+    for target, text in files:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(target, "x", encoding="utf-8") as f:  # never replaces what is there
+                f.write(text)
+        except FileExistsError:
+            continue
+        ui.print(str(target))
+    if cuda is not None and cuda.runtime is not None and cuda.runtime.mode == "dynamic" and cuda.runtime.library_dir:
+        advice += adopt.rpath_advice(project, pol.project.driver, cuda.runtime.library_dir)
+    for line in advice:
+        ui.info(line)

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
         elif r.archs is not None:
             # a build-only train's row builds here but is not in the release matrix
             note = "" if pol.publishes(r) else "  (build-only: not published)"
-            ui.print(f"{r.name:32} {r.archs.torch_cuda_arch_list}{note}")
+            ui.print(f"{r.name:32} {r.archs.torch_cuda_arch_list or r.archs.text}{note}")
         else:
             ui.print(f"{r.name:32} cpu")
     return 0

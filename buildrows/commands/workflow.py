@@ -12,8 +12,9 @@ from buildrows.ui import UI
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="DIR", help="where to write the workflows (default: ROOT/.github/workflows)")
-    p.add_argument("--root", metavar="DIR", default=".",
-                   help="the repository root the workflows run in; paths in them are relative to it (default: .)")
+    p.add_argument("--root", metavar="DIR",
+                   help="the repository root the workflows run in; paths in them are relative to it (default: the "
+                        "git repository holding the current directory, found as git finds it; else .)")
     p.add_argument("--platform", action="append", default=[], metavar="PLATFORM",
                    help="render only this platform (repeatable; default: every platform with rows)")
     p.add_argument("--generator-input", action="append", default=[], metavar="NAME=VALUE",
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.ci import workflow
 
     pol = policy(args)
-    root = Path(args.root)
+    root = Path(args.root) if args.root else _root(ui)
     out_dir = Path(args.out) if args.out else root / ".github" / "workflows"
     plans = workflow.plan(
         pol, root=root, out_dir=out_dir, platforms=args.platform,
@@ -60,3 +61,17 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     if args.check:
         ui.ok(f"{len(plans)} workflow(s) and {len(scripts)} script(s) up to date")
     return 0
+
+
+def _root(ui: UI) -> Path:
+    """The repository root from any directory inside it, as git finds it; else the current directory."""
+    from buildrows.ci.paths import repository_root
+
+    found = repository_root(Path.cwd())
+    if found is None:
+        ui.warn(f"no git repository holds {Path.cwd()}: taking it as the repository root (pass --root DIR to name "
+                "another)")
+        return Path.cwd()
+    if found != Path.cwd().resolve():
+        ui.info(f"repository root: {found} (the git repository holding the current directory)")
+    return found

@@ -147,7 +147,8 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         cache.append(("BUILDROWS_CUDA_OPTION", policy.project.cuda_option))
     if interpreter is not None:
         cache += [(name, interpreter.path.replace("\\", "/")) for name in PYTHON_PINS]
-        cache.append(("BUILDROWS_PYTHON", row.python))  # the CMake module refuses another version found
+    # Pinned or not (no interpreter of the row here), the CMake module refuses another version found.
+    cache.append(("BUILDROWS_PYTHON", row.python))
     cache += list(generator.cache)
     environment: list[tuple[str, str]] = [("CU_VERSION", row.accel),
                                           ("BUILDROWS_LOCAL_VERSION", row.local_tag)]
@@ -159,7 +160,10 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         if host == "windows":
             flags = " ".join(f for f in (env.get("CUDAFLAGS", "").strip(), WINDOWS_CUDA_FLAG) if f)
             cache.append(("CMAKE_CUDA_FLAGS", flags))
-        environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list))
+        # A list with PTX-only entries (12.0-virtual) cannot be said in TORCH_CUDA_ARCH_LIST (the policy
+        # refuses it for rows PyTorch builds): set empty, which every reader treats as unset, so a value
+        # the builder's image carries cannot contradict CMAKE_CUDA_ARCHITECTURES.
+        environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list or ""))
         home = toolkit if toolkit is not None else (compiler.root if compiler is not None else None)
         if home is not None:
             # setup.py projects and torch.utils.cpp_extension take the toolkit from CUDA_HOME
@@ -188,7 +192,7 @@ def _expand(value: str, row: Row, archs: ArchList | None, home: str | None) -> s
         return value
     values = {"cuda_home": home or "", "cuda": row.cuda.dotted, "cu": row.cuda.cu,
               "archs": archs.cmake_cuda_architectures if archs else "",
-              "torch_archs": archs.torch_cuda_arch_list if archs else ""}
+              "torch_archs": (archs.torch_cuda_arch_list or "") if archs else ""}
     for k, v in values.items():
         value = value.replace("{" + k + "}", v)
     return value

@@ -6,12 +6,19 @@ import re
 import sys
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 from buildrows.resources import data_file
 
 # re.ASCII: \d would otherwise accept other scripts' digits (Arabic-Indic, fullwidth), which int() then converts.
-_TOKEN = re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?P<ptx>\+PTX)?$", re.ASCII)
-_SM = re.compile(r"^(?:sm|compute)_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
+# A cubin: `9.0`, `90a`, `10.0f+PTX` (PyTorch's mark: cubin and PTX), `120-real` (CMake's: cubin only).
+_TOKEN = re.compile(
+    r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?:(?P<ptx>\+PTX)|(?P<real>-real))?$", re.ASCII
+)
+# PTX without a cubin: CMake's `12.0-virtual` / `120-virtual` (the canonical spelling), or nvcc's `compute_120`.
+_VIRTUAL = re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)-virtual$", re.ASCII)
+_SM = re.compile(r"^sm_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
+_COMPUTE = re.compile(r"^compute_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
 _SEPARATORS = re.compile(r"[\s;,]+")
 
 
@@ -90,60 +97,110 @@ class Arch:
 
     @classmethod
     def parse(cls, token: str) -> Arch:
-        arch, ptx = _parse_token(token)
-        if ptx:
-            raise ArchError(f"{token!r}: +PTX is not allowed here", token)
+        arch, kind = _parse_token(token)
+        if kind != CUBIN:
+            raise ArchError(f"{token!r}: name one architecture here (8.0, 9.0a), without +PTX or -virtual", token)
         return arch
+
+
+#: What a list entry asks for: a cubin, a cubin and its PTX (`+PTX`), or PTX alone (`-virtual`, `compute_`).
+CUBIN, CUBIN_PTX, PTX_ONLY = "cubin", "cubin+ptx", "ptx"
+
+
+def _sorted(archs: set[Arch] | list[Arch] | tuple[Arch, ...]) -> tuple[Arch, ...]:
+    """Numerically (7.5 before 10.0), an entry's plain form before its a/f variants."""
+    return tuple(sorted(set(archs), key=lambda a: (a.number, a.suffix)))
 
 
 @dataclass(frozen=True)
 class ArchList:
-    """A canonical architecture list: sorted, unique, with the PTX entries marked."""
+    """A canonical architecture list: the cubins, and the architectures that ship PTX.
+
+    `ptx` may name architectures that have no cubin (`12.0-virtual`): PTX-only entries, which real
+    wheels ship for forward compatibility.
+    """
 
     archs: tuple[Arch, ...]
     ptx: tuple[Arch, ...]
 
-    def __post_init__(self) -> None:
-        if not set(self.ptx) <= set(self.archs):
-            raise ValueError("every PTX architecture must be in the list")
+    @property
+    def ptx_only(self) -> tuple[Arch, ...]:
+        """PTX entries without a cubin of the same architecture (`12.0-virtual`)."""
+        return tuple(a for a in self.ptx if a not in self.archs)
+
+    @property
+    def entries(self) -> tuple[Arch, ...]:
+        """Every architecture the list names, cubin or PTX."""
+        return _sorted((*self.archs, *self.ptx))
 
     @property
     def newest(self) -> Arch:
-        return max(self.archs, key=lambda a: (a.number, a.suffix))
+        return max(self.entries, key=lambda a: (a.number, a.suffix))
 
     @property
     def dotted(self) -> list[str]:
+        """The cubins' architectures (`9.0a`); see `tokens` for the whole list."""
         return [a.dotted for a in self.archs]
 
     @property
-    def torch_cuda_arch_list(self) -> str:
-        """`7.5;8.0;...;12.0+PTX` - the variable PyTorch's CMake reads."""
+    def tokens(self) -> list[str]:
+        """The list as a policy writes it: `8.0 12.0+PTX`, a PTX-only entry as `12.0-virtual`."""
+        # an arch-specific cubin with its PTX is written `9.0a 9.0a-virtual` (parse refuses 9.0a+PTX)
+        out = {a: a.dotted + ("" if a not in self.ptx else f" {a.dotted}-virtual" if a.suffix == "a" else "+PTX")
+               for a in self.archs}
+        out.update({a: f"{a.dotted}-virtual" for a in self.ptx_only})
+        return [out[a] for a in self.entries]
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.tokens)
+
+    @property
+    def torch_cuda_arch_list(self) -> str | None:
+        """`7.5;8.0;...;12.0+PTX` - the variable PyTorch's CMake reads; None when the list has a
+        PTX-only entry, which it cannot say (`X.Y+PTX` is always a cubin and its PTX)."""
+        if self.ptx_only:
+            return None
         return ";".join(a.dotted + ("+PTX" if a in self.ptx else "") for a in self.archs)
+
+    def require_torch_list(self) -> str:
+        """`torch_cuda_arch_list`, or an ArchError saying why it cannot be written."""
+        value = self.torch_cuda_arch_list
+        if value is None:
+            only = " ".join(f"{a.dotted}-virtual" for a in self.ptx_only)
+            raise ArchError(
+                f"{only!r}: TORCH_CUDA_ARCH_LIST cannot say PTX without a cubin (its X.Y+PTX always builds the "
+                "cubin too), and PyTorch builds from that variable, not from CMAKE_CUDA_ARCHITECTURES",
+                only,
+                hint=f"write {' '.join(a.dotted + '+PTX' for a in self.ptx_only)} (the cubin and its PTX) or drop "
+                     "the PTX-only entry for rows PyTorch builds",
+            )
+        return value
 
     @property
     def cmake_cuda_architectures(self) -> str:
         """`75-real;...;120-real;120-virtual` - never a bare number (it embeds both forms)."""
         real = [f"{a.number}{a.suffix}-real" for a in self.archs]
-        virtual = [f"{a.number}{a.suffix}-virtual" for a in self.archs if a in self.ptx]
+        virtual = [f"{a.number}{a.suffix}-virtual" for a in self.ptx]
         return ";".join(real + virtual)
 
     @property
     def nvcc_flags(self) -> list[str]:
         flags = [f"-gencode=arch={a.compute},code={a.sm}" for a in self.archs]
-        flags += [f"-gencode=arch={a.compute},code={a.compute}" for a in self.archs if a in self.ptx]
+        flags += [f"-gencode=arch={a.compute},code={a.compute}" for a in self.ptx]
         return flags
 
     @property
     def cubin_names(self) -> list[str]:
-        """Cubin names as cuobjdump lists them: a family cubin (`10.0f`) is listed as `sm_100`."""
-        return [a.sm.rstrip("f") if a.suffix == "f" else a.sm for a in self.archs]
+        """Cubin names as the reader reports them (`sm_90a`, `sm_100f`; cuobjdump --list-elf drops the f)."""
+        return [a.sm for a in self.archs]
 
     @property
     def ptx_names(self) -> list[str]:
         return [a.sm for a in self.ptx]
 
 
-def _parse_token(token: str) -> tuple[Arch, bool]:
+def _parse_token(token: str) -> tuple[Arch, str]:
     t = token.strip()
     if t.lower().endswith("+ptx") and not t.endswith("+PTX"):
         raise ArchError(
@@ -151,33 +208,54 @@ def _parse_token(token: str) -> tuple[Arch, bool]:
             token,
             hint=f"write {t[:-4]}+PTX",
         )
+    low = t.lower()
+    if (low.endswith(("-virtual", "-real")) and not t.endswith(("-virtual", "-real"))):
+        word = "virtual" if low.endswith("-virtual") else "real"
+        raise ArchError(f"{token!r}: CMake's suffix is written '-{word}' in lower case", token,
+                        hint=f"write {t[: -len(word) - 1]}-{word}")
     m = _TOKEN.match(t)
     if m:
         arch = Arch(int(m.group("major")), int(m.group("minor")), m.group("suffix"))
-        return arch, bool(m.group("ptx"))
+        return arch, CUBIN_PTX if m.group("ptx") else CUBIN
+    m = _VIRTUAL.match(t) or _COMPUTE.match(t)
+    if m:
+        return Arch(int(m.group("major")), int(m.group("minor")), m.group("suffix")), PTX_ONLY
     m = _SM.match(t)
     if m:
-        return Arch(int(m.group("major")), int(m.group("minor")), m.group("suffix")), False
-    if t.lower() in {"native", "all", "all-major", "auto"}:
+        return Arch(int(m.group("major")), int(m.group("minor")), m.group("suffix")), CUBIN
+    if low in {"native", "all", "all-major", "auto"}:
         raise ArchError(
             f"{token!r} asks CMake or PyTorch to choose the architectures; a row must name them",
             token,
             hint="list the architectures explicitly, e.g. '8.0 9.0 12.0'",
         )
+    mixed = re.fullmatch(r"(?:sm|compute)_\d+[af]?\+PTX|\d+\.?\d[af]?\+PTX-(?:virtual|real)|\d+\.?\d[af]?-(?:virtual|real)\+PTX",
+                         t, re.ASCII)
+    if mixed:
+        digits = re.sub(r"\D", "", t.split("+")[0].split("-")[0])
+        arch_hint = f"{digits[:-1]}.{digits[-1]}"
+        raise ArchError(
+            f"{token!r} mixes two spellings of one entry",
+            token,
+            hint=f"write {arch_hint} (a cubin), {arch_hint}+PTX (a cubin and its PTX) or {arch_hint}-virtual (PTX without a cubin)",
+        )
     guess = _guess(t)
     raise ArchError(
         f"{token!r} is not a GPU architecture",
         token,
-        hint=f"did you mean {guess}?" if guess else "write compute capabilities such as 8.0, 9.0a or 10.0f",
+        hint=f"did you mean {guess}?" if guess else
+        "write compute capabilities such as 8.0, 9.0a, 10.0f, 12.0+PTX or 12.0-virtual (PTX without a cubin)",
     )
 
 
 def _guess(token: str) -> str | None:
-    fixed = token.replace("O", "0").replace("o", "0")
-    fixed = re.sub(r"^(?:sm|compute)_?", "", fixed, flags=re.IGNORECASE)
+    virtual = bool(re.match(r"^compute_?", token, flags=re.IGNORECASE))
+    fixed = re.sub(r"^(?:sm|compute)_?", "", token, flags=re.IGNORECASE).replace("O", "0").replace("o", "0")
     if fixed != token and (_TOKEN.match(fixed)):
-        arch, ptx = _parse_token(fixed)
-        return arch.dotted + ("+PTX" if ptx else "")
+        arch, kind = _parse_token(fixed)
+        if virtual and kind == CUBIN:
+            return f"{arch.dotted}-virtual (PTX without a cubin)"
+        return arch.dotted + ("+PTX" if kind == CUBIN_PTX else "")
     return None
 
 
@@ -187,10 +265,10 @@ def parse_arch_list(
     ptx: str | None = "newest",
     train: Train | None = None,
 ) -> ArchList:
-    """Parse a list given as a string (`9.0;10.0+PTX`, `75 80 90`) or a list of tokens.
+    """Parse a list given as a string (`9.0;10.0+PTX`, `75 80 90`, `8.0 12.0-virtual`) or a list of tokens.
 
-    `ptx` is the row's PTX choice when no token carries `+PTX`: "newest" (default),
-    "none", or one architecture. Raises ArchError naming the offending token.
+    `ptx` is the row's PTX choice when no token marks PTX (`+PTX`, `-virtual`, `compute_`):
+    "newest" (default), "none", or one architecture. Raises ArchError naming the offending token.
     """
     tokens: list[str] = []
     if not isinstance(text, (str, list)) or (isinstance(text, list) and not all(isinstance(t, str) for t in text)):
@@ -202,51 +280,70 @@ def parse_arch_list(
             tokens += [t for t in _SEPARATORS.split(item) if t]
     if not tokens:
         raise ArchError("the architecture list is empty", "")
-    seen: dict[Arch, str] = {}
-    marked: list[Arch] = []
+    cubins: dict[Arch, str] = {}
+    marks: dict[Arch, str] = {}  # architectures whose PTX a token asks for, and that token
     for tok in tokens:
-        arch, is_ptx = _parse_token(tok)
-        if arch in seen:
-            raise ArchError(
-                f"{tok!r} duplicates {seen[arch]!r}",
-                tok,
-                hint="list each architecture once",
-            )
-        seen[arch] = tok
-        if is_ptx:
-            marked.append(arch)
-    archs = tuple(sorted(seen, key=lambda a: (a.number, a.suffix)))
+        arch, kind = _parse_token(tok)
+        if kind in (CUBIN, CUBIN_PTX):
+            if arch in cubins:
+                raise ArchError(f"{tok!r} duplicates {cubins[arch]!r}", tok, hint="list each architecture once")
+            cubins[arch] = tok
+        if kind in (CUBIN_PTX, PTX_ONLY):
+            if arch in marks:
+                raise ArchError(f"{tok!r} duplicates {marks[arch]!r} (both ship {arch.compute} PTX)", tok,
+                                hint="list each architecture's PTX once")
+            marks[arch] = tok
+    archs = _sorted(list(cubins))
     if train is not None:  # what the train cannot compile is the first thing to fix
-        check_train_supports(train, archs)
-    if marked:
+        check_train_supports(train, _sorted([*cubins, *marks]))
+    if marks:
         if ptx not in (None, "newest"):
+            first = next(iter(marks.values()))
             raise ArchError(
-                f"{'+PTX' !r} on {marked[0].dotted} conflicts with ptx = {ptx!r}",
-                marked[0].dotted + "+PTX",
-                hint="mark PTX in one place only",
+                f"{first!r} conflicts with ptx = {ptx!r}",
+                first,
+                hint="mark PTX in one place only: in the list (+PTX, -virtual) or with the ptx key",
             )
-        ptx_archs = tuple(sorted(set(marked), key=lambda a: (a.number, a.suffix)))
+        ptx_archs = _sorted(list(marks))
     elif ptx in (None, "none"):
         ptx_archs = ()
     elif ptx == "newest":
         ptx_archs = (newest_portable(archs),)
     else:
         chosen = Arch.parse(ptx)
-        if chosen not in seen:
+        if chosen not in cubins:
             raise ArchError(
                 f"ptx = {ptx!r} is not in the row's list",
                 ptx,
-                hint="name an architecture of the list, 'newest' or 'none'",
+                hint="name an architecture of the list, 'newest' or 'none' (or write X.Y-virtual in the list for "
+                     "PTX without a cubin)",
             )
         ptx_archs = (chosen,)
-    for a in ptx_archs:
-        if a.suffix:
+    # PTX of an a/f target JIT-compiles only on that architecture or family. The `ptx` key never
+    # picks one (newer GPUs could not use it), and `9.0a+PTX` is refused: arch-specific PTX serves no GPU
+    # its cubin does not, so +PTX there is the mistake of someone who wanted forward compatibility.
+    # Family PTX (10.0f+PTX) JIT-compiles on later members of the family, and NVIDIA's own wheels ship
+    # it; and PTX-only spellings (9.0a-virtual, compute_90a) are deliberate: both are accepted, and the
+    # check holds the wheel to them.
+    for tok in marks.values():
+        arch, kind = _parse_token(tok)
+        if kind == CUBIN_PTX and arch.suffix == "a":
             plain = [b for b in archs if not b.suffix]
             raise ArchError(
-                f"{a.dotted}+PTX: PTX of an architecture-specific or family target (compute_{a.number}{a.suffix}) "
-                "runs only on that architecture, so newer GPUs could not JIT-compile it",
-                a.dotted + "+PTX",
-                hint=_portable_ptx_hint(a, plain, inline=bool(marked)),
+                f"{tok}: PTX of an architecture-specific target (compute_{arch.number}a) runs only on CC "
+                f"{arch.major}.{arch.minor} GPUs, which run its cubin anyway, so newer GPUs could not JIT-compile it",
+                tok,
+                hint=_portable_ptx_hint(arch, plain, inline=True)
+                + f" (if the wheel ships that PTX on purpose, write {arch.dotted} {arch.dotted}-virtual)",
+            )
+    for a in ptx_archs:
+        if a.suffix and not marks:
+            plain = [b for b in archs if not b.suffix]
+            raise ArchError(
+                f"ptx = {a.dotted!r}: PTX of an architecture-specific or family target (compute_{a.number}{a.suffix}) "
+                "runs only on that architecture or family, so newer GPUs could not JIT-compile it",
+                a.dotted,
+                hint=_portable_ptx_hint(a, plain, inline=False),
             )
     return ArchList(archs, ptx_archs)
 
@@ -320,15 +417,20 @@ def _pairs(items: list[str]) -> frozenset[tuple[int, int]]:
 
 
 @cache
-def train_table() -> dict[Train, TrainSupport]:
-    """The data table of what each known CUDA train compiles (buildrows/data/cuda_trains.toml)."""
+def _trains_data() -> dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
 
-    path = data_file("cuda_trains.toml")
-    raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    data: dict[str, Any] = tomllib.loads(data_file("cuda_trains.toml").read_text(encoding="utf-8"))
+    return data
+
+
+@cache
+def train_table() -> dict[Train, TrainSupport]:
+    """The data table of what each known CUDA train compiles (buildrows/data/cuda_trains.toml)."""
+    raw = _trains_data()
     return {
         Train.parse(name): TrainSupport(_pairs(v["archs"]), _pairs(v["a"]), _pairs(v["f"]))
         for name, v in raw["trains"].items()
@@ -356,3 +458,31 @@ def check_train_supports(train: Train, archs: tuple[Arch, ...] | list[Arch]) -> 
                 a.dotted,
                 hint=f"drop {a.dotted} from this train's list, or build it with a train that supports it",
             )
+
+
+def ptx_isa_train(isa: tuple[int, int]) -> Train | None:
+    """The train that introduced PTX ISA `isa` (8.7 -> CUDA 12.8); None when newer than the table."""
+    found = _trains_data()["ptx-isa"].get(f"{isa[0]}.{isa[1]}")
+    return Train.parse(found) if found is not None else None
+
+
+def newest_ptx_isa(train: Train) -> tuple[int, int]:
+    """The newest PTX ISA a train writes (and its driver JIT-compiles): CUDA 12.6 -> 8.5."""
+    known = [(tuple(int(x) for x in isa.split(".")), Train.parse(t)) for isa, t in _trains_data()["ptx-isa"].items()]
+    fits = [isa for isa, t in known if t <= train]
+    return max(fits) if fits else (0, 0)  # type: ignore[return-value]
+
+
+def train_driver(train: Train) -> tuple[Train, str] | None:
+    """The oldest Linux driver of `train`'s GA release, or of the first listed train after it (12.7 -> 12.8's)."""
+    table = sorted((Train.parse(t), d) for t, d in _trains_data()["driver"].items())
+    for t, d in table:
+        if t >= train:
+            return t, d
+    return None
+
+
+def driver_floor(major: int) -> str | None:
+    """The first driver of a CUDA major: what any of its trains' cubins load on (minor-version compatibility)."""
+    found = _trains_data()["driver-floor"].get(str(major))
+    return str(found) if found is not None else None

@@ -20,13 +20,15 @@ def arch_text(archs: ArchList) -> tuple[str, bool]:
     """The list as the policy writes it, and whether the group needs `ptx = "none"`."""
     if not archs.ptx:
         return " ".join(a.dotted for a in archs.archs), True
+    if not archs.archs:  # PTX only, no cubin at all
+        return archs.text, False
     try:
         default: tuple[Arch, ...] | None = (newest_portable(archs.archs),)  # what ptx = "newest" picks
     except ArchError:
         default = None
     if archs.ptx == default:
         return " ".join(a.dotted for a in archs.archs), False
-    return " ".join(a.dotted + ("+PTX" if a in archs.ptx else "") for a in archs.archs), False
+    return archs.text, False  # 8.0+PTX 12.0, PTX without a cubin as 12.0-virtual
 
 
 def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path, list[str]]:
@@ -111,5 +113,5 @@ def _load_pyproject(tmp: str) -> None:
 
 def archs_from_names(cubins: set[str], ptx: set[str]) -> ArchList:
     elf = sorted((Arch.parse(n) for n in cubins), key=lambda a: (a.number, a.suffix))
-    marked = tuple(a for a in elf if a.sm in ptx)
-    return ArchList(tuple(elf), marked)
+    marked = sorted((Arch.parse(n) for n in ptx), key=lambda a: (a.number, a.suffix))  # PTX-only entries included
+    return ArchList(tuple(elf), tuple(marked))

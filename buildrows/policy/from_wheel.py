@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from buildrows.binaries.wheelread import LibraryInfo, WheelInfo
-    from buildrows.policy.archs import Train
+    from buildrows.policy.archs import Arch, Train
 
 __all__ = ["WheelFacts", "infer"]
 
@@ -44,6 +44,13 @@ class WheelFacts:
     reason: str = ""
     extra: str | None = None
     optional: list[str] = field(default_factory=list)
+    # Why each optional glob was written (a binding module named after the library it NEEDS).
+    optional_why: dict[str, str] = field(default_factory=dict)
+    # NVIDIA sonames a library NEEDS that no declared package carries and the wheel does not ship:
+    # (soname, the libraries, a package that carries it). Never written as optional: `check` must fail.
+    unresolved: list[tuple[str, list[str], str | None]] = field(default_factory=list)
+    # Dynamic mode: the wheel's NVIDIA requirements where they are not the train's default set.
+    requirements: list[str] = field(default_factory=list)
     row: ListGroup | None = None
     own_lists: list[ListGroup] = field(default_factory=list)
     vendored: list[str] = field(default_factory=list)
@@ -52,7 +59,14 @@ class WheelFacts:
     # and each train's list as its library carries it; empty when the wheel has no such set.
     per_train_glob: str = ""
     per_train: dict[Train, ListGroup] = field(default_factory=dict)
+    # Library -> the NVIDIA sonames it names but does not NEED (loaded by dlopen), written as a
+    # [[check.libraries]] dlopens rule where this buildrows reads and states them (i28load).
+    dlopens: dict[str, list[str]] = field(default_factory=dict)
+    # No library carries device code, and these link CUDA libraries: host-only CUDA code (a
+    # [[check.libraries]] host-only rule, where this buildrows' policy schema has that key).
+    host_only: list[str] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
+    train_note: str = ""  # where the train came from, when not from a tag or --cuda
 
 
 def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFacts:
@@ -69,10 +83,55 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
     groups = _groups(coded)
     if groups and facts.row is None:
         facts.row = max(groups, key=lambda g: (len(g.paths), len(g.elf)))
+    unit = _kernel_unit(info)
+    if unit is not None:  # kernel files (.cubin, .fatbin, .ptx) are judged together, as one unit
+        if facts.row is None:
+            facts.row = unit
+        elif (unit.elf, unit.ptx) != (facts.row.elf, facts.row.ptx):
+            groups.append(unit)
     facts.own_lists = [g for g in groups if g is not facts.row]
+    if facts.row is None and not facts.vendored:
+        facts.host_only = _host_code(info)
     _mode(facts, info, wheel, train, platform)
     facts.rpath_entries = _rpath_entries(facts, info, train, platform)
+    # Libraries another rule covers (the first matching rule wins, so a dlopens rule would shadow it);
+    # host-only ones name their bundled copies' sonames, which check reports as a warning.
+    ruled = {*facts.vendored, *facts.host_only, *(p for g in facts.own_lists for p in g.paths),
+             *(lib.path for lib in per_train.values())}
+    facts.dlopens = _dlopened(info, wheel, ruled)
     return facts
+
+
+def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str]) -> dict[str, list[str]]:
+    """Library -> the NVIDIA sonames it names but neither NEEDS nor ships (it dlopens them by name),
+    for the libraries no other rule covers; empty where this buildrows cannot read or state them.
+    Read as `check` reads them for its dlopen judge: streamed, one library at a time."""
+    import importlib
+    import posixpath as pp
+
+    from buildrows.check.nvidia import nvidia_soname
+    from buildrows.policy.model import LibraryRule
+
+    reader = getattr(importlib.import_module("buildrows.binaries.symbols"), "wheel_library_symbols", None)
+    if reader is None or "dlopens" not in getattr(LibraryRule, "__dataclass_fields__", {}):
+        return {}
+    from buildrows.check.sonames import nvidia_soname as toolkit_soname
+
+    # What the wheel ships: names as written, and the plain soname of each private copy
+    # (libnvrtc-d7c32a86.so.12.0.140 is libnvrtc.so.12), which its loader finds beside it.
+    shipped = {pp.basename(m) for m in info.members}
+    shipped |= {ns.plain for m in shipped if (ns := toolkit_soname(m)) is not None}
+    # An NVIDIA library itself (a bundled copy, an NVIDIA wheel's own) names its own and its siblings' sonames.
+    elf = [lib for lib in info.libraries if lib.format == "elf" and lib.path not in ruled
+           and toolkit_soname(pp.basename(lib.path)) is None]
+    out: dict[str, list[str]] = {}
+    for path, syms in reader(wheel, [lib.path for lib in elf]).items():
+        lib = next(x for x in elf if x.path == path)
+        named = sorted({n for n in getattr(syms, "sonames_named", ()) if nvidia_soname(n) and n not in lib.needed
+                        and n not in shipped and n != getattr(syms, "soname", None)})
+        if named:
+            out[path] = named
+    return out
 
 
 # A library whose name carries a CUDA train: lib_cuda128.so, ops_cu130.so (the digits are the train).
@@ -101,6 +160,34 @@ def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, 
     return best if best is not None else ("", {})
 
 
+def _kernel_unit(info: WheelInfo) -> ListGroup | None:
+    """The wheel's kernel files (members that are no shared library but carry device code, where
+    this buildrows reads them) as one group: the union of their code, under their common directory."""
+    kernels = [k for k in getattr(info, "kernels", ()) if k.cubins or k.ptx]
+    if not kernels:
+        return None
+    common = posixpath.commonpath([k.path for k in kernels]) if len(kernels) > 1 else kernels[0].path
+    glob = common if len(kernels) == 1 else (common + "/*" if common else "*")
+    return ListGroup(frozenset(c for k in kernels for c in k.cubins), frozenset(p for k in kernels for p in k.ptx),
+                     (glob,))
+
+
+def host_only_supported() -> bool:
+    """Whether this buildrows' policy has [[check.libraries]] host-only (a rule for CUDA host code)."""
+    from buildrows.policy.model import LibraryRule
+
+    return "host_only" in getattr(LibraryRule, "__dataclass_fields__", {})
+
+
+def _host_code(info: WheelInfo) -> list[str]:
+    """Libraries without device code that link a CUDA toolkit library (a private copy included)
+    or the driver: CUDA host code, such as a library that compiles its kernels at run time."""
+    from buildrows.check.sonames import nvidia_soname
+
+    return sorted(lib.path for lib in info.libraries if lib.format == "elf" and not lib.has_device_code
+                  and any(nvidia_soname(n) is not None or n == "libcuda.so.1" for n in lib.needed))
+
+
 def _bundled_nvidia(path: str) -> bool:
     parts = path.split("/")
     return len(parts) >= 2 and parts[-2].endswith(".libs") and _BUNDLED_NVIDIA.match(parts[-1]) is not None
@@ -114,15 +201,20 @@ def _groups(libs: list[LibraryInfo]) -> list[ListGroup]:
 
 
 def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platform: str) -> None:
-    from buildrows.binaries.symbols import wheel_imported_symbols
     from buildrows.check.judges import _LIBTORCH, torch_abi
-    from buildrows.check.nvidia import declared_nvidia, nvidia_soname, packages
 
     elf = [lib for lib in info.libraries if lib.format == "elf"]
-    # What each library imports of torch (one library in memory at a time; init runs once).
-    kinds = {p: torch_abi(s).kind for p, s in wheel_imported_symbols(wheel, [lib.path for lib in elf]).items()}
-    links_torch = [lib.path for lib in elf
-                   if any(_LIBTORCH.match(n) for n in lib.needed) or kinds.get(lib.path, "none") != "none"]
+    requires_torch = any(re.match(r"^\s*torch\b(?![-_.\w])", r) and "extra" not in r for r in info.requires_dist)
+    needs_libtorch = [lib.path for lib in elf if any(_LIBTORCH.match(n) for n in lib.needed)]
+    kinds: dict[str, str] = {}
+    if requires_torch or needs_libtorch:
+        # Symbols are read only where `check` reads them (the torch modes): a wheel that neither
+        # requires torch nor links it cannot use torch's ABI, and an NVIDIA library wheel's
+        # 500 MB libraries are then never inflated whole (init stays within check's memory).
+        from buildrows.binaries.symbols import wheel_imported_symbols
+
+        kinds = {p: torch_abi(s).kind for p, s in wheel_imported_symbols(wheel, [lib.path for lib in elf]).items()}
+    links_torch = [lib.path for lib in elf if lib.path in needs_libtorch or kinds.get(lib.path, "none") != "none"]
     if links_torch:
         facts.mode = "torch"
         stable = all(kinds.get(p) != "c++" for p in links_torch)
@@ -130,7 +222,6 @@ def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platfor
                              + ("only torch's stable C ABI: torch>=X suffices" if stable else
                                 "libtorch's C++ API: pinned to the torch minor; check it with --torch VERSION") + ")")
         return
-    requires_torch = any(re.match(r"^\s*torch\b(?![-_.\w])", r) and "extra" not in r for r in info.requires_dist)
     links_cudart = [lib for lib in elf if any(n.startswith("libcudart.so") for n in lib.needed)]
     if requires_torch:
         facts.mode = "torch-runtime"
@@ -138,27 +229,124 @@ def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platfor
                         "libraries are loaded (ctypes after `import torch`?)")
         facts.summary.append("mode torch-runtime: requires torch, no library links libtorch")
         return
-    extras = [None, *sorted({m.group(1) for r in info.requires_dist
-                             if (m := re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", r))})]
-    for extra in extras:
-        declared = declared_nvidia(info.requires_dist, platform, extra, train.major)
-        if declared:
-            known = packages()
-            carried = {so for p in declared if p in known for so in known[p].sonames}
-            needed = sorted({n for lib in elf for n in lib.needed if nvidia_soname(n)})
-            facts.mode, facts.extra = "preload", extra
-            facts.optional = sorted({re.sub(r"\.so\..*$", ".so.*", n) for n in needed if n not in carried})
-            where = f"under extra {extra!r}" if extra else "unconditionally"
-            facts.reason = (f"init saw: NVIDIA packages declared {where} ({', '.join(sorted(declared))}) and "
-                            "libraries that do not reach them through RPATH; review: say how the project loads them")
-            facts.summary.append(f"mode preload: NVIDIA packages declared {where}"
-                                 + (f"; loaded only when present: {', '.join(facts.optional)}" if facts.optional else ""))
-            return
+    if links_cudart and _dynamic(facts, info, links_cudart, train, platform):
+        return
+    if _preload(facts, info, elf, train, platform):
+        return
     if not links_cudart:
         facts.mode = "static"
         facts.summary.append("mode static: no library links libcudart dynamically")
         return
     facts.summary.append("mode dynamic: libraries link libcudart and declare no NVIDIA package beside the runtime")
+
+
+def _nvidia_requirements(info: WheelInfo, platform: str) -> list[str]:
+    """The wheel's unconditional NVIDIA requirements that apply on `platform` (what dynamic mode compares)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from buildrows.policy.requirements import applies
+
+    out = []
+    for text in info.requires_dist:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name).startswith("nvidia-") and "extra" not in str(req.marker or "") \
+                and applies(req, platform):
+            out.append(text)
+    return out
+
+
+def _dynamic(facts: WheelFacts, info: WheelInfo, linking: list[LibraryInfo], train: Train, platform: str) -> bool:
+    """Dynamic mode, when every library that links cudart reaches the train's runtime directory
+    through RPATH (the bundled example's `$ORIGIN/../nvidia/cu13/lib`): the wheel loads the runtime
+    wheel it declares by itself. The requirements are written where they are not the default set."""
+    from packaging.requirements import Requirement
+
+    from buildrows.check.judges import _reaches, _req_key
+    from buildrows.policy.load import default_runtimes
+
+    rt = default_runtimes().get(train.major)
+    if rt is None or not all(_reaches(lib, rt.library_dir.strip("/")) for lib in linking):
+        return False
+    declared = _nvidia_requirements(info, platform)
+    if not declared:
+        return False  # the runtime comes with an extra (a plugin), or not at all: preload or the default
+    default = list(rt.requirements)
+    if {_req_key(Requirement(r)) for r in declared} != {_req_key(Requirement(r)) for r in default}:
+        facts.requirements = declared
+    facts.mode = "dynamic"
+    facts.summary.append(f"mode dynamic: {len(linking)} libraries link libcudart and reach site-packages/"
+                         f"{rt.library_dir} through RPATH"
+                         + (f"; the wheel's NVIDIA requirements written as the train's set ({len(declared)})"
+                            if facts.requirements else ""))
+    return True
+
+
+def _preload(facts: WheelFacts, info: WheelInfo, elf: list[LibraryInfo], train: Train, platform: str) -> bool:
+    """Preload mode, when the wheel declares NVIDIA library packages (unconditionally or under one
+    extra) that carry what its libraries NEED. Only the packages of buildrows' table count (a
+    Sphinx theme named nvidia-* is no CUDA library); the extra chosen is the one whose packages of the
+    train's major carry most of what is NEEDED."""
+    from buildrows.check.judges import _package_major
+    from buildrows.check.nvidia import carriers, declared_nvidia, nvidia_soname, packages
+
+    known = packages()
+    needed: dict[str, list[str]] = {}
+    for lib in elf:
+        for n in lib.needed:
+            if nvidia_soname(n):
+                needed.setdefault(n, []).append(lib.path)
+    extras = [None, *sorted({m.group(1) for r in info.requires_dist
+                             if (m := re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", r))})]
+    best: tuple[tuple[int, int], str | None, list[str]] | None = None
+    for extra in extras:
+        declared = [p for p in declared_nvidia(info.requires_dist, platform, extra, train.major)
+                    if p in known and _package_major(p) in (None, train.major)]
+        if not declared:
+            continue
+        carried = {so for p in declared for so in known[p].sonames}
+        score = (sum(1 for n in needed if n in carried), len(declared))
+        if best is None or score > best[0]:
+            best = (score, extra, declared)
+    if best is None:
+        return False
+    _, extra, declared = best
+    carried = {so for p in declared for so in known[p].sonames}
+    shipped = {m.rsplit("/", 1)[-1] for m in info.members}
+    for soname, libs in sorted(needed.items()):
+        if soname in carried or soname in shipped:
+            continue  # a declared package brings it, or the wheel ships it itself
+        glob = re.sub(r"\.so\..*$", ".so.*", soname)
+        if all(_binding_of(lib, soname) for lib in libs):
+            # Only a binding module named after the library NEEDS it (cupy's nccl.cpython-*.so): such
+            # a module is imported when the library is present, so it is optional, and the comment says why.
+            facts.optional.append(glob)
+            facts.optional_why[glob] = ", ".join(libs[:2]) + (" and more" if len(libs) > 2 else "")
+            continue
+        offers = [p for p in carriers(soname) if _package_major(p) in (None, train.major)]
+        facts.unresolved.append((soname, libs, offers[0] if offers else None))
+    facts.optional = sorted(set(facts.optional))
+    facts.mode, facts.extra = "preload", extra
+    where = f"under extra {extra!r}" if extra else "unconditionally"
+    facts.reason = (f"init saw: NVIDIA packages declared {where} ({', '.join(sorted(declared))}) and "
+                    "libraries that do not reach them through RPATH; review: say how the project loads them")
+    facts.summary.append(f"mode preload: NVIDIA packages declared {where}"
+                         + (f"; loaded only when present: {', '.join(facts.optional)}" if facts.optional else ""))
+    for soname, needing, offer in facts.unresolved:
+        facts.summary.append(f"NOT HIDDEN: {needing[0]} NEEDS {soname}, which no declared NVIDIA package carries"
+                             + (f" (declare {offer})" if offer else "") + "; check fails until the wheel declares it")
+    return True
+
+
+def _binding_of(library: str, soname: str) -> bool:
+    """Whether `library` is a binding module named after the NVIDIA library `soname` (cupy's
+    cutensor.cpython-312-*.so for libcutensor.so.2 and libcutensorMg.so.2; nccl.cpython-*.so for libnccl)."""
+    module = library.rsplit("/", 1)[-1].split(".")[0].lstrip("_").lower()
+    stem = soname.split(".so")[0].removeprefix("lib").lower()
+    return module == stem or (len(module) >= 5 and stem.startswith(module))
 
 
 def _rpath_entries(facts: WheelFacts, info: WheelInfo, train: Train, platform: str) -> list[tuple[str, bool]]:
@@ -192,8 +380,27 @@ def _rpath_entries(facts: WheelFacts, info: WheelInfo, train: Train, platform: s
                 climbing.add(entry)
             elif not (resolved == target or resolved in dirs or resolved in preload):
                 elsewhere.add(entry)
-    return ([(g, False) for g in _generalise(sorted(absolute | elsewhere))]
+    return ([(g, False) for g in _absolute_globs(sorted(absolute)) + _generalise(sorted(elsewhere))]
             + [(g, True) for g in _generalise(sorted(climbing))])
+
+
+def _absolute_globs(entries: list[str]) -> list[str]:
+    """Absolute entries (a builder's paths: /home/runner/work/p/p/build/lib, /usr/local/cuda/lib64)
+    by their first two directories: several under one become one glob of their common directory
+    (`/home/runner/work/p/p/build/*`); a lone one stays as written."""
+    by: dict[tuple[str, ...], list[str]] = {}
+    for e in entries:
+        by.setdefault(tuple(e.strip("/").split("/")[:2]), []).append(e)
+    out: list[str] = []
+    for group in by.values():
+        if len(group) == 1:
+            out += group
+            continue
+        common = posixpath.commonpath(group)
+        out.append(common.rstrip("/") + "/*" if common not in ("", "/") else group[0])
+        if common in ("", "/"):
+            out += group[1:]
+    return sorted(out)
 
 
 def _generalise(entries: list[str]) -> list[str]:
@@ -218,26 +425,55 @@ def _q(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def ptx_only_token(arch: Arch) -> str:
+    """PTX with no cubin of its architecture, as a list entry: CMake's `-virtual` spelling (`12.0-virtual`),
+    the spelling `parse_arch_list` reads. Kept in one place so that list writers agree with the parser."""
+    return f"{arch.dotted}-virtual"
+
+
 def list_text(group: ListGroup) -> tuple[str, bool]:
-    """A group's list as the policy writes it, and whether it needs ptx = "none"."""
+    """A group's list as the policy writes it, and whether it needs ptx = "none". PTX for an
+    architecture the group has a cubin of is `+PTX` (or left to the default `newest`); PTX with no
+    cubin beside it is a PTX-only entry; a group without PTX says `ptx = "none"`."""
+    from buildrows.policy.archs import Arch
     from buildrows.policy.edit import arch_text, archs_from_names
 
-    return arch_text(archs_from_names(set(group.elf), set(group.ptx)))
+    elf = set(group.elf)
+    ptx = set(group.ptx)
+    cubin_archs = {Arch.parse(n) for n in elf}
+    only = sorted({Arch.parse(n) for n in ptx} - cubin_archs, key=lambda a: (a.number, a.suffix))
+    if not only:
+        return arch_text(archs_from_names(elf, ptx))
+    # With a PTX-only entry, every PTX is marked in the list (a mark anywhere turns the ptx key's default off).
+    entries = [(a, a.dotted + ("+PTX" if a.sm in ptx else "")) for a in cubin_archs]
+    entries += [(a, ptx_only_token(a)) for a in only]
+    return " ".join(t for _, t in sorted(entries, key=lambda e: (e[0].number, e[0].suffix, e[1]))), False
 
 
 def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]:
     """[cuda.runtime.N] for a mode other than the default: one per CUDA major of the trains."""
-    if facts.mode == "dynamic":
+    if facts.mode == "dynamic" and not facts.requirements:
         return []
     lines: list[str] = []
     for major in sorted({train.major, *(t.major for t in facts.per_train)}):
         lines += ["", f"[{prefix}cuda.runtime.{major}]", f"mode = {_q(facts.mode)}"]
+        if facts.requirements and major == train.major:
+            lines.append("requirements = [" + ", ".join(_q(r) for r in facts.requirements) + "]  # as the wheel "
+                         "declares them")
         if facts.reason:
             lines.append(f"reason = {_q(facts.reason)}")
         if facts.extra:
             lines.append(f"extra = {_q(facts.extra)}")
+        for glob in facts.optional:
+            lines.append(f"# init saw: {glob} is NEEDED only by {facts.optional_why.get(glob, '?')}, a module named "
+                         "after it (imported when present); review: say so, or declare its package")
         if facts.optional:
             lines.append("optional = [" + ", ".join(_q(o) for o in facts.optional) + "]")
+        for soname, libs, offer in facts.unresolved:
+            lines.append(f"# init saw: {', '.join(libs[:2])}{' and more' if len(libs) > 2 else ''} NEEDS {soname}, "
+                         "which no NVIDIA package the wheel declares carries, so `check` fails: "
+                         + (f"declare {offer}" if offer else "declare the package that carries it")
+                         + ", or, if that library is loaded only when present, add it to optional with why")
     return lines
 
 
@@ -262,10 +498,20 @@ def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
         lines += ["", f"[[{prefix}check.rpath-exceptions]]", f"entry = {_q(entry)}"]
         if climbs:
             lines.append("climbs-out = true")
-        lines.append(f"reason = {_q('init found it in the wheel; review: say why it is kept, or drop it from the build')}")
-    if facts.per_train:
+        why = ("init found the builder's absolute paths in the wheel; review: they point nowhere on a user's machine, "
+               "drop them from the build" if entry.startswith("/") and entry.endswith("/*") else
+               "init found it in the wheel; review: say why it is kept, or drop it from the build")
+        lines.append(f"reason = {_q(why)}")
+    if facts.per_train and facts.per_train_glob:
         lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(facts.per_train_glob)}]", "per-train = true",
                   f"reason = {_q('init saw one library per CUDA train; review: say how the one that loads is chosen')}"]
+    for path, sonames in sorted(facts.dlopens.items()):
+        lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(path)}]",
+                  "dlopens = [" + ", ".join(_q(n) for n in sonames) + "]",
+                  f"reason = {_q('init saw these NVIDIA sonames named in the library but not NEEDED (loaded by dlopen?); review: say when it loads them, or drop the ones it never loads')}"]
+    if facts.host_only:
+        lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.host_only) + "]",
+                  "host-only = true", f"reason = {_q('init saw CUDA host code and no device code in the wheel; review: say how its kernels come (compiled at run time? another wheel?)')}"]
     if facts.vendored:
         lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.vendored) + "]",
                   "vendored = true", f"reason = {_q('init saw a bundled NVIDIA library (its architectures are NVIDIA choice)')}"]

@@ -53,11 +53,30 @@ else:  # pragma: no cover
 CONFIG_NAMES = ("buildrows.toml", "pyproject.toml")
 _PY = re.compile(r"3\.([0-9]{1,2})(t?)")  # ASCII digits; fullmatch: no trailing newline
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+_SONAME = re.compile(r"lib[A-Za-z0-9_+-]+\.so\.[0-9]+(?:\.[0-9]+)*", re.ASCII)  # [[check.libraries]] dlopens
 
 
 def find_config(path: str | Path | None) -> Path:
-    """The policy file: PATH itself, PATH/buildrows.toml, or the current directory's."""
+    """The policy file: PATH itself, PATH/buildrows.toml, or the current directory's; without PATH,
+    inside a git repository, also the nearest directory above it up to the repository's root that
+    has one (as git finds its root from any subdirectory)."""
     base = Path(path) if path is not None else Path.cwd()
+    if path is None:
+        from buildrows.ci.paths import repository_root
+
+        top = repository_root(base)
+        if top is not None:
+            here = base.resolve()
+            for d in (here, *here.parents):
+                found = _policy_in(d)
+                if found is not None:
+                    return found
+                if d == top:
+                    break
+            raise BadInput(
+                f"no buildrows policy in {base} or the directories above it up to the repository root {top}: looked "
+                "for buildrows.toml and [tool.buildrows] in pyproject.toml\n"
+                "    fix: pass --config PATH, or create buildrows.toml (`buildrows init` starts one)")
     if base.is_dir():
         for name in CONFIG_NAMES:
             cand = base / name
@@ -70,6 +89,14 @@ def find_config(path: str | Path | None) -> Path:
     if not base.is_file():
         raise BadInput(f"{base}: no such policy file\n    fix: pass --config with an existing buildrows.toml")
     return base
+
+
+def _policy_in(d: Path) -> Path | None:
+    for name in CONFIG_NAMES:
+        cand = d / name
+        if cand.is_file() and (name != "pyproject.toml" or "[tool.buildrows" in _read(cand)):
+            return cand
+    return None
 
 
 def _read(p: Path) -> str:
@@ -611,12 +638,19 @@ class _Resolver:
                 self.problem((*path, "files"), "files must list at least one non-empty glob",
                              hint="e.g. files = [\"mypkg.libs/libnvjpeg*.so*\"]")
                 continue
-            kinds = [k for k in ("archs", "per-train", "vendored") if r.get(k) not in (None, False)]
-            if len(kinds) != 1:
-                self.problem(path, "a library rule says exactly one of archs, per-train = true or vendored = true"
-                             + (f" (here {', '.join(kinds)})" if kinds else ""),
+            kinds = [k for k in ("archs", "per-train", "vendored", "host-only") if r.get(k) not in (None, False)]
+            # A rule that only names what its libraries dlopen keeps the row's device-code rule for them.
+            if len(kinds) > 1 or (not kinds and "dlopens" not in r):
+                self.problem(path, "a library rule says exactly one of archs, per-train = true, vendored = true or "
+                             "host-only = true (or only dlopens)" + (f" (here {', '.join(kinds)})" if kinds else ""),
                              hint="archs = \"7.0 8.0\" (their own list), per-train = true (each library's train's "
-                                  "list, {cu} in files) or vendored = true (not the project's list)")
+                                  "list, {cu} in files), vendored = true (not the project's list), host-only = true "
+                                  "(no device code: host code using CUDA)")
+                continue
+            bad_dlopen = [n for n in r.get("dlopens", ()) if not _SONAME.fullmatch(n)]
+            if bad_dlopen:
+                self.problem((*path, "dlopens"), f"{bad_dlopen[0]!r} is not a soname with its major version",
+                             hint="name what the library passes to dlopen, e.g. dlopens = [\"libcublas.so.12\"]")
                 continue
             if "ptx" in r and "archs" not in r:
                 self.problem((*path, "ptx"), "ptx is only used with archs", hint="remove ptx, or give archs")
@@ -641,7 +675,8 @@ class _Resolver:
                 continue
             out.append(LibraryRule(files=tuple(r["files"]), reason=r["reason"].strip(), source=self.where(path),
                                    archs=archs, per_train=bool(r.get("per-train")), vendored=bool(r.get("vendored")),
-                                   rows=tuple(r.get("rows", ()))))
+                                   rows=tuple(r.get("rows", ())), host_only=bool(r.get("host-only")),
+                                   dlopens=tuple(r.get("dlopens", ()))))
         return tuple(out)
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:
@@ -740,11 +775,21 @@ class _Resolver:
             if archs is None:
                 continue
             try:
-                check_train_supports(t, archs.archs)
+                check_train_supports(t, archs.entries)
             except ArchError as e:
                 self.problem((*gpath, "archs"), str(e), row=f"{pname}-{t.cu}-py*", hint=e.hint)
                 continue
             runtime = runtimes.get(t.major)
+            if archs.ptx_only and ((runtime is not None and runtime.mode == "torch")
+                                   or any("{torch_archs}" in v for _, v in project.cuda_env)):
+                # TORCH_CUDA_ARCH_LIST cannot say PTX without a cubin; a build that reads it would change the list
+                why = ("runtime mode \"torch\": PyTorch's cpp_extension and CMake build from TORCH_CUDA_ARCH_LIST"
+                       if runtime is not None and runtime.mode == "torch" else "[project] cuda-env uses {torch_archs}")
+                try:
+                    archs.require_torch_list()
+                except ArchError as e:
+                    self.problem((*gpath, "archs"), f"{e} ({why})", row=f"{pname}-{t.cu}-py*", hint=e.hint, refusal=True)
+                    continue
             if runtime is None and t.major in self.runtime_reported:
                 continue  # one problem per CUDA major, not one per row
             if runtime is None:

@@ -33,14 +33,20 @@ DOCS: dict[str, str] = {
     "runtime.optional": ("Preload mode: sonames (globs, e.g. \"libnccl.so.*\") the project loads only when present, "
                          "so no declared package needs to carry them."),
     "libraries": ("Per-library device-code rules: the libraries a rule's files match are held to its own list, to "
-                  "their own train's list (per-train), or to none (vendored); the first matching rule wins."),
+                  "their own train's list (per-train), to none (vendored), or carry none (host-only); a rule may also name "
+                  "what they dlopen (dlopens); the first matching rule wins."),
     "libraries.files": ("Wheel member globs; with per-train, \"{cu}\" stands for the train's digits in the name "
                         "(e.g. \"bitsandbytes/libbitsandbytes_cuda{cu}.so\" matches _cuda128.so as CUDA 12.8)."),
     "libraries.archs": "The architecture list these libraries carry, e.g. \"6.0 7.0 8.0\" (same syntax as a platform's).",
-    "libraries.ptx": "Which of archs also ships as PTX: \"newest\" (default), \"none\" or one of the list.",
+    "libraries.ptx": ("Which of archs also ships as PTX: \"newest\" (default), \"none\" or one of the list; not "
+                      "with a list that marks PTX itself (+PTX, 12.0-virtual)."),
     "libraries.per-train": ("Hold each library to the policy's list for the train its name carries ({cu} in files): "
                             "one kernel library per CUDA train in one wheel."),
     "libraries.vendored": "A library bundled from elsewhere (NVIDIA's libnvjpeg): its device code is not the project's list.",
+    "libraries.host-only": ("A CUDA library without device code (host code calling the CUDA runtime, linked in "
+                            "statically or not): a CUDA row may ship it without kernels; a CPU row never may."),
+    "libraries.dlopens": ("NVIDIA libraries these libraries load only by dlopen, by soname (e.g. \"libcublas.so.12\"): "
+                          "held to the row's soname majors, and a declared NVIDIA package must carry each."),
     "libraries.rows": "Rows this applies to (names or globs); default every row.",
     "libraries.reason": "Why these libraries carry another list; shown by the check.",
     "rpath-exception.climbs-out": (
@@ -106,8 +112,9 @@ class FileRule:
 @dataclass(frozen=True)
 class LibraryRule:
     """Device code of the libraries `files` match, judged by its own rule (DOCS["libraries"]):
-    `archs` (its own list), `per_train` (each library's train's list, from {cu} in its name)
-    or `vendored` (not the project's list)."""
+    `archs` (its own list), `per_train` (each library's train's list, from {cu} in its name),
+    `vendored` (not the project's list) or `host_only` (no device code: host code using CUDA);
+    `dlopens` names the NVIDIA libraries they load by dlopen (with a kind or alone)."""
 
     files: tuple[str, ...]  # DOCS["libraries.files"]
     reason: str  # DOCS["libraries.reason"]
@@ -116,6 +123,8 @@ class LibraryRule:
     per_train: bool = False  # DOCS["libraries.per-train"]
     vendored: bool = False  # DOCS["libraries.vendored"]
     rows: tuple[str, ...] = ()  # DOCS["libraries.rows"]
+    host_only: bool = False  # DOCS["libraries.host-only"]
+    dlopens: tuple[str, ...] = ()  # DOCS["libraries.dlopens"]
 
     def applies_to(self, row: str) -> bool:
         import fnmatch
@@ -206,7 +215,7 @@ class Row:
         """The guard every step runs: a CUDA row without a list never falls back to detection."""
         if self.empty_reason is not None:
             raise Refused(f"row {self.name} is declared empty: {self.empty_reason}")
-        if self.cuda is not None and (self.archs is None or not self.archs.archs):
+        if self.cuda is not None and (self.archs is None or not self.archs.entries):
             raise Refused(
                 f"{step}: row {self.name} is a CUDA {self.cuda.dotted} row with no architecture list; "
                 "buildrows will not fall back to detecting the builder's GPU",

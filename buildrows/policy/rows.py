@@ -76,6 +76,7 @@ def row_json(row: Row) -> dict[str, Any]:
         "python": row.python or None,
         "archs": row.archs.dotted if row.archs else [],
         "ptx": ([a.dotted for a in row.archs.ptx][-1] if row.archs and row.archs.ptx else None),
+        "ptx_only": [a.dotted for a in row.archs.ptx_only] if row.archs else [],
         "torch_cuda_arch_list": row.archs.torch_cuda_arch_list if row.archs else None,
         "cmake_cuda_architectures": row.archs.cmake_cuda_architectures if row.archs else None,
         "local_version": row.local_tag or None,
@@ -102,9 +103,10 @@ def check_json(policy: Policy, row: Row) -> dict[str, Any]:
                                ("climbs_out", e.climbs_out or None), ("reason", e.reason), ("source", e.source))
              if v is not None}
             for e in policy.check.rpath_exceptions],
-        "libraries": [{k: v for k, v in (("files", list(r.files)), ("archs", r.archs.dotted if r.archs else None),
+        "libraries": [{k: v for k, v in (("files", list(r.files)), ("archs", r.archs.tokens if r.archs else None),
                                          ("ptx", [a.dotted for a in r.archs.ptx] if r.archs else None),
                                          ("per_train", r.per_train or None), ("vendored", r.vendored or None),
+                                         ("host_only", r.host_only or None), ("dlopens", list(r.dlopens) or None),
                                          ("reason", r.reason), ("source", r.source)) if v is not None}
                       for r in policy.check.libraries if r.applies_to(row.name)],
         "required": [{"files": list(r.files), "reason": r.reason, "source": r.source}
@@ -134,7 +136,10 @@ def _check_lines(policy: Policy, row: Row) -> list[str]:
         lines.append(f"  {'check.no_cuda':26} {', '.join(r['files'])}{allow}: {r['reason']}  <- {r['source']}")
     for r in data["libraries"]:
         rule = ("vendored" if r.get("vendored") else "its train's list" if r.get("per_train") else
+                "host-only (no device code)" if r.get("host_only") else "the row's list" if "archs" not in r else
                 "archs " + " ".join(r["archs"]) + (f" (PTX {' '.join(r['ptx'])})" if r.get("ptx") else " (no PTX)"))
+        if r.get("dlopens"):
+            rule += f"; dlopens {', '.join(r['dlopens'])}"
         lines.append(f"  {'check.libraries':26} {', '.join(r['files'])}: {rule}: {r['reason']}  <- {r['source']}")
     return lines
 

@@ -161,7 +161,8 @@ CUDA_GROUP = Table(
     "Architecture list for one or more CUDA trains of this platform.",
     {
         "trains": StrList("CUDA trains this list applies to, e.g. [\"13.0\", \"13.2\"]."),
-        "archs": StrOrList("GPU architectures, e.g. \"7.5 8.0 9.0 12.0\" (dots optional, a/f suffixes, +PTX)."),
+        "archs": StrOrList("GPU architectures, e.g. \"7.5 8.0 9.0 12.0\" (dots optional; a/f suffixes: 12.0a, 10.0f; "
+                           "12.0+PTX: a cubin and its PTX; 12.0-virtual or compute_120: PTX without a cubin)."),
         "ptx": Str("Which architecture also ships as PTX: \"newest\" (default), \"none\" or one of the list.",
                    default="\"newest\""),
         "image": Str("Builder image for these trains, overriding the platform's ({cuda} and {cu} are substituted).",
@@ -243,6 +244,8 @@ LIBRARY_RULE = Table(
         "ptx": Str(DOCS["libraries.ptx"]),
         "per-train": Bool(DOCS["libraries.per-train"], default="false"),
         "vendored": Bool(DOCS["libraries.vendored"], default="false"),
+        "host-only": Bool(DOCS["libraries.host-only"], default="false"),
+        "dlopens": StrList(DOCS["libraries.dlopens"]),
         "rows": StrList(DOCS["libraries.rows"]),
         "reason": Str(DOCS["libraries.reason"]),
     },

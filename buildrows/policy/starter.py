@@ -170,7 +170,8 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     """A commented buildrows.toml for the project: one platform, its CUDA train (if any), CPU rows if asked."""
     lines = [
         "# buildrows policy, started by `buildrows init`: the wheels this project publishes, as rows",
-        "# (platform x CUDA train x Python). `buildrows rows` lists them; the README explains every key.",
+        "# (platform x CUDA train x Python). `buildrows rows` lists them; every key is described in",
+        "# buildrows' policy reference (docs/reference/policy.md), and `buildrows schema` prints them.",
         "",
         "[project]",
         f"name = {_q(facts.name)}  # from {facts.name_from}",
@@ -179,6 +180,9 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     ]
     if facts.torch:
         lines.append("stamp = true  # a torch extension's build sets no local version: stamping adds +cuXYZ and pins torch")
+    elif facts.driver == "setup.py":
+        lines.append("stamp = true  # the built wheel gets the row's local version (+cuXYZ) and runtime requirement; "
+                     "setup.py stays as it is")
     if facts.switches:
         lines.append("env-switches = [" + ", ".join(_q(s) for s in facts.switches) + "]  # read by setup.py "
                      "(1 on CUDA rows, 0 on CPU rows; !NAME the other way round)")
@@ -224,7 +228,7 @@ def keeps_cpu(facts: ProjectFacts, cuda: CudaStart | None, cpu: bool) -> bool:
 class InitRequest(Protocol):
     """What `init` is asked (its command-line options)."""
 
-    from_wheel: str | None
+    from_wheel: list[str] | str | None
     cuda: str | None
     cpu: bool
     python: str | None
@@ -251,7 +255,8 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
     from buildrows.plan.host import host_platform, host_python
     from buildrows.policy.archs import Train, suggested_archs
 
-    facts = detect_project(project, args.driver)
+    wheels = [Path(w) for w in ([args.from_wheel] if isinstance(args.from_wheel, str) else args.from_wheel or [])]
+    facts = _project_or_placeholder(project, args.driver, wheels)
     platform = host_platform(os.environ)
     summary = [f"project {facts.name}: driver {facts.driver} ({facts.why})"]
     if facts.cuda_option:
@@ -263,15 +268,17 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
         except ValueError as e:
             raise BadInput(f"--cuda: {e}") from e
     cuda: CudaStart | None = None
-    if args.from_wheel:
-        cuda, platform = _from_wheel(Path(args.from_wheel), train, platform)
+    if wheels:
+        cuda, platform = _from_wheels(wheels, train, platform)
         summary.append(f"CUDA {cuda.train.dotted}: archs {cuda.text} ({cuda.source})")
         if cuda.facts is not None:
             summary += cuda.facts.summary
             if cuda.facts.reason or cuda.facts.rpath_entries or cuda.facts.own_lists or cuda.facts.vendored:
                 summary.append("review: the reasons init wrote say what it saw; replace them with why the project "
                                "does it")
-    elif train is not None:
+    elif train is None:
+        train = _nvcc_train(summary)
+    if cuda is None and train is not None:
         text = suggested_archs(train, platform)
         from buildrows.policy.archs import parse_arch_list
 
@@ -280,11 +287,41 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
                          f"--write '{platform}-{train.cu}-*'` replaces it with what a wheel ships")
         summary.append(f"CUDA {train.dotted}: archs {text} (buildrows' starting list; no --from-wheel)")
     pythons = _pythons(args.python, host_python())
+    if args.python is None:  # a wheel's own CPython (cp314, cp313t) is one of the rows it came from
+        for w in wheels:
+            abi = w.name.removesuffix(".whl").split("-")[-2] if w.name.count("-") >= 4 else ""
+            for m in re.finditer(r"(?:^|\.)cp3(\d{1,2})(t?)(?=\.|$)", abi):  # cp312, cp313t; not abi3 or none
+                v = f"3.{m.group(1)}{m.group(2)}"
+                if v not in pythons:
+                    pythons.append(v)
     text = starter_text(facts, platform, pythons, cuda, cpu=args.cpu)
     _validate(text, project)
     summary.append(f"platform {platform}, Python {', '.join(pythons)}"
                    + (f", CUDA {cuda.train.dotted}" if cuda else "") + (", CPU" if keeps_cpu(facts, cuda, args.cpu) else ""))
     return text, summary
+
+
+def _nvcc_train(summary: list[str]) -> Train | None:
+    """The train of the nvcc this machine has (CUDA_HOME, CUDACXX or PATH, as `build` finds it), with a
+    summary line saying so and how to choose; None, with a line saying how to add one, without it."""
+    import os
+
+    from buildrows.errors import BuildrowsError
+    from buildrows.plan.toolchain import find_cuda_compiler
+
+    try:
+        nvcc = find_cuda_compiler(os.environ)
+    except BuildrowsError as e:
+        summary.append(f"the nvcc found does not run ({str(e).splitlines()[0]}): CPU rows only; "
+                       "`buildrows init --cuda 13.0` starts a CUDA train anyway")
+        return None
+    if nvcc is None or nvcc.train is None:
+        summary.append("no nvcc on this machine: CPU rows only; `buildrows init --cuda 13.0` (any train) adds "
+                       "the CUDA rows of that train")
+        return None
+    summary.append(f"CUDA {nvcc.train.dotted}: the train of this machine's nvcc, {nvcc.describe()}; "
+                   "`--cuda TRAIN` names another, `--cpu` adds CPU rows")
+    return nvcc.train
 
 
 def _pythons(given: str | None, running: str) -> list[str]:
@@ -304,6 +341,60 @@ def _pythons(given: str | None, running: str) -> list[str]:
     return versions
 
 
+def _project_or_placeholder(project: Path, driver: Driver | None, wheels: list[Path]) -> ProjectFacts:
+    """The project's facts; for `init --from-wheel` in a directory with no sources (auditing a
+    published wheel), a placeholder named after the wheel, which the summary and the file say."""
+    if wheels and driver is None and not any((project / f).is_file()
+                                             for f in ("setup.py", "pyproject.toml", "CMakeLists.txt")):
+        from packaging.utils import canonicalize_name
+
+        name = canonicalize_name(wheels[0].name.split("-")[0])
+        return ProjectFacts(name, "setup.py", "nothing: this directory has no setup.py, pyproject.toml or "
+                            "CMakeLists.txt; a placeholder, set the project's driver where its sources are",
+                            None, None, f"{wheels[0].name}'s name")
+    return detect_project(project, driver)
+
+
+def _from_wheels(wheels: list[Path], train: Train | None, platform: str) -> tuple[CudaStart, str]:
+    """One wheel, or several of one project (one per CUDA train, or per Python): the first wheel's
+    train gives the runtime and the rules; every other train gets the list its wheel carries."""
+    starts = [_from_wheel(w, train, platform) for w in wheels]
+    first, platform = starts[0]
+    others = sorted({p for _, p in starts} - {platform})
+    if others:
+        raise BadInput(f"--from-wheel: the wheels are for {platform} and {', '.join(others)}; init starts one "
+                       "platform\n    fix: pass the wheels of one platform (add the others' tables afterwards)")
+    if len(starts) == 1:
+        return first, platform
+    facts = first.facts
+    if facts is None or facts.row is None:
+        raise BadInput(f"--from-wheel: {wheels[0].name} carries no device code to start a list from\n"
+                       "    fix: pass it alone, or name a wheel with device code first")
+    for (start, _), wheel in zip(starts[1:], wheels[1:], strict=True):
+        other = start.facts
+        if other is None or other.row is None:
+            raise BadInput(f"--from-wheel: {wheel.name} carries no device code to start a list from\n"
+                           "    fix: leave it out")
+        if start.train == first.train:
+            if (other.row.elf, other.row.ptx) != (facts.row.elf, facts.row.ptx):
+                facts.summary.append(f"note: {wheel.name} carries another list than {wheels[0].name} for the same "
+                                     f"train ({list_text(other.row)[0]}); the policy holds both to the first")
+            continue
+        if start.train.major != first.train.major and other.mode != facts.mode:
+            facts.summary.append(f"note: {wheel.name} (CUDA {start.train.dotted}) looks like mode {other.mode}, "
+                                 f"written as {facts.mode} for every major: review [cuda.runtime.{start.train.major}]")
+        facts.per_train.setdefault(start.train, other.row)
+        facts.rpath_entries = sorted(set(facts.rpath_entries) | set(other.rpath_entries))
+        facts.vendored = sorted(set(facts.vendored) | set(other.vendored))
+        facts.own_lists += [g for g in other.own_lists if g.paths not in {o.paths for o in facts.own_lists}]
+    if facts.per_train and not facts.per_train_glob:
+        facts.per_train.setdefault(first.train, facts.row)
+    n = len({s.train for s, _ in starts})
+    source = (f"from {len(wheels)} wheels ({n} train{'s' if n != 1 else ''}): the list the CUDA "
+              f"{first.train.dotted} wheel carries; each other train's wheel gives that train's list")
+    return CudaStart(first.train, first.archs, first.text, first.ptx_none, source, facts), platform
+
+
 def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaStart, str]:
     """The train's list as the wheel ships it (the cubins common to its libraries, PTX where all carry it)."""
     from buildrows.check.device_code import read_device_code
@@ -312,6 +403,7 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
     from buildrows.policy.edit import arch_text, archs_from_names
 
     code = read_device_code(wheel)
+    train_note = ""
     tagged = train_of_wheel(code.info) if code.info is not None else None
     if train is not None and tagged is not None and train != tagged:
         raise BadInput(f"--cuda {train.dotted} contradicts {wheel.name}'s tag +{tagged.cu}\n"
@@ -320,11 +412,17 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
     if train is None and code.info is not None:
         # PyTorch's PyPI wheel has no +cu130 but requires its runtime: cuda-toolkit[...]==13.0.2, nvidia-cuda-runtime==13.0.96
         train = train_from_requirements(code.info.requires_dist)
+        if train is not None:
+            train_note = (f"CUDA {train.dotted} from its requirements ("
+                          + ", ".join(r for r in code.info.requires_dist if "cuda" in r.lower() and "extra" not in r)[:160]
+                          + "); pass --cuda to state the train it was built with")
     if train is None:
         raise BadInput(f"{wheel.name} carries no +cuXYZ tag and requires no CUDA runtime of one train (cuda-toolkit, "
                        "nvidia-cuda-runtime), so its CUDA train is unknown\n"
                        "    fix: pass --cuda TRAIN (the train the wheel was built with, e.g. --cuda 13.0)")
     facts = infer(code.info, wheel, train, platform) if code.info is not None else None
+    if facts is not None:
+        facts.train_note = train_note
     if facts is not None and facts.row is not None:
         text, ptx_none = list_text(facts.row)
         n = len(facts.row.paths)
@@ -335,11 +433,31 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
         if facts.per_train:
             source = (f"from {wheel.name}: the list its CUDA {train.dotted} library carries; the libraries of "
                       f"{len(facts.per_train) - 1} other trains are held to their trains' lists (per-train rule)")
-        from buildrows.policy.archs import parse_arch_list
+        from buildrows.policy.archs import ArchError, parse_arch_list
 
-        archs = parse_arch_list(text, ptx="none" if ptx_none else "newest")
+        try:
+            archs = parse_arch_list(text, ptx="none" if ptx_none else "newest")
+        except ArchError as e:  # a list the parser refuses (a PTX-only entry it does not read yet): said, not hidden
+            raise BadInput(f"{wheel.name}: its list {text!r} cannot be written in this buildrows' list syntax: {e}\n"
+                           "    fix: a buildrows that reads PTX-only entries (X.Y-virtual)") from None
+        if facts.train_note:
+            source += f"; {facts.train_note}"
         platform = platform_of_wheel(code.info) or platform if code.info is not None else platform
         return CudaStart(train, archs, text, ptx_none, source, facts), platform
+    if facts is not None and facts.host_only:
+        from buildrows.policy.archs import parse_arch_list, suggested_archs
+        from buildrows.policy.from_wheel import host_only_supported
+
+        if not host_only_supported():
+            raise Refused(f"{wheel.name}: no library carries device code, and {', '.join(facts.host_only[:2])} link CUDA "
+                          "libraries: host-only CUDA code, which this buildrows' policy cannot state\n"
+                          "    fix: a buildrows with [[check.libraries]] host-only, or pass --cuda TRAIN without "
+                          "--from-wheel")
+        text = suggested_archs(train, platform)
+        platform = (platform_of_wheel(code.info) if code.info else None) or platform
+        source = (f"from {wheel.name}: no library carries device code ({len(facts.host_only)} host-only); the list is "
+                  f"buildrows' starting list for CUDA {train.dotted}, which nothing in the wheel is held to")
+        return CudaStart(train, parse_arch_list(text), text, False, source, facts), platform
     if not code.common_elf:
         raise Refused(f"{wheel.name}: no GPU architecture is common to its libraries with device code "
                       f"({len(code.with_code)} of {len(code.libraries)} carry any); nothing to start a list from\n"
@@ -361,20 +479,37 @@ def train_from_requirements(requires: Sequence[str]) -> Train | None:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
+    from buildrows.policy.archs import train_table
+
     found: set[Train] = set()
+    majors: set[int] = set()  # requirements that name only the major: ==13.*, nvidia-cuda-runtime-cu12
     for text in requires:
         try:
             req = Requirement(text)
         except InvalidRequirement:
             continue
-        name = canonicalize_name(req.name)
-        if name != "cuda-toolkit" and not re.fullmatch(r"nvidia-cuda-(runtime|nvrtc|cupti)(-cu\d+)?", name):
+        if "extra" in str(req.marker or ""):
             continue
+        name = canonicalize_name(req.name)
+        m = re.fullmatch(r"nvidia-cuda-(?:runtime|nvrtc|cupti)(?:-cu(\d+))?", name)
+        if name != "cuda-toolkit" and not m:
+            continue
+        if m and m.group(1):
+            majors.add(int(m.group(1)))
         for spec in req.specifier:
-            m = re.match(r"(\d+)\.(\d+)", spec.version)
-            if spec.operator in ("==", "~=", ">=") and m:
-                found.add(Train(int(m.group(1)), int(m.group(2))))
-    return found.pop() if len(found) == 1 else None
+            v = re.match(r"(\d+)\.(\d+)", spec.version)
+            if spec.operator in ("==", "~=", ">=") and v:
+                found.add(Train(int(v.group(1)), int(v.group(2))))
+            elif spec.operator == "==" and (v := re.fullmatch(r"(\d+)(?:\.\*)?", spec.version)):
+                majors.add(int(v.group(1)))
+    if len(found) == 1:
+        return found.pop()
+    if found or len(majors) != 1:
+        return None
+    # Only the major is pinned: the newest train of it that buildrows knows, which loads any code
+    # its older trains built (the summary says so; --cuda states the one it was built with).
+    major = majors.pop()
+    return max((t for t in train_table() if t.major == major), default=None)
 
 
 def _validate(text: str, project: Path) -> None:

@@ -163,12 +163,38 @@ def places(python: str, env: Mapping[str, str]) -> tuple[str, ...]:
             f"manylinux ({manylinux_dir(env)}/{tag}-{tag}{t}/bin/python)", f"python{xy}{t} on PATH")
 
 
+def _tool(name: str, env: Mapping[str, str], *extra: str) -> str | None:
+    """`name` on the environment's PATH, else at one of `extra`; None when this machine has neither."""
+    import shutil
+
+    found = shutil.which(name, path=env.get("PATH", os.defpath))
+    if found:
+        return found
+    return next((p for p in extra if os.path.isfile(p) and os.access(p, os.X_OK)), None)
+
+
 def install_hint(python: str, env: Mapping[str, str]) -> str:
-    """The exact commands that give this machine the row's interpreter."""
+    """The exact commands that give this machine the row's interpreter, using only what it has: pyenv
+    (on PATH, or under PYENV_ROOT), uv (on PATH), else uv installed from PyPI into a virtual
+    environment of the running Python (no system package is touched). buildrows then finds the
+    result where it looks (pyenv's versions, uv's install directory)."""
+    import shlex
+
     major, minor, free = split_python(python)
     xy = f"{major}.{minor}"
-    uv = f"uv python install {xy}{'t' if free else ''}"
-    pyenv = f"pyenv install {xy}t-dev" if free else f"pyenv install {xy}"
-    has_pyenv = os.path.isdir(pyenv_dir(env))
-    first, second = (pyenv, uv) if has_pyenv else (uv, pyenv)
-    return f"`{first}` (or `{second}`); buildrows then finds it, no shell set-up needed"
+    found = "; buildrows then finds it, no shell set-up needed"
+    pyenv = _tool("pyenv", env, os.path.join(pyenv_dir(env), "bin", "pyenv"))
+    uv = _tool("uv", env)
+    if pyenv is not None:
+        name = "pyenv" if _tool("pyenv", env) == pyenv else shlex.quote(pyenv)
+        first = f"`{name} install {xy}t-dev`" if free else f"`{name} install {xy}`"
+        return first + (f" (or `uv python install {xy}{'t' if free else ''}`)" if uv else "") + found
+    if uv is not None:
+        return f"`uv python install {xy}{'t' if free else ''}`{found}"
+    # Neither: uv from PyPI, in a virtual environment of its own (PEP 668 systems refuse a bare pip install).
+    venv = os.path.join(_home(env), ".cache", "buildrows", "uv-tool")
+    py = sys.executable if os.path.isabs(sys.executable) else "python3"
+    cmd = (f"{shlex.quote(py)} -m venv {shlex.quote(venv)} && {shlex.quote(venv)}/bin/pip install -q uv && "
+           f"{shlex.quote(venv)}/bin/uv python install {xy}{'t' if free else ''}")
+    return f"`{cmd}` (this machine has neither pyenv nor uv: this installs uv from PyPI, then the Python){found}"
+

@@ -1,0 +1,122 @@
+"""Which toolkit built a wheel's device code, and the oldest driver it loads on (SPEC §8, issue 27).
+
+Read from the device code itself, never assumed from the row: every PTX entry's header records its
+PTX ISA version (the `.version` of its text), and each ISA belongs to one train
+(`buildrows/data/cuda_trains.toml`, `[ptx-isa]`). A driver JIT-compiles PTX only up to its own
+train's ISA, so PTX newer than the row's train breaks the row's promise on the drivers that train
+supports: GPUs without a cubin get CUDA_ERROR_UNSUPPORTED_PTX_VERSION there.
+
+Cubins load on any driver of their CUDA major (minor-version compatibility), from the major's first
+driver on. Their toolkit record (the cubin's `.note.nv.cuinfo`) sits inside the payload, which the
+reader does not decompress, so it is not judged here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from buildrows.policy.archs import Train, driver_floor, newest_ptx_isa, ptx_isa_train, train_driver
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from buildrows.binaries.wheelread import LibraryInfo
+    from buildrows.check.judges import Artifact, CheckResult, Expectation
+
+__all__ = ["check_device_train", "oldest_driver", "train_of_code"]
+
+NAME = "device-code-train"
+
+
+def _isa(isa: tuple[int, int]) -> str:
+    return f"{isa[0]}.{isa[1]}"
+
+
+def _driver_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def _jit_driver(isa: tuple[int, int]) -> tuple[Train | None, str | None]:
+    """The train that wrote `isa` and the oldest driver that JIT-compiles it (None: not in the table)."""
+    train = ptx_isa_train(isa)
+    if train is None:
+        return None, None
+    found = train_driver(train)
+    return train, (found[1] if found is not None else None)
+
+
+def oldest_driver(isas: list[tuple[int, int]], major: int) -> tuple[str | None, str]:
+    """The oldest Linux driver every part of the device code loads on, and why."""
+    floor = driver_floor(major)
+    best, why = floor, f"CUDA {major}'s first driver (minor-version compatibility)"
+    if isas:
+        newest = max(isas)
+        train, driver = _jit_driver(newest)
+        if driver is not None and (best is None or _driver_key(driver) > _driver_key(best)):
+            best, why = driver, f"CUDA {train}'s, to JIT-compile its PTX ISA {_isa(newest)}"
+    return best, why
+
+
+def train_of_code(libraries: Iterable[LibraryInfo]) -> tuple[Train, str] | None:
+    """The oldest train that can have written the libraries' PTX (the train of the newest ISA), and that ISA."""
+    isas = [isa for lib in libraries for isa in lib.ptx_isa]
+    if not isas:
+        return None
+    train = ptx_isa_train(max(isas))
+    return (train, _isa(max(isas))) if train is not None else None
+
+
+def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
+    """Every library's PTX was written by the row's train or an older one; says the oldest driver."""
+    from buildrows.check.judges import CheckResult, library_rule, train_of_digits
+
+    assert exp.cuda is not None
+    bad: list[str] = []
+    seen: list[tuple[int, int]] = []
+    judged = 0
+    for lib in info.libraries:
+        if not lib.ptx_isa:
+            continue
+        rule, digits = library_rule(exp, lib.path)
+        if rule is not None and rule.vendored:
+            continue  # bundled from elsewhere: reported by the device-code check, not judged
+        train, label = exp.cuda, "the row"
+        if rule is not None and rule.per_train:
+            own = train_of_digits(digits)
+            if own is None:
+                continue  # the device-code check names a per-train library without a train
+            train, label = own, "its name"
+        judged += 1
+        isa = max(lib.ptx_isa)
+        seen.append(isa)
+        if isa <= newest_ptx_isa(train):
+            continue
+        wrote, driver = _jit_driver(isa)
+        if wrote is None:
+            by = ("newer than any train buildrows knows (add it under [ptx-isa] in "
+                  "buildrows/data/cuda_trains.toml)")
+            needs = "a newer driver than any buildrows knows"
+            other = "the row of the train that built it"
+        else:
+            by = f"CUDA {wrote}'s"
+            needs = f"CUDA {wrote}'s driver" + (f" (>= {driver} on Linux)" if driver else "")
+            other = f"a CUDA {wrote} row"
+        bad.append(f"{lib.path}: PTX ISA {_isa(isa)} is {by}, but {label} claims CUDA {train} (which writes ISA "
+                   f"{_isa(newest_ptx_isa(train))} at most): it was built by a newer toolkit, and its PTX needs "
+                   f"{needs}; on the drivers CUDA {train} supports, GPUs without a cubin get "
+                   f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the CUDA {train} toolkit, or check "
+                   f"it against {other}")
+    driver, why = oldest_driver(seen, exp.cuda.major)
+    where = " (Linux x86_64 numbering; Windows drivers are numbered apart)" if exp.platform.startswith("windows") else ""
+    floor = driver_floor(exp.cuda.major)
+    cubins = (f"; GPUs its cubins cover load it from {floor}, CUDA {exp.cuda.major}'s first driver"
+              if driver is not None and floor is not None and driver != floor and not bad else "")
+    summary = (f"oldest driver it loads on: {driver}, {why}{cubins}{where}" if driver is not None
+               else f"oldest driver it loads on: not known for CUDA {exp.cuda}; {why}")
+    if bad:
+        return CheckResult(NAME, False, [*bad, summary])
+    if not seen:
+        return CheckResult(NAME, True, [f"no PTX to date it (the cubins' toolkit records are not read); {summary}"])
+    return CheckResult(NAME, True, [f"PTX ISA {_isa(max(seen))} in {judged} "
+                                    f"{'library' if judged == 1 else 'libraries'}: no newer than CUDA {exp.cuda} "
+                                    f"writes; {summary}"])
