@@ -118,3 +118,21 @@ def test_build_reports_a_cpu_row_lacking_a_module_and_strict_fails_it(
     r = cli("--config", str(pol), "build", CPU, CUDA, "--no-check", "--wheel-dir", str(tmp_path / "dist"))
     assert r.code == 5 and line in r.out, r.out + r.err
 
+
+
+def test_a_cuda_build_of_a_cpu_module_is_cuda_only_but_a_name_alone_is_not(tmp_path: Path) -> None:
+    """torch_spline_conv (issue 28): `_version_cuda` has no device code (and, linked --as-needed, no
+    CUDA library); it is the CUDA build of the CPU row's `_version_cpu`. A `_cuda` module with no
+    CPU counterpart, device code or CUDA link is one the CPU row lacks."""
+    r = rows(tmp_path)
+    so = "tsc/_{}.cpython-3XX-x86_64-linux-gnu.so"
+    cpu_mods = [so.format(f"{m}_cpu") for m in ("basis", "version")]
+    cuda_mods = [so.format(f"{m}_cuda") for m in ("basis", "version")]
+    cuda = wheel(r["linux-x86_64-cu130-py312"], [*COMMON, *cpu_mods, *cuda_mods], "312",
+                 cuda_only=(so.format("basis_cuda"),))
+    assert compare([wheel(r["linux-x86_64-cpu-py312"], [*COMMON, *cpu_mods], "312"), cuda]) == []
+    lone = so.format("extra_cuda")
+    cuda = wheel(r["linux-x86_64-cu130-py312"], [*COMMON, *cpu_mods, *cuda_mods, lone], "312",
+                 cuda_only=(so.format("basis_cuda"),))
+    (d,) = compare([wheel(r["linux-x86_64-cpu-py312"], [*COMMON, *cpu_mods], "312"), cuda])
+    assert d.row == "linux-x86_64-cpu-py312" and d.members == ("tsc/_extra_cuda.{python}.so",)

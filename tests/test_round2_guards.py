@@ -22,7 +22,10 @@ def test_with_isolation_the_frontends_fix_does_not_offer_isolation() -> None:
     assert f.failed and "--isolation, which fetches" not in f.fix
     assert f.fix == (f"/py/bin/python -m pip install '{FRONTEND}' (the PEP 517 frontend runs in the row's Python, "
                      "with --isolation too)")
+    # --isolation fetches the project's requirements, never the frontend: only they are offered it.
     (f,) = check_requirements("/py/bin/python", [FRONTEND], {"build": None})
+    assert "or build with --isolation" not in f.fix
+    (f,) = check_requirements("/py/bin/python", ["scikit-build-core>=0.10"], {"scikit-build-core": None})
     assert "or build with --isolation, which fetches it from the registry" in f.fix
 
 

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -124,7 +124,9 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
                            "set [project] cuda-option to the project's CMake CUDA switch (e.g. MYPROJ_BUILD_CUDA) "
                            "or env-switches to its environment switches (e.g. FORCE_CUDA)")
         present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
-        told = f"{option}=OFF" if option else ", ".join(f"{s}=0" for s in policy.project.switches)
+        # The values the build really gets (a "!NAME" switch means CPU: 1 on this row), as `env` gives them.
+        names = {s.removeprefix("!") for s in policy.project.switches}
+        told = f"{option}=OFF" if option else ", ".join(f"{k}={v}" for k, v in row.switches if k in names)
         return Finding("cuda", "ok", f"CPU row: {told}{present}")
     from buildrows.plan.row import cached_toolkit, toolkit_compiler
 
@@ -186,6 +188,23 @@ def check_project_cmake(row: Row, project: Path, driver: Driver, cmake: tuple[st
                            "export CMAKE_POLICY_VERSION_MINIMUM=3.5 (CMake 4 then configures it), or put a CMake 3.x "
                            "first on PATH"))
     return out
+
+
+def driver_runs_cmake(project: Path, driver: Driver) -> bool:
+    """Whether the row's driver runs CMake on this project: cmake-presets and scikit-build-core
+    always do; a setup.py build only when its setup.py does (the knowledge init uses to skip a
+    CMakeLists.txt's cuda-option; buildrows.build.project_cmake)."""
+    from buildrows.build.project_cmake import setup_py_runs_cmake
+
+    return driver != "setup.py" or setup_py_runs_cmake(project)
+
+
+def not_run_by_driver(project: Path) -> Finding:
+    """The note that replaces the CMake findings for a setup.py that never runs CMake."""
+    beside = (f"; its {project / 'CMakeLists.txt'} is for another build (the setup.py does not read it)"
+              if (project / "CMakeLists.txt").is_file() else "")
+    return Finding("cmake", "note", "not judged: the project's setup.py never runs CMake (cmake, the generator and "
+                   f"CMake's rules play no part in this build){beside}")
 
 
 def check_python(row: Row, python: str | None, ran: tuple[str | None, str | None] = (None, None), *,
@@ -356,6 +375,233 @@ def check_torch_cuda_home(row: Row, root: str | None, nvcc: str, torch_says: str
     return [Finding(name, "ok", f"{root}: the root of the row's nvcc, with {what}the runtime torch links")]
 
 
+#: What each FindCUDAToolkit target needs in the toolkit root: (headers under include/, libraries
+#: under the library directory, a subdirectory of it searched too). A target not listed here
+#: (CUDA::toolkit, an interface of include directories) is not judged.
+CUDA_COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "cudart": (("cuda_runtime.h",), ("libcudart.so",)),
+    "cudart_static": (("cuda_runtime.h",), ("libcudart_static.a",)),
+    "cuda_driver": (("cuda.h",), ("libcuda.so",)),
+    "cublas": (("cublas_v2.h",), ("libcublas.so",)),
+    "cublasLt": (("cublasLt.h",), ("libcublasLt.so",)),
+    "cufft": (("cufft.h",), ("libcufft.so",)),
+    "cufftw": (("cufftw.h",), ("libcufftw.so",)),
+    "curand": (("curand.h",), ("libcurand.so",)),
+    "cusolver": (("cusolverDn.h",), ("libcusolver.so",)),
+    "cusparse": (("cusparse.h",), ("libcusparse.so",)),
+    "nvrtc": (("nvrtc.h",), ("libnvrtc.so",)),
+    "nvJitLink": (("nvJitLink.h",), ("libnvJitLink.so",)),
+    "nvml": (("nvml.h",), ("libnvidia-ml.so",)),
+    "cupti": (("cupti.h",), ("libcupti.so",)),
+    "nvtx3": (("nvtx3/nvToolsExt.h",), ()),
+}
+#: Driver libraries: FindCUDAToolkit looks in the library directory's stubs/ too, and a machine
+#: with the driver installed has them in the system's library directories.
+_DRIVER_LIBRARIES = ("libcuda.so", "libnvidia-ml.so")
+_SYSTEM_LIBRARY_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")
+#: The components `buildrows toolkit install TRAIN --libraries` assembles (its pinned wheels, and the
+#: driver stub it writes), and the PyPI packages of the others.
+_BY_TOOLKIT_LIBRARIES = ("cublas", "cublasLt", "cufft", "cufftw", "curand", "cusolver", "cusparse", "cuda_driver")
+_PYPI_PACKAGE = {"nvrtc": "nvidia-cuda-nvrtc", "nvJitLink": "nvidia-nvjitlink", "nvml": "nvidia-nvml-dev",
+                 "cupti": "nvidia-cuda-cupti", "nvtx3": "nvidia-nvtx"}
+_CUDA_TARGET = re.compile(r"\bCUDA::([A-Za-z0-9_]+)")
+_SUBDIR = re.compile(r"^\s*add_subdirectory\s*\(\s*\"?([^\s\")]+)", re.MULTILINE | re.IGNORECASE)
+_INCLUDE = re.compile(r"^\s*include\s*\(\s*\"?([^\s\")]+)", re.MULTILINE | re.IGNORECASE)
+_DIR_VARIABLES = ("${CMAKE_CURRENT_SOURCE_DIR}", "${CMAKE_CURRENT_LIST_DIR}")
+_TOP_VARIABLES = ("${PROJECT_SOURCE_DIR}", "${CMAKE_SOURCE_DIR}")
+
+
+def cmake_source_dir(project: Path, driver: Driver) -> Path:
+    """Where the project's CMakeLists.txt is: scikit-build-core's `cmake.source-dir`, else the project."""
+    if driver != "scikit-build-core":
+        return project
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        doc = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return project
+    cmake = doc.get("tool", {}).get("scikit-build", {}).get("cmake", {})
+    source = cmake.get("source-dir") if isinstance(cmake, dict) else None
+    return project / source if isinstance(source, str) else project
+
+
+def cmake_files(source: Path, limit: int = 400) -> Iterator[tuple[Path, str]]:
+    """The CMake files a configure of `source` reads, with their text: CMakeLists.txt, the
+    directories it adds (add_subdirectory) and the files it includes (include, a path or a
+    module of the project's own), followed recursively. Conditions are not evaluated."""
+    seen: set[Path] = set()
+    todo = [source / "CMakeLists.txt"]
+    modules: dict[str, Path] | None = None
+    while todo and len(seen) < limit:
+        path = todo.pop(0)
+        try:
+            key = path.resolve()
+            if key in seen or not path.is_file():
+                continue
+            seen.add(key)
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        yield path, text
+        here = path.parent
+
+        def resolve(arg: str, here: Path = here) -> Path:
+            for v in _DIR_VARIABLES:
+                arg = arg.replace(v, str(here))
+            for v in _TOP_VARIABLES:
+                arg = arg.replace(v, str(source))
+            return Path(arg) if os.path.isabs(arg) else here / arg
+
+        for m in _SUBDIR.finditer(text):
+            if "${" in resolve(m.group(1)).as_posix():
+                # A directory named by a variable (ggml's `add_subdirectory(${backend_dir})` in its
+                # backend function): any subdirectory of this one with a CMakeLists.txt may be it.
+                todo += sorted(here.glob("*/CMakeLists.txt"))
+            else:
+                todo.append(resolve(m.group(1)) / "CMakeLists.txt")
+        for m in _INCLUDE.finditer(text):
+            arg = m.group(1)
+            if arg.endswith(".cmake") or "/" in arg:
+                todo.append(resolve(arg))
+                continue
+            if modules is None:  # the project's own modules (include(Foo) finds cmake/Foo.cmake)
+                modules = {}
+                for p in sorted(source.rglob("*.cmake"))[:2000]:
+                    modules.setdefault(p.stem, p)
+            if arg in modules:
+                todo.append(modules[arg])
+
+
+def _where(path: Path, source: Path, text: str, at: int) -> str:
+    line = text.count("\n", 0, at) + 1
+    return f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}"
+
+
+def cuda_components(source: Path) -> dict[str, str]:
+    """The CUDA::X targets the project's CMake names (`cmake_files`), each with where it is first
+    named ("file:line"). A CUDA row turns the project's CUDA on, and the CUDA parts name them."""
+    found: dict[str, str] = {}
+    for path, text in cmake_files(source):
+        for m in _CUDA_TARGET.finditer(text):
+            found.setdefault(m.group(1), _where(path, source, text, m.start()))
+    return found
+
+
+#: What fetches from the network while CMake configures: file(DOWNLOAD), FetchContent, CPM.
+_FETCH = re.compile(r"^\s*(file\s*\(\s*DOWNLOAD\b|FetchContent_Declare\s*\(|CPMAddPackage\s*\(|"
+                    r"ExternalProject_Add\s*\()", re.MULTILINE | re.IGNORECASE)
+
+
+def check_network_fetches(source: Path) -> Finding | None:
+    """A note when the project's CMake fetches from the network while it configures (cufinufft
+    2.5.1 downloads CPM.cmake and CCCL from GitHub): a builder without network access fails
+    there, whatever doctor found. A note, not a refusal: most builders have the network."""
+    sites = []
+    for path, text in cmake_files(source):
+        for m in _FETCH.finditer(text):
+            name = m.group(1).split("(")[0].strip()
+            sites.append(f"{_where(path, source, text, m.start())} {'file(DOWNLOAD)' if name.lower() == 'file' else name}")
+    if not sites:
+        return None
+    more = f", and {len(sites) - 3} more" if len(sites) > 3 else ""
+    return Finding("network", "note", f"the project's CMake fetches from the network while it configures "
+                   f"({'; '.join(sites[:3])}{more}): a builder without network access fails there",
+                   "build where the network is reachable, or give the project its dependencies the way its docs "
+                   "say (a CPM_SOURCE_CACHE or FETCHCONTENT_SOURCE_DIR_<NAME> holding them)")
+
+
+def _has_library(root: str, name: str) -> str | None:
+    """Where FindCUDAToolkit would find library `name` for a toolkit `root`, or None."""
+    dirs = [os.path.join(root, d) for d in ("lib64", "lib", os.path.join("lib", "x64"))]
+    dirs += [str(p) for p in sorted(Path(root).glob("targets/*/lib"))]
+    if name in _DRIVER_LIBRARIES:
+        dirs += [os.path.join(d, "stubs") for d in dirs] + list(_SYSTEM_LIBRARY_DIRS)
+    for d in dirs:
+        path = os.path.join(d, name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def _has_header(root: str, name: str) -> bool:
+    return any(os.path.isfile(os.path.join(d, name)) for d in
+               [os.path.join(root, "include"), *map(str, sorted(Path(root).glob("targets/*/include")))])
+
+
+def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cached: str | None = None) -> list[Finding]:
+    """Each CUDA::X target the project links (`used`: target -> where it is named) has its headers
+    and libraries in the toolkit `root` the build compiles with: one finding per missing target,
+    with the fix; one ok finding naming those found."""
+    train = row.cuda.dotted if row.cuda is not None else "TRAIN"
+    ok: list[str] = []
+    out: list[Finding] = []
+    needs: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+    lacks: dict[str, list[str]] = {}
+    for target in used:
+        base = target.removesuffix("_static")
+        headers, libraries = CUDA_COMPONENTS.get(target) or CUDA_COMPONENTS.get(base) or ((), ())
+        if target not in CUDA_COMPONENTS and base in CUDA_COMPONENTS:  # CUDA::cublas_static: libcublas_static.a
+            libraries = tuple(lib.replace(".so", "_static.a") for lib in libraries)
+        if headers or libraries:
+            needs[target] = headers, libraries
+            lacks[target] = [f"include/{h}" for h in headers if not _has_header(root, h)] + [
+                ("lib64/stubs/" if lib in _DRIVER_LIBRARIES else "lib64/") + lib for lib in libraries
+                if _has_library(root, lib) is None]
+    for target, where in sorted(used.items()):
+        if target not in needs:
+            continue
+        headers, libraries = needs[target]
+        base = target.removesuffix("_static")
+        missing = lacks[target]
+        # A project that names both CUDA::X and CUDA::X_static chooses one in a condition doctor
+        # does not evaluate (ggml: GGML_STATIC): either one found is enough.
+        twin = base if target != base else f"{base}_static"
+        if not missing or (twin in lacks and not lacks[twin]):
+            ok.append(f"CUDA::{target}" + (f" (or CUDA::{twin})" if missing else ""))
+            continue
+        has_it = cached is not None and os.path.realpath(cached) != os.path.realpath(root) and all(
+            _has_header(cached, h) for h in headers) and all(_has_library(cached, lib) for lib in libraries)
+        if has_it and cached is not None:
+            fix = (f"a CUDA {train} toolkit with it is in buildrows' cache, {cached}: build with it, "
+                   f"`CUDACXX={os.path.join(cached, 'bin', 'nvcc')} buildrows build {row.name}`")
+        elif base in _BY_TOOLKIT_LIBRARIES and row.os == "linux":
+            what = ("the driver API's link stub (lib64/stubs/libcuda.so; the real libcuda.so.1 comes with the "
+                    "driver at run time)" if base == "cuda_driver" else "the CUDA libraries' headers and libraries")
+            fix = (f"`buildrows toolkit install {train} --libraries` assembles a CUDA {train} root with {what}; "
+                   f"build with it: `CUDACXX=<that root>/bin/nvcc buildrows build {row.name}` (or `--provision`)")
+        elif base in _PYPI_PACKAGE:
+            fix = (f"buildrows does not assemble it: install NVIDIA's CUDA {train} toolkit with it (or add the "
+                   f"include/ and lib/ of PyPI's {_PYPI_PACKAGE[base]} for {train} to {root})")
+        else:
+            fix = f"install NVIDIA's CUDA {train} toolkit with it (the full installer has every component)"
+        out.append(Finding(f"CUDA::{target}", "missing", f"the project links CUDA::{target} ({where}), and the "
+                           f"toolkit the build uses ({root}) lacks {', '.join(missing)}: CMake would stop at it", fix))
+    if ok:
+        out.insert(0, Finding("CUDA components", "ok", f"{', '.join(ok)} in {root}"))
+    return out
+
+
+def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[str, str], host: HostOs,
+                          driver: Driver, toolkit: str | None = None) -> list[Finding]:
+    """The CUDA components the project's CMake links, judged against the root of the row's nvcc."""
+    used = cuda_components(cmake_source_dir(project, driver))
+    if not used:
+        return []
+    from buildrows.plan.row import cached_toolkit, plan_row
+
+    try:
+        plan = plan_row(policy, row, env, host=host, step="doctor", toolkit=toolkit)
+    except (BadInput, Refused):
+        return []  # the nvcc finding already says why
+    root = plan.cuda_home
+    if root is None:
+        return []
+    return check_toolkit_components(row, root, used, cached=cached_toolkit(row, env))
+
+
 class Probe(Protocol):
     """What doctor needs to look at on the machine."""
 
@@ -482,14 +728,24 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         what, _, fix = str(e).partition("\n    fix: ")
         findings.append(Finding("host", "refused", what.removeprefix("doctor: "), fix))
         return findings
-    findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
-    if choose_generator(row, env, host).is_ninja:
-        findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
+    runs_cmake = driver_runs_cmake(project, driver)
+    if runs_cmake:
+        findings.append(check_tool("cmake", *probe.tool("cmake", env), MIN_CMAKE, cmake_fix()))
+        if choose_generator(row, env, host).is_ninja:
+            findings.append(check_tool("ninja", *probe.tool("ninja", env), MIN_NINJA, ninja_fix()))
+    else:
+        findings.append(not_run_by_driver(project))
     findings.append(check_cuda(row, policy, env, host, toolkit))
-    project_cmake = check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
-    if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
-        findings += check_generator(row, env, host)
-    findings += project_cmake
+    if runs_cmake:
+        project_cmake = check_project_cmake(row, project, driver, probe.tool("cmake", env), env)
+        if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
+            findings += check_generator(row, env, host)
+        findings += project_cmake
+        fetches = check_network_fetches(cmake_source_dir(project, driver))
+        if fetches is not None:
+            findings.append(fetches)
+        if row.is_cuda:
+            findings += check_cuda_components(row, project, policy, env, host, driver, toolkit)
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
@@ -535,6 +791,10 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
                  "this interpreter holding them")
     findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
                  for f in checked]
+    if driver == "setup.py" and row.os == "linux":
+        linked = check_link_rpath(policy, env.get("LDSHARED") or interpreter_ldshared(python))
+        if linked is not None:
+            findings.append(linked)
     from buildrows.plan.torchenv import uses_torch
 
     if uses_torch(project, reqs):
@@ -544,6 +804,37 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         elif row.is_cuda:
             findings += _torch_cuda_home(policy, row, env, host, python, project)
     return findings
+
+
+_RPATH_FLAG = re.compile(r"-Wl,-(?:rpath|R)[,=](\S+)")
+
+
+def interpreter_ldshared(python: str) -> str:
+    """The link command the interpreter's sysconfig gives setuptools (LDSHARED), or ""."""
+    from buildrows.build.runner import capture
+
+    got = capture([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LDSHARED') or '')"], timeout=60)
+    lines = got.output.strip().splitlines() if got.error is None and got.code == 0 else []
+    return lines[-1] if lines else ""
+
+
+def check_link_rpath(policy: Policy, ldshared: str) -> Finding | None:
+    """A note when the link command setuptools takes from the row's interpreter (LDSHARED) writes
+    an absolute RPATH into every extension (a pyenv Python built with --enable-shared adds
+    `-Wl,-rpath,<its lib>`; seen on torch_spline_conv 1.2.2): the check's runtime-reached fails
+    each library unless the policy lists the entry under [[check.rpath-exceptions]]."""
+    import fnmatch
+
+    kept = [e.entry for e in policy.check.rpath_exceptions if e.entry is not None]
+    entries = list(dict.fromkeys(m for m in _RPATH_FLAG.findall(ldshared) if m.startswith("/")))
+    uncovered = [e for e in entries if not any(fnmatch.fnmatchcase(e, k) for k in kept)]
+    if not uncovered:
+        return None
+    return Finding("link rpath", "note", f"the row's interpreter links extensions with `{ldshared}` (its LDSHARED): "
+                   f"each library gets the absolute RUNPATH {', '.join(uncovered)}, which the check's "
+                   "runtime-reached judge fails",
+                   "build with an interpreter whose LDSHARED writes no -rpath (manylinux's /opt/python, uv's), set "
+                   "LDSHARED for the build, or list the entry under [[check.rpath-exceptions]] with its reason")
 
 
 def check_torch_installed(policy: Policy, row: Row, python: str, version: str | None,

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildrows.errors import Refused
+from buildrows.errors import BuildrowsError, Refused
 from buildrows.plan.toolchain import HostOs
 from buildrows.policy.model import Driver, Policy, Row
 from buildrows.provision.interpreters import Interpreter
@@ -162,11 +162,29 @@ def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: 
     from buildrows.build.runner import duration
 
     start = time.perf_counter()
-    for row in rows:
-        doctor_row(pol, row, env, host, args, ui, report=report, provided=(provided or {}).get(row.name))
+    failed: list[tuple[Row, BuildrowsError]] = []
+    for row in rows:  # every row is reported, a refused one included (issue 28 point 7)
+        try:
+            doctor_row(pol, row, env, host, args, ui, report=report, provided=(provided or {}).get(row.name))
+        except BuildrowsError as e:
+            if len(rows) == 1:
+                raise
+            (report or ui.info)(f"  {row.name}: {e}")
+            failed.append((row, e))
     elapsed = time.perf_counter() - start
     ui.info(f"  doctor took {duration(elapsed)}")
+    if failed:
+        raise worst_of(failed, len(rows))
     return elapsed
+
+
+def worst_of(failed: Sequence[tuple[Row, BuildrowsError]], total: int) -> BuildrowsError:
+    """One error for the rows doctor could not pass: the kind with the highest exit code (a refusal,
+    exit 3, over bad input, exit 2), naming every failed row."""
+    worst = max((e for _, e in failed), key=lambda e: e.exit_code)
+    names = ", ".join(r.name for r, _ in failed)
+    return type(worst)(f"{len(failed)} of {total} rows cannot be built on this machine: {names} (each with its "
+                       "findings and fixes above)")
 
 
 def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: BuildOptions,

@@ -9,7 +9,9 @@ one invocation can be held to each other:
   member; so are the ``.dist-info`` directories of two versions);
 - a CPU row ships what the CUDA row of its platform and Python ships, but the CUDA-only
   libraries: those with device code or linking a CUDA library (the runtime, the math libraries,
-  torch's CUDA libraries). Anything else one ships and the other lacks is a difference.
+  torch's CUDA libraries), and the CUDA builds of modules the CPU row ships under their CPU
+  name (`_version_cuda` beside `_version_cpu`). A name alone never makes a library CUDA-only.
+  Anything else one ships and the other lacks is a difference.
 
 Pure functions over member lists and library facts; `buildrows.build.orchestrate` reads the
 wheels and reports (and, with ``--strict`` or ``[check] same-members = true``, fails) the rows
@@ -79,6 +81,26 @@ def is_cuda_only(needed: Iterable[str], has_device_code: bool) -> bool:
     return any(Path(n).name.lower().startswith(CUDA_LIBRARIES) for n in needed)
 
 
+#: "cuda" as a word of a member's file name (`_basis_cuda`, `ops.cuda.so`, `cuda_ops`), not inside another word.
+_CUDA_WORD = re.compile(r"(?<![A-Za-z0-9])cuda(?![A-Za-z0-9])")
+
+
+def counterparts(cuda_members: set[str], cpu_members: set[str]) -> set[str]:
+    """The CUDA wheel's members that are the CUDA build of a module the CPU wheel ships: the same
+    name with `cpu` for `cuda` (torch_spline_conv's `_version_cuda.so` beside `_version_cpu.so`:
+    built from one source for each backend, with no device code and, under --as-needed, no CUDA
+    link). The pair is the evidence, never the name alone: a `_cuda` module without a `_cpu`
+    counterpart, device code or CUDA links is still one the CPU row lacks (issue 28)."""
+    out = set()
+    for m in cuda_members:
+        head, _, name = m.rpartition("/")
+        if _CUDA_WORD.search(name):
+            twin = (head + "/" if head else "") + _CUDA_WORD.sub("cpu", name)
+            if twin in cpu_members:
+                out.add(m)
+    return out
+
+
 def _members(w: BuiltWheel) -> dict[str, str]:
     """Normalised name -> the member's name in the wheel (directories and RECORD's signatures left out)."""
     out = {}
@@ -109,7 +131,7 @@ def compare(wheels: Sequence[BuiltWheel]) -> list[MemberDifference]:
         for j, cuda in enumerate(wheels):
             if cuda.row.cuda is None or (cuda.row.platform, cuda.row.python) != (cpu.row.platform, cpu.row.python):
                 continue
-            cuda_only = {normalise(m) for m in cuda.cuda_only}
+            cuda_only = {normalise(m) for m in cuda.cuda_only} | counterparts(set(sets[j]), set(sets[i]))
             cpu_lacks = sorted(set(sets[j]) - set(sets[i]) - cuda_only)
             if cpu_lacks:
                 out.append(MemberDifference(cpu.row.name, cuda.row.name, tuple(cpu_lacks),

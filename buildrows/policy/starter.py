@@ -49,8 +49,11 @@ class ProjectFacts:
 
 
 #: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
-KNOWN_SWITCHES = ("FORCE_CUDA", "WITH_CUDA", "USE_CUDA", "BUILD_CUDA", "FORCE_ONLY_CUDA")
+KNOWN_SWITCHES = ("FORCE_CUDA", "WITH_CUDA", "USE_CUDA", "BUILD_CUDA")
 CPU_SWITCHES = ("FORCE_ONLY_CPU", "FORCE_CPU", "CPU_ONLY")
+# Switches that mean "CUDA only" (FORCE_ONLY_CUDA) are never listed, so never turned on: upstream's
+# CUDA wheel (FORCE_CUDA=1) ships the CPU modules too (torch_scatter, torch_spline_conv: `suffices =
+# ['cuda', 'cpu']`), and FORCE_ONLY_CUDA=1 would drop them from the CUDA row's wheel (issue 28).
 
 
 def _name(project: Path, doc: dict[str, object]) -> tuple[str, str]:
@@ -199,7 +202,7 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     lines += ["", f"[platforms.{platform}]"]
     lines.append(f"trains = [{trains}]" if cuda is not None else
                  "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")
-    if cpu or cuda is None:
+    if keeps_cpu(facts, cuda, cpu):
         lines.append("cpu = true  # CPU rows too (CUDA off)")
     if cuda is not None:
         lines += ["", f"# {cuda.source}", f"[[platforms.{platform}.cuda]]", f"trains = [{_q(cuda.train.dotted)}]",
@@ -213,6 +216,13 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
         if cuda.facts is not None:
             lines += check_toml(cuda.facts)
     return "\n".join(lines) + "\n"
+
+
+def keeps_cpu(facts: ProjectFacts, cuda: CudaStart | None, cpu: bool) -> bool:
+    """Whether the starting policy has CPU rows: asked for, no CUDA train, or a project that turns
+    CUDA off itself (a cuda-option, env-switches, a torch extension). `init --cuda 13.0` keeps the
+    CPU rows plain `init` writes for such a project, and adds the train (issue 28)."""
+    return cpu or cuda is None or bool(facts.cuda_option or facts.switches or facts.torch)
 
 
 class InitRequest(Protocol):
@@ -287,7 +297,7 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
     text = starter_text(facts, platform, pythons, cuda, cpu=args.cpu)
     _validate(text, project)
     summary.append(f"platform {platform}, Python {', '.join(pythons)}"
-                   + (f", CUDA {cuda.train.dotted}" if cuda else "") + (", CPU" if args.cpu or cuda is None else ""))
+                   + (f", CUDA {cuda.train.dotted}" if cuda else "") + (", CPU" if keeps_cpu(facts, cuda, args.cpu) else ""))
     return text, summary
 
 

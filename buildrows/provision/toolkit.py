@@ -3,6 +3,15 @@
 torch.utils.cpp_extension (CUDA_HOME) accept: bin/nvcc, nvvm, include (runtime, crt, CCCL, NVTX,
 and with `libraries` the cuBLAS/cuSPARSE/cuSOLVER/cuRAND/cuFFT headers), lib64 with libcudart.
 
+With `libraries` on Linux it also gets lib64/stubs/libcuda.so, the driver API's link stub that
+FindCUDAToolkit's CUDA::cuda_driver needs. NVIDIA's redistributable cuda_cudart archive ships one;
+none of PyPI's CUDA 13 wheels does (nvidia-cuda-runtime 13.0.88, 13.0.96 and 13.5.37 carry
+libcudart, libcudart_static and libcudadevrt only; nvidia-nvml-dev carries nvml.h only), so
+buildrows writes it: every function the toolkit's own cuda.h declares (plain and per-thread-stream
+names, as the preprocessor gives them), each returning CUDA_ERROR_STUB_LIBRARY, linked with the
+soname libcuda.so.1. It is for linking only, as NVIDIA's is: at run time the driver's libcuda.so.1
+is loaded.
+
 It is assembled in a staging directory, checked (its nvcc must run and report the train), given a
 receipt, and only then renamed into place: a toolkit with a receipt is complete, so reusing one is
 reading a small JSON file (well under a second), with no rehashing.
@@ -13,8 +22,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +129,9 @@ def install(train: Train, platform: str, env: Mapping[str, str], *, source: sour
     for), else fetched, verified, unpacked and checked."""
     have = installed(train, platform, env)
     if have is not None and not force and (have.libraries or not libraries):
+        if libraries and have.libraries and platform in TARGETS and _stub_missing(have.root):
+            with _locked(have.root.parent / f".{train.dotted}.lock"):  # assembled before buildrows wrote stubs
+                write_driver_stub(have.root, env)
         return have
     chosen = choose_release(train, platform, env, source=source, libraries=libraries, mirror=mirror, release=release)
     root = toolkit_root(train, platform, env)
@@ -145,6 +158,8 @@ def install(train: Train, platform: str, env: Mapping[str, str], *, source: sour
                     progress(f"unpack {art.filename} ({art.component})")
                 unpack(path, art, staging)
             _finish_layout(staging, layout, triple or "", windows=platform.startswith("windows"))
+            if libraries and triple is not None and _stub_missing(staging):
+                write_driver_stub(staging, env)
             version = _check_nvcc(staging, train, env, chosen, nvcc_name(platform))
             receipt = {"train": train.dotted, "platform": platform, "source": chosen.source,
                        "release": chosen.release, "origin": chosen.origin, "nvcc_version": version,
@@ -206,6 +221,66 @@ def _finish_layout(root: Path, layout: str, triple: str, windows: bool = False) 
         dev = lib / (so.name.split(".so.", 1)[0] + ".so")
         if not dev.exists() and not dev.is_symlink():
             _link(dev, so.name)
+
+
+#: CUDA_ERROR_STUB_LIBRARY: what every function of NVIDIA's own stub returns when run.
+STUB_RESULT = 34
+_DRIVER_FUNCTION = re.compile(r"\bCUresult\s+(?:CUDAAPI\s+)?(cu[A-Za-z0-9_]+)\s*\(")
+
+
+def _stub_missing(root: Path) -> bool:
+    return not (root / "lib64" / "stubs" / "libcuda.so").exists()
+
+
+def driver_functions(cuda_h: str, preprocessed: Sequence[str] = ()) -> list[str]:
+    """The driver API's function names: those cuda.h declares, and those its declarations become
+    after the preprocessor (cuCtxCreate -> cuCtxCreate_v4, cuMemcpy -> cuMemcpy_ptds), sorted."""
+    names = set(_DRIVER_FUNCTION.findall(cuda_h))
+    for text in preprocessed:
+        names.update(_DRIVER_FUNCTION.findall(text))
+    return sorted(names)
+
+
+def write_driver_stub(root: Path, env: Mapping[str, str]) -> Path:
+    """Write root/lib64/stubs/libcuda.so (see the module's docstring) with the host C compiler."""
+    import subprocess
+    import tempfile
+
+    header = root / "include" / "cuda.h"
+    cc = shutil.which(env.get("CC") or "cc", path=env.get("PATH")) or shutil.which("gcc", path=env.get("PATH"))
+    if not header.is_file():
+        raise Refused(f"the toolkit in {root} has no include/cuda.h, so no driver stub (lib64/stubs/libcuda.so) can "
+                      "be written\n    fix: check that the source provides the CUDA runtime's headers")
+    if cc is None:
+        raise Refused("no C compiler (cc, or $CC) to write the driver stub lib64/stubs/libcuda.so with\n"
+                      "    fix: install a C compiler (nvcc needs one as its host compiler too), then run "
+                      "`buildrows toolkit install TRAIN --libraries` again")
+    texts = []
+    for defines in ((), ("-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1",)):
+        got = subprocess.run([cc, "-E", "-P", *defines, "-I", str(root / "include"), "-x", "c", str(header)],
+                             capture_output=True, text=True, check=False)
+        if got.returncode != 0:
+            raise Refused(f"{cc} could not preprocess {header} for the driver stub: {got.stderr.strip()[:300]}\n"
+                          "    fix: check the C compiler (or set CC to one that works)")
+        texts.append(got.stdout)
+    names = driver_functions(header.read_text(encoding="utf-8", errors="replace"), texts)
+    if "cuInit" not in names:
+        raise Refused(f"{header} declares no cuInit: not the driver API's header, no stub written\n"
+                      "    fix: check the toolkit's include/cuda.h")
+    stubs = root / "lib64" / "stubs"
+    stubs.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=stubs) as tmp:
+        source = Path(tmp) / "libcuda_stub.c"
+        source.write_text("/* buildrows: link stub of the CUDA driver API (not loaded at run time) */\n"
+                          + "".join(f"int {n}(void) {{ return {STUB_RESULT}; }}\n" for n in names), encoding="utf-8")
+        out = Path(tmp) / "libcuda.so"
+        got = subprocess.run([cc, "-shared", "-fPIC", "-O0", "-Wl,-soname,libcuda.so.1", "-o", str(out), str(source)],
+                             capture_output=True, text=True, check=False)
+        if got.returncode != 0:
+            raise Refused(f"{cc} could not link the driver stub: {got.stderr.strip()[:300]}\n"
+                          "    fix: check the C compiler (or set CC to one that works)")
+        os.replace(out, stubs / "libcuda.so")
+    return stubs / "libcuda.so"
 
 
 def _check_nvcc(root: Path, train: Train, env: Mapping[str, str], chosen: sources.Release, exe: str = "nvcc") -> str:
