@@ -10,6 +10,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from buildrows import __version__
 from buildrows.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BuildrowsError
@@ -51,7 +52,36 @@ EPILOG = (
 )
 
 
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns without importing shutil (and its compression modules):
+    COLUMNS when it is a positive number, else the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, its width found as argparse finds it, but without importing shutil:
+    every add_argument builds one, and `env` and `hook` start on every CI job."""
+
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        if len(args) < 3 and kwargs.get("width") is None:  # width: the third after prog
+            kwargs["width"] = _terminal_columns() - 2
+        super().__init__(prog, *args, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"buildrows: bad input: {message}\n    fix: see `{self.prog} --help`\n")

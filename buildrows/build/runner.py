@@ -14,11 +14,10 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import field
 from pathlib import Path
 
 from buildrows.errors import ExternalFailure
-from buildrows.frozen import Frozen, frozen_dataclass
+from buildrows.frozen import Frozen, field, frozen_dataclass
 from buildrows.ui import UI
 
 

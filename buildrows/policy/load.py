@@ -5,7 +5,6 @@ Every problem of the file is collected and reported at once, each with file, lin
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import re
 import sys
@@ -184,11 +183,25 @@ def load_policy(path: str | Path | None = None) -> Policy:
     return policy_from_dict(doc, str(cfg), Locator(text, prefix), prefix)
 
 
+def _copied(value: Any) -> Any:
+    """A deep copy of parsed TOML (tables, arrays, scalars) without importing `copy` (the hook
+    starts on every CI job); anything else goes through copy.deepcopy."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    import copy
+
+    return copy.deepcopy(value)
+
+
 def policy_from_dict(doc: dict[str, Any], file: str, locate: schema.Locate | None = None,
                      prefix: tuple[str, ...] = ()) -> Policy:
     """Validate and resolve a policy table; `prefix` is where it sits in its file (("tool", "buildrows"))."""
     loc: schema.Locate = locate or (lambda _p: None)
-    doc = copy.deepcopy(doc)
+    doc = _copied(doc)
     problems = schema.validate(doc, file, loc, prefix)
     if "python" not in doc or "platforms" not in doc:
         raise_problems(problems, f"{file}: invalid policy")

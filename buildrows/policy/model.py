@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import field
 from typing import Literal
 
 from buildrows.errors import Problem, Refused
-from buildrows.frozen import Frozen, frozen_dataclass
+from buildrows.frozen import Frozen, field, frozen_dataclass
 from buildrows.policy.archs import ArchList, Train
 
 Os = Literal["linux", "windows"]

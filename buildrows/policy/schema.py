@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import field
 from typing import Any
 
 from buildrows.errors import Problem
-from buildrows.frozen import Frozen, frozen_dataclass
+from buildrows.frozen import Frozen, field, frozen_dataclass
 from buildrows.policy.model import DOCS, RUNTIME_MODES
 
 
