@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
+__all__ = ["Frozen", "OrderedFrozen", "field", "frozen_dataclass"]
+
 _MISSING: Any = object()
 
 
@@ -188,7 +190,7 @@ class Frozen:
 
     def __eq__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._frozen_key() == other._frozen_key()  # type: ignore[attr-defined, no-any-return]
+            return self._frozen_key() == other._frozen_key()
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -207,20 +209,20 @@ class OrderedFrozen(Frozen):
 
     def __lt__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._frozen_key() < other._frozen_key()  # type: ignore[attr-defined, no-any-return]
+            return self._frozen_key() < other._frozen_key()
         return NotImplemented
 
     def __le__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._frozen_key() <= other._frozen_key()  # type: ignore[attr-defined, no-any-return]
+            return self._frozen_key() <= other._frozen_key()
         return NotImplemented
 
     def __gt__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._frozen_key() > other._frozen_key()  # type: ignore[attr-defined, no-any-return]
+            return self._frozen_key() > other._frozen_key()
         return NotImplemented
 
     def __ge__(self, other: object) -> bool:
         if other.__class__ is self.__class__:
-            return self._frozen_key() >= other._frozen_key()  # type: ignore[attr-defined, no-any-return]
+            return self._frozen_key() >= other._frozen_key()
         return NotImplemented
