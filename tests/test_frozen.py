@@ -125,7 +125,7 @@ def test_env_and_hooks_modules_import_neither_dataclasses_nor_inspect() -> None:
     """What the start-up target rests on (scripts/bench_startup.py measures the time itself)."""
     code = ("import sys, buildrows.cli, buildrows.commands.env, buildrows.commands.hook, buildrows.ci.hook, "
             "buildrows.policy.load, buildrows.policy.rows, buildrows.render.envfile, buildrows.plan.row; "
-            "print(sorted(m for m in ('dataclasses', 'inspect', 'subprocess', 'shutil', 'copy', 'threading') "
+            "print(sorted(m for m in ('dataclasses', 'inspect', 'subprocess', 'shutil', 'copy', 'threading', 'json') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
