@@ -129,3 +129,22 @@ def test_env_and_hooks_modules_import_neither_dataclasses_nor_inspect() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_only_short_commands_run_without_the_cyclic_collector(capsys: pytest.CaptureFixture[str]) -> None:
+    """entry() (and `python -m buildrows`) turn the collector off for start-up; main() turns it
+    back on for every command but env and hook (and a hook that provisions a toolkit)."""
+    import gc
+    from pathlib import Path
+
+    from buildrows.cli import main
+
+    config = str(Path(__file__).resolve().parent.parent / "examples" / "cuda-extension" / "buildrows.toml")
+    try:
+        for argv, enabled in ((["rows"], True), (["env", "linux-x86_64-cpu-py311"], False)):
+            gc.disable()
+            assert main(["--config", config, *argv]) == 0
+            assert gc.isenabled() is enabled, argv
+    finally:
+        gc.enable()
+    capsys.readouterr()
