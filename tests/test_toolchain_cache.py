@@ -140,3 +140,14 @@ def test_an_unwritable_cache_only_costs_the_nvcc_runs(tmp_path: Path, env: dict[
     assert read_train(comp, env).train == Train(13, 0)
     fresh_process()
     assert read_train(comp, env).train == Train(13, 0) and runs(log) == 4
+
+
+def test_the_cache_command_lists_and_prunes_the_answers_as_their_own_kind(tmp_path: Path, env: dict[str, str]) -> None:
+    from buildrows.provision import store
+
+    nvcc = fake_toolkit(tmp_path / "cuda", "13.0", "13.0.88", tmp_path / "runs.log")
+    read_train(CudaCompiler(str(nvcc), (str(nvcc),), "PATH"), env)
+    entries = store.cache_entries(tmp_path / "cache")
+    assert [e.kind for e in entries] == ["nvcc-answers"] and entries[0].path.parent.name == "nvcc"
+    store.prune(entries, ["nvcc-answers"], None, 0.0, dry_run=False)
+    assert answers(tmp_path / "cache") == []
