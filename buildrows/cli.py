@@ -6,10 +6,12 @@ Command modules keep heavy imports inside `run`, so `buildrows hook` starts fast
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from buildrows import __version__
 from buildrows.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BuildrowsError
@@ -51,7 +53,36 @@ EPILOG = (
 )
 
 
+def _terminal_columns() -> int:
+    """shutil.get_terminal_size().columns without importing shutil (and its compression modules):
+    COLUMNS when it is a positive number, else the terminal on stdout, else 80."""
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, its width found as argparse finds it, but without importing shutil:
+    every add_argument builds one, and `env` and `hook` start on every CI job."""
+
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        if len(args) < 3 and kwargs.get("width") is None:  # width: the third after prog
+            kwargs["width"] = _terminal_columns() - 2
+        super().__init__(prog, *args, **kwargs)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(EXIT_BAD_INPUT, f"buildrows: bad input: {message}\n    fix: see `{self.prog} --help`\n")
@@ -98,6 +129,8 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
     argv = list(argv) if argv is not None else sys.argv[1:]
     parser = build_parser(argv)
     args = parser.parse_args(argv)
+    if args.command not in SHORT_LIVED or getattr(args, "provision", None):
+        gc.enable()  # entry() turned it off for start-up; a build, a check or a toolkit's download runs long
     if not getattr(args, "config", None):
         args.config = os.environ.get("BUILDROWS_CONFIG") or None
     if getattr(args, "quiet", False) and getattr(args, "verbose", False):
@@ -145,7 +178,13 @@ def _closed_pipe() -> int:
     return EXIT_CLOSED_PIPE
 
 
+#: Commands that run for a few milliseconds, on every CI job: entry() keeps Python's cyclic
+#: garbage collector off for them (a tenth of their start-up; the process ends before it matters).
+SHORT_LIVED = ("env", "hook")
+
+
 def entry() -> None:
+    gc.disable()  # main() turns it back on for every command but the short-lived ones
     try:
         code = main()
         sys.stdout.flush()

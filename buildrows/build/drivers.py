@@ -26,11 +26,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildrows.build.runner import Command
+from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.plan.row import RowPlan
 from buildrows.policy.model import Driver, Row
 
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
     from buildrows.build.compiler_cache import CompilerCache
 
 
-@dataclass(frozen=True)
-class BuildPlan:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class BuildPlan(Frozen):
     """What building one row runs, and where its wheel lands (None: the driver makes no wheel)."""
 
     row: Row

@@ -36,10 +36,11 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import unquote, urlsplit
 
+from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.policy.model import CompilerCacheSettings
 
 if TYPE_CHECKING:
@@ -65,13 +66,17 @@ Mode = Literal["read-write", "read-only", "off"]
 #: Which credential a job uses: the writer, the reader (write-remote is set), or the one URL of a
 #: policy without write-remote ("shared").
 Credential = Literal["writer", "reader", "shared"]
-_VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+@cache
+def _var() -> re.Pattern[str]:
+    return re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
 
 
 def variables(url: str) -> tuple[str, ...]:
     """The environment variables a URL names (`$VAR` or `${VAR}`; `$$` is a literal `$`)."""
     out: list[str] = []
-    for m in _VAR.finditer(url.replace("$$", "")):
+    for m in _var().finditer(url.replace("$$", "")):
         name = m.group(1) or m.group(2)
         if name not in out:
             out.append(name)
@@ -104,7 +109,7 @@ def url_problem(url: str) -> str | None:
     if "@" in parts.netloc:
         userinfo = parts.netloc.rsplit("@", 1)[0]
         secret = userinfo.split(":", 1)[1] if ":" in userinfo else userinfo
-        if secret and not _VAR.fullmatch(unquote(secret)):
+        if secret and not _var().fullmatch(unquote(secret)):
             return (f"{masked(url)!r}: the URL carries a credential; a password or token must come from the "
                     "environment as ${VAR}, never from a file")
     return None
@@ -123,8 +128,8 @@ def same_store(a: str, b: str) -> bool:
         (pb.scheme, (pb.hostname or "").lower(), port(pb), pb.path.rstrip("/"))
 
 
-@dataclass(frozen=True)
-class Remote:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Remote(Frozen):
     """The decision for this job: the store (as ccache is to read it), the mode and why."""
 
     url: str | None
@@ -299,7 +304,7 @@ def _http_probe(sock: socket.socket, parts: Any) -> str | None:
 
 def _expand(url: str, env: Mapping[str, str]) -> str:
     """The URL with its variables expanded - for the probe's own connection only, never shown."""
-    return _VAR.sub(lambda m: env.get(m.group(1) or m.group(2), ""), url.replace("$$", "\0")).replace("\0", "$")
+    return _var().sub(lambda m: env.get(m.group(1) or m.group(2), ""), url.replace("$$", "\0")).replace("\0", "$")
 
 
 def usable(remote: Remote, env: Mapping[str, str]) -> tuple[Remote, list[str]]:

@@ -14,15 +14,15 @@ import shutil
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from buildrows.errors import ExternalFailure
+from buildrows.frozen import Frozen, field, frozen_dataclass
 from buildrows.ui import UI
 
 
-@dataclass(frozen=True)
-class Command:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Command(Frozen):
     """One external step: what it is called, its argv, the variables it adds, where it runs."""
 
     step: str
@@ -197,8 +197,8 @@ def _stream(argv: Sequence[str], env: Mapping[str, str], cmd: Command, ui: UI,
             log.close()
 
 
-@dataclass(frozen=True)
-class Captured:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Captured(Frozen):
     """A probe's result: the exit status and its output, or why it could not run."""
 
     code: int

@@ -116,8 +116,8 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     so the nvcc check below sees it."""
     import os
 
+    from buildrows.plan.row import plan_row
     from buildrows.render.envfile import Format, append_files, environment_from_plan, format_env
-    from buildrows.render.presets import plan_row
 
     row = find_row(pol, env, python, platform)
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
@@ -146,12 +146,14 @@ def compiler_cache_variables(pol: Policy, plan: RowPlan, env: Mapping[str, str],
     same key `build` uses (toolkit and host compilers' content, NVCC_* variables, base_dir the
     project), ccache's configuration written to its file, and the store with its credentials as
     `${VAR}` (never expanded here). Empty, with a line saying why, otherwise."""
-    from buildrows.build import compiler_cache as cc
-    from buildrows.build.drivers import project_dir
     from buildrows.build.remote_cache import REMOTE_VAR, resolve
 
     if not pol.compiler_cache.url and not env.get(REMOTE_VAR, "").strip():
         return {}
+    # Imported here: a hook without a store does not pay for them (it runs on every CI job).
+    from buildrows.build import compiler_cache as cc
+    from buildrows.build.drivers import project_dir
+
     executable = cc.find_ccache(env)
     if executable is None:
         ui.warn(f"no ccache found: the build step compiles without the remote compiler cache\n"

@@ -12,6 +12,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
+from functools import cache
 from typing import Literal
 
 from buildrows.errors import BadInput, Refused
@@ -26,8 +27,16 @@ PLATFORMS = ("linux-x86_64", "linux-aarch64", "windows-amd64")
 
 # Machine names as Linux (uname), Windows (PROCESSOR_ARCHITECTURE) and macOS spell them.
 _MACHINES = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}
-_TRAIN = re.compile(r"cu\d{2,3}", re.ASCII)  # lower case, as the matrix generator writes it
-_DOTTED = re.compile(r"(?:cu)?(\d{1,2})\.(\d)", re.ASCII | re.IGNORECASE)
+
+
+@cache
+def _train() -> re.Pattern[str]:  # lower case, as the matrix generator writes it
+    return re.compile(r"cu\d{2,3}", re.ASCII)
+
+
+@cache
+def _dotted() -> re.Pattern[str]:
+    return re.compile(r"(?:cu)?(\d{1,2})\.(\d)", re.ASCII | re.IGNORECASE)
 
 
 def host_os(env: Mapping[str, str]) -> HostOs:
@@ -79,9 +88,9 @@ def _parse_accel(var: str, raw: str) -> str:
     value = raw.strip()
     if not value or value.lower() == "cpu":
         return "cpu"
-    if _TRAIN.fullmatch(value):
+    if _train().fullmatch(value):
         return value
-    m = _DOTTED.fullmatch(value)
+    m = _dotted().fullmatch(value)
     example = f"cu{m.group(1)}{m.group(2)}" if m else "cu130"
     raise BadInput(f"{var}={raw!r} is neither 'cpu' nor a CUDA train such as {example!r}\n"
                    f"    fix: export {var}=cpu or {var}=cuXYZ ({example}"

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from buildrows.errors import BadInput, Refused
+from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.plan.host import refuse_other_machine
 from buildrows.plan.toolchain import (
     CudaCompiler,
@@ -29,8 +30,10 @@ from buildrows.plan.toolchain import (
 )
 from buildrows.policy.archs import ArchList
 from buildrows.policy.model import Policy, Row
-from buildrows.provision.interpreters import Interpreter
 from buildrows.resources import cmake_module
+
+if TYPE_CHECKING:  # the plan's imports stay light: env and hook run on every CI job
+    from buildrows.provision.interpreters import Interpreter
 
 #: CCCL 13.2+ stops with #error under cl.exe's traditional preprocessor; 13.0 accepts the flag.
 WINDOWS_CUDA_FLAG = "-Xcompiler=/Zc:preprocessor"
@@ -41,8 +44,8 @@ BUILDS_HERE = ("hook", "build")
 PYTHON_PINS = ("Python_EXECUTABLE", "Python3_EXECUTABLE")
 
 
-@dataclass(frozen=True)
-class RowPlan:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class RowPlan(Frozen):
     """Everything a row's configure preset, env file and build fix, decided for this host."""
 
     row: Row

@@ -7,15 +7,15 @@ temporary PATH. The only subprocess is `nvcc --version`. Imports stay light: the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
-import subprocess
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.errors import BadInput, Problem, Refused
+from buildrows.frozen import Frozen, frozen_dataclass
 
 # Host detection lives in buildrows.plan.host; re-exported for the many callers that import it from here.
 from buildrows.plan.host import HOST_OS_VARIABLE as HOST_OS_VARIABLE
@@ -24,7 +24,8 @@ from buildrows.plan.host import host_os as host_os
 from buildrows.policy.archs import Train
 from buildrows.policy.model import Row
 
-_RELEASE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)*)")
+#: `nvcc --version`'s release line (patterns here compile on first use: the hook starts on every CI job).
+_RELEASE = r"release (\d+)\.(\d+), V(\d+(?:\.\d+)*)"
 _NINJA_MULTI = "Ninja Multi-Config"
 _NINJA = "Ninja"
 #: The problem check_cuda_compiler reports when there is no nvcc at all (doctor adds how to get one).
@@ -46,8 +47,8 @@ def which(name: str, env: Mapping[str, str], host: HostOs) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class CudaCompiler:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class CudaCompiler(Frozen):
     """An nvcc, where it came from, and the train it reports."""
 
     path: str
@@ -112,6 +113,8 @@ def locate_cuda_compiler(env: Mapping[str, str], host: HostOs | None = None) -> 
 def toolkit_root(nvcc: str, env: Mapping[str, str]) -> str | None:
     """The toolkit root an nvcc really uses, asked of nvcc itself (`--dryrun` prints `TOP=`), so a
     wrapper script (/usr/local/bin/nvcc exec'ing /usr/local/cuda-13.0/bin/nvcc) names the real root."""
+    import subprocess
+
     try:
         proc = subprocess.run([nvcc, "--dryrun", "-x", "cu", "buildrows-probe.cu", "-E"], capture_output=True,
                               text=True, errors="replace", env=dict(env), timeout=60, check=False)
@@ -142,6 +145,9 @@ def _no_nvcc_under(var: str, root: str, exe: str, on_path: str | None, env: Mapp
 #: `build` of many rows asks each toolkit once (an nvcc replaced on disk has another file identity).
 _TRAINS: dict[tuple[object, ...], tuple[Train, str, str | None]] = {}
 
+#: The format of the answers kept on disk (the cache's `nvcc/` folder); another format is a miss.
+ANSWER_FORMAT = 1
+
 
 def _identity(compiler: CudaCompiler, env: Mapping[str, str]) -> tuple[object, ...] | None:
     try:
@@ -152,12 +158,87 @@ def _identity(compiler: CudaCompiler, env: Mapping[str, str]) -> tuple[object, .
     return (compiler.argv, os.path.realpath(compiler.path), st.st_mtime_ns, st.st_size, variables)
 
 
+def _real_nvcc(root: str | None, path: str) -> tuple[str, int, int] | None:
+    """The file identity (path, size, mtime_ns) of the nvcc under the root nvcc reported: a wrapper
+    script (/usr/local/bin/nvcc exec'ing a toolkit's nvcc) stays the same when that toolkit changes."""
+    if root is None:
+        return None
+    real = os.path.join(root, "bin", os.path.basename(path))
+    try:
+        st = os.stat(real)
+    except OSError:
+        return None
+    return (real, st.st_size, st.st_mtime_ns)
+
+
+def _answer_file(ident: tuple[object, ...], env: Mapping[str, str]) -> tuple[Path, str]:
+    """Where the answer for `ident` is kept, and the key the file must carry to be believed."""
+    import zlib
+
+    from buildrows.provision.cache import cache_root
+
+    key = repr((ANSWER_FORMAT, ident))
+    return cache_root(env) / "nvcc" / f"{zlib.crc32(key.encode('utf-8', 'surrogateescape')):08x}.json", key
+
+
+def _read_answer(ident: tuple[object, ...], env: Mapping[str, str]) -> tuple[Train, str, str | None] | None:
+    """The answer an earlier call kept on disk for this very nvcc, or None (absent, another nvcc,
+    another format, unreadable or corrupt: the caller asks nvcc again and rewrites it)."""
+    import json
+
+    path, key = _answer_file(ident, env)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("format") != ANSWER_FORMAT or data.get("key") != key:
+            return None
+        major, minor = data["train"]
+        version, root, real = data["version"], data["root"], data["real"]
+        if not (isinstance(major, int) and isinstance(minor, int) and isinstance(version, str)
+                and (root is None or isinstance(root, str))):
+            return None
+        if (real is None) != (root is None) or (real is not None and list(_real_nvcc(root, str(ident[1])) or ()) != real):
+            return None  # the toolkit behind a wrapper changed (or vanished)
+        return Train(major, minor), version, root
+    except (OSError, ValueError, TypeError, KeyError, UnicodeError):
+        return None
+
+
+def _write_answer(ident: tuple[object, ...], env: Mapping[str, str], learnt: tuple[Train, str, str | None]) -> None:
+    """Keep the answer for the next call (a new file replaces the old at once); a cache that
+    cannot be written only costs the next call the two nvcc runs."""
+    import json
+
+    path, key = _answer_file(ident, env)
+    train, version, root = learnt
+    real = _real_nvcc(root, str(ident[1]))
+    data = {"format": ANSWER_FORMAT, "key": key, "train": [train.major, train.minor], "version": version,
+            "root": root, "real": list(real) if real is not None else None}
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(data), encoding="utf-8")
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
 def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:
-    """Run `nvcc --version` and return the compiler with its train; refuse one that does not run."""
+    """Run `nvcc --version` and return the compiler with its train; refuse one that does not run.
+
+    The answer is kept in memory and on disk (the cache's `nvcc/` folder), keyed by nvcc's
+    command, resolved path, size, mtime and the variables it reads, so `env` and `hook` (run on
+    every CI job) do not run nvcc twice per call; an nvcc replaced or touched is asked again."""
     ident = _identity(compiler, env)
     known = _TRAINS.get(ident) if ident is not None else None
+    if known is None and ident is not None:
+        known = _read_answer(ident, env)
+        if known is not None:
+            _TRAINS[ident] = known
     if known is not None:
         return CudaCompiler(compiler.path, compiler.argv, compiler.source, *known)
+    import subprocess
+
     argv = [*compiler.argv, "--version"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=60, check=False)
@@ -165,7 +246,7 @@ def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:
         raise Refused(f"the CUDA compiler {compiler.path} (from {compiler.source}) does not run: {e}\n"
                       "    fix: repair or reinstall the toolkit, or point CUDA_HOME/CUDACXX at a working one") from e
     text = proc.stdout + proc.stderr
-    m = _RELEASE.search(text)
+    m = re.search(_RELEASE, text)
     if proc.returncode != 0 or m is None:
         tail = text.strip().splitlines()[-1:] or ["(no output)"]
         raise Refused(f"the CUDA compiler {compiler.path} (from {compiler.source}) did not report its version: "
@@ -174,22 +255,25 @@ def read_train(compiler: CudaCompiler, env: Mapping[str, str]) -> CudaCompiler:
     learnt = (Train(int(m.group(1)), int(m.group(2))), m.group(3), ask_cuda_root(compiler.argv, env))
     if ident is not None:
         _TRAINS[ident] = learnt
+        _write_answer(ident, env, learnt)
     return CudaCompiler(compiler.path, compiler.argv, compiler.source, *learnt)
 
 
-_TOP = re.compile(r"^#\$ TOP=(.+?)\s*$", re.MULTILINE)
+_TOP = r"^#\$ TOP=(.+?)\s*$"
 
 
 def ask_cuda_root(argv: tuple[str, ...], env: Mapping[str, str]) -> str | None:
     """The CUDA root this nvcc compiles with, asked of nvcc: `nvcc -v --dryrun` prints the
     variables it derived from its own location (`#$ TOP=/usr/local/cuda-13.0/bin/..`), through
     any wrapper script that execs it. The dry run writes nothing. None when nvcc does not say."""
+    import subprocess
+
     probe = [*argv, "-v", "--dryrun", "-x", "cu", "-c", "buildrows-probe.cu", "-o", "buildrows-probe.o"]
     try:
         proc = subprocess.run(probe, capture_output=True, text=True, env=dict(env), timeout=60, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    m = _TOP.search(proc.stdout + proc.stderr)
+    m = re.search(_TOP, proc.stdout + proc.stderr, re.MULTILINE)
     if m is not None:
         top = os.path.realpath(m.group(1).strip().strip('"'))
         return top if os.path.isdir(top) else None
@@ -237,8 +321,8 @@ def check_cuda_compiler(row: Row, env: Mapping[str, str], host: HostOs | None = 
     return comp
 
 
-@dataclass(frozen=True)
-class GeneratorChoice:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class GeneratorChoice(Frozen):
     """The CMake generator of a row on this host, why it was chosen, and what it fixes."""
 
     generator: str

@@ -4,22 +4,41 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from buildrows.frozen import Frozen, OrderedFrozen, frozen_dataclass
 from buildrows.resources import data_file
+
 
 # re.ASCII: \d would otherwise accept other scripts' digits (Arabic-Indic, fullwidth), which int() then converts.
 # A cubin: `9.0`, `90a`, `10.0f+PTX` (PyTorch's mark: cubin and PTX), `120-real` (CMake's: cubin only).
-_TOKEN = re.compile(
-    r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?:(?P<ptx>\+PTX)|(?P<real>-real))?$", re.ASCII
-)
+@cache
+def _token() -> re.Pattern[str]:
+    return re.compile(
+        r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)(?:(?P<ptx>\+PTX)|(?P<real>-real))?$", re.ASCII
+    )
+
+
 # PTX without a cubin: CMake's `12.0-virtual` / `120-virtual` (the canonical spelling), or nvcc's `compute_120`.
-_VIRTUAL = re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)-virtual$", re.ASCII)
-_SM = re.compile(r"^sm_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
-_COMPUTE = re.compile(r"^compute_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
-_SEPARATORS = re.compile(r"[\s;,]+")
+@cache
+def _virtual() -> re.Pattern[str]:
+    return re.compile(r"^(?P<major>[1-9]\d?)\.?(?P<minor>\d)(?P<suffix>[af]?)-virtual$", re.ASCII)
+
+
+@cache
+def _sm() -> re.Pattern[str]:
+    return re.compile(r"^sm_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
+
+
+@cache
+def _compute() -> re.Pattern[str]:
+    return re.compile(r"^compute_(?P<major>[1-9]\d?)(?P<minor>\d)(?P<suffix>[af]?)$", re.ASCII)
+
+
+@cache
+def _separators() -> re.Pattern[str]:
+    return re.compile(r"[\s;,]+")
 
 
 class ArchError(ValueError):
@@ -31,8 +50,8 @@ class ArchError(ValueError):
         self.hint = hint
 
 
-@dataclass(frozen=True, order=True)
-class Train:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Train(OrderedFrozen):
     """A CUDA toolkit train such as 13.0."""
 
     major: int
@@ -67,8 +86,8 @@ class Train:
         )
 
 
-@dataclass(frozen=True, order=True)
-class Arch:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Arch(OrderedFrozen):
     """One GPU architecture: compute capability major.minor and an optional a/f suffix."""
 
     major: int
@@ -112,8 +131,8 @@ def _sorted(archs: set[Arch] | list[Arch] | tuple[Arch, ...]) -> tuple[Arch, ...
     return tuple(sorted(set(archs), key=lambda a: (a.number, a.suffix)))
 
 
-@dataclass(frozen=True)
-class ArchList:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class ArchList(Frozen):
     """A canonical architecture list: the cubins, and the architectures that ship PTX.
 
     `ptx` may name architectures that have no cubin (`12.0-virtual`): PTX-only entries, which real
@@ -213,14 +232,14 @@ def _parse_token(token: str) -> tuple[Arch, str]:
         word = "virtual" if low.endswith("-virtual") else "real"
         raise ArchError(f"{token!r}: CMake's suffix is written '-{word}' in lower case", token,
                         hint=f"write {t[: -len(word) - 1]}-{word}")
-    m = _TOKEN.match(t)
+    m = _token().match(t)
     if m:
         arch = Arch(int(m.group("major")), int(m.group("minor")), m.group("suffix"))
         return arch, CUBIN_PTX if m.group("ptx") else CUBIN
-    m = _VIRTUAL.match(t) or _COMPUTE.match(t)
+    m = _virtual().match(t) or _compute().match(t)
     if m:
         return Arch(int(m.group("major")), int(m.group("minor")), m.group("suffix")), PTX_ONLY
-    m = _SM.match(t)
+    m = _sm().match(t)
     if m:
         return Arch(int(m.group("major")), int(m.group("minor")), m.group("suffix")), CUBIN
     if low in {"native", "all", "all-major", "auto"}:
@@ -251,7 +270,7 @@ def _parse_token(token: str) -> tuple[Arch, str]:
 def _guess(token: str) -> str | None:
     virtual = bool(re.match(r"^compute_?", token, flags=re.IGNORECASE))
     fixed = re.sub(r"^(?:sm|compute)_?", "", token, flags=re.IGNORECASE).replace("O", "0").replace("o", "0")
-    if fixed != token and (_TOKEN.match(fixed)):
+    if fixed != token and (_token().match(fixed)):
         arch, kind = _parse_token(fixed)
         if virtual and kind == CUBIN:
             return f"{arch.dotted}-virtual (PTX without a cubin)"
@@ -274,10 +293,10 @@ def parse_arch_list(
     if not isinstance(text, (str, list)) or (isinstance(text, list) and not all(isinstance(t, str) for t in text)):
         raise ArchError(f"{text!r}: an architecture list is a string or a list of strings", repr(text))
     if isinstance(text, str):
-        tokens = [t for t in _SEPARATORS.split(text) if t]
+        tokens = [t for t in _separators().split(text) if t]
     else:
         for item in text:
-            tokens += [t for t in _SEPARATORS.split(item) if t]
+            tokens += [t for t in _separators().split(item) if t]
     if not tokens:
         raise ArchError("the architecture list is empty", "")
     cubins: dict[Arch, str] = {}
@@ -393,8 +412,8 @@ def suggested_archs(train: Train, platform: str = "") -> str:
     return " ".join(chosen)
 
 
-@dataclass(frozen=True)
-class TrainSupport:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class TrainSupport(Frozen):
     archs: frozenset[tuple[int, int]]
     a: frozenset[tuple[int, int]]
     f: frozenset[tuple[int, int]]

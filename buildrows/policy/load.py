@@ -5,10 +5,10 @@ Every problem of the file is collected and reported at once, each with file, lin
 
 from __future__ import annotations
 
-import copy
 import fnmatch
 import re
 import sys
+from functools import cache
 from pathlib import Path
 from typing import Any, cast
 
@@ -51,9 +51,21 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 CONFIG_NAMES = ("buildrows.toml", "pyproject.toml")
-_PY = re.compile(r"3\.([0-9]{1,2})(t?)")  # ASCII digits; fullmatch: no trailing newline
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
-_SONAME = re.compile(r"lib[A-Za-z0-9_+-]+\.so\.[0-9]+(?:\.[0-9]+)*", re.ASCII)  # [[check.libraries]] dlopens
+
+
+@cache
+def _py() -> re.Pattern[str]:  # ASCII digits; fullmatch: no trailing newline
+    return re.compile(r"3\.([0-9]{1,2})(t?)")
+
+
+@cache
+def _env_name() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+@cache
+def _soname() -> re.Pattern[str]:  # [[check.libraries]] dlopens
+    return re.compile(r"lib[A-Za-z0-9_+-]+\.so\.[0-9]+(?:\.[0-9]+)*", re.ASCII)
 
 
 def find_config(path: str | Path | None) -> Path:
@@ -171,11 +183,25 @@ def load_policy(path: str | Path | None = None) -> Policy:
     return policy_from_dict(doc, str(cfg), Locator(text, prefix), prefix)
 
 
+def _copied(value: Any) -> Any:
+    """A deep copy of parsed TOML (tables, arrays, scalars) without importing `copy` (the hook
+    starts on every CI job); anything else goes through copy.deepcopy."""
+    if type(value) is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_copied(v) for v in value]
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    import copy
+
+    return copy.deepcopy(value)
+
+
 def policy_from_dict(doc: dict[str, Any], file: str, locate: schema.Locate | None = None,
                      prefix: tuple[str, ...] = ()) -> Policy:
     """Validate and resolve a policy table; `prefix` is where it sits in its file (("tool", "buildrows"))."""
     loc: schema.Locate = locate or (lambda _p: None)
-    doc = copy.deepcopy(doc)
+    doc = _copied(doc)
     problems = schema.validate(doc, file, loc, prefix)
     if "python" not in doc or "platforms" not in doc:
         raise_problems(problems, f"{file}: invalid policy")
@@ -292,7 +318,7 @@ class _Resolver:
         switches: list[str] = []
         for i, entry in enumerate(p.get("env-switches", [])):
             name = entry.removeprefix("!")  # "!FORCE_ONLY_CPU": a switch that means CPU
-            if not _ENV_NAME.fullmatch(name):
+            if not _env_name().fullmatch(name):
                 self.problem(("project", "env-switches", i), f"{name!r} is not an environment variable name",
                              hint="use letters, digits and underscores, e.g. FORCE_CUDA")
             elif name in [s.removeprefix("!") for s in switches]:
@@ -329,7 +355,7 @@ class _Resolver:
 
         out: list[tuple[str, str]] = []
         for name, value in p.get(key, {}).items():
-            if not _ENV_NAME.fullmatch(name):
+            if not _env_name().fullmatch(name):
                 self.problem(("project", key, name), f"{name!r} is not an environment variable name",
                              hint="use letters, digits and underscores, e.g. FORCE_ONLY_CPU")
                 continue
@@ -458,7 +484,7 @@ class _Resolver:
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []
         for i, v in enumerate(p["versions"]):
-            if not _PY.fullmatch(v):
+            if not _py().fullmatch(v):
                 self.problem(("python", "versions", i), f"{v!r} is not a Python version", hint="write it as '3.12' (or '3.13t' for free-threaded)")
             elif v in out:
                 self.problem(("python", "versions", i), f"{v!r} is listed twice", hint="list each version once")
@@ -647,7 +673,7 @@ class _Resolver:
                                   "list, {cu} in files), vendored = true (not the project's list), host-only = true "
                                   "(no device code: host code using CUDA)")
                 continue
-            bad_dlopen = [n for n in r.get("dlopens", ()) if not _SONAME.fullmatch(n)]
+            bad_dlopen = [n for n in r.get("dlopens", ()) if not _soname().fullmatch(n)]
             if bad_dlopen:
                 self.problem((*path, "dlopens"), f"{bad_dlopen[0]!r} is not a soname with its major version",
                              hint="name what the library passes to dlopen, e.g. dlopens = [\"libcublas.so.12\"]")

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal
 
 from buildrows.errors import Problem, Refused
+from buildrows.frozen import Frozen, field, frozen_dataclass
 from buildrows.policy.archs import ArchList, Train
 
 Os = Literal["linux", "windows"]
@@ -58,8 +58,8 @@ DOCS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Runtime:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Runtime(Frozen):
     """What a wheel of one CUDA major declares and must reach.
 
     `mode` is how the CUDA runtime reaches the libraries: `dynamic` (linked from the runtime
@@ -78,8 +78,8 @@ class Runtime:
     optional: tuple[str, ...] = ()  # DOCS["runtime.optional"]
 
 
-@dataclass(frozen=True)
-class RpathException:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class RpathException(Frozen):
     """An RPATH/RUNPATH entry the check accepts, and why: `entry` (a literal, or a glob) or
     `reaches` (where an $ORIGIN entry lands, relative to site-packages: another package's
     library directory). `libraries` (globs over wheel members) limits it; empty means every one."""
@@ -92,8 +92,8 @@ class RpathException:
     climbs_out: bool = False  # DOCS["rpath-exception.climbs-out"]
 
 
-@dataclass(frozen=True)
-class FileRule:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class FileRule(Frozen):
     """A promise about named files of the wheel, for the rows `rows` (globs; empty: every row).
 
     `required`: every glob of `files` matches at least one member. `no-cuda`: the libraries it
@@ -112,8 +112,8 @@ class FileRule:
         return not self.rows or any(fnmatch.fnmatchcase(row, g) for g in self.rows)
 
 
-@dataclass(frozen=True)
-class LibraryRule:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class LibraryRule(Frozen):
     """Device code of the libraries `files` match, judged by its own rule (DOCS["libraries"]):
     `archs` (its own list), `per_train` (each library's train's list, from {cu} in its name),
     `vendored` (not the project's list) or `host_only` (no device code: host code using CUDA);
@@ -154,8 +154,8 @@ class LibraryRule:
         return False, None
 
 
-@dataclass(frozen=True)
-class CheckPolicy:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class CheckPolicy(Frozen):
     """What the project promises about its wheels beyond the defaults (SPEC §8, real projects)."""
 
     rpath_exceptions: tuple[RpathException, ...] = ()
@@ -164,8 +164,8 @@ class CheckPolicy:
     same_members: bool = False  # rows built together must ship the same members (buildrows.check.members)
 
 
-@dataclass(frozen=True)
-class Row:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Row(Frozen):
     """One wheel to build: platform x accelerator x Python."""
 
     name: str
@@ -230,8 +230,8 @@ class Row:
         return self.archs if self.archs is not None else ArchList((), ())
 
 
-@dataclass(frozen=True)
-class Project:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Project(Frozen):
     name: str
     driver: Driver
     source_dir: str
@@ -266,8 +266,8 @@ InstallKind = Literal["version", "vcs", "path"]
 Submodules = Literal["recursive", "true", "false"]
 
 
-@dataclass(frozen=True)
-class GpuTest:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class GpuTest(Frozen):
     """[ci.gpu-test]: the end-to-end GPU job rendered per train the build job built."""
 
     script: str  # relative to the policy file
@@ -275,8 +275,8 @@ class GpuTest:
     windows_runner: str | None = None
 
 
-@dataclass(frozen=True)
-class Ci:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Ci(Frozen):
     """How CI builds the rows ([ci]): what `buildrows workflow` renders from."""
 
     #: How CI installs buildrows, pinned: `buildrows==X`, a VCS URL at a full commit, or a path
@@ -301,8 +301,8 @@ class Ci:
 DEFAULT_WRITE_REFS = ("refs/heads/main", "refs/tags/v*")
 
 
-@dataclass(frozen=True)
-class CompilerCacheSettings:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class CompilerCacheSettings(Frozen):
     """The compiler cache shared past one machine ([compiler-cache]); see buildrows.build.remote_cache."""
 
     #: The remote store (redis://, redis+unix:, http://), credentials as ${VAR}; None: local only.
@@ -321,8 +321,8 @@ class CompilerCacheSettings:
     write_source: str = ""
 
 
-@dataclass(frozen=True)
-class Policy:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Policy(Frozen):
     """Everything a policy file says, after validation."""
 
     path: str

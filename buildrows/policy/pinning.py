@@ -10,13 +10,30 @@ buildrows tomorrow than today, so it is refused with the three forms that are ac
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from buildrows.policy.model import InstallKind
 
-_VERSION = re.compile(r"buildrows\s*==\s*(?P<v>[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc|\.post|\.dev)[0-9]+)*)", re.ASCII)
-_VCS = re.compile(r"(?:buildrows\s*@\s*)?git\+(?:https|ssh|file)://[^\s@]+(?:@[^\s@/]+)*?@(?P<ref>[^\s@#]+)(?:#\S*)?", re.ASCII)
-_SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
-_NAME_LIKE = re.compile(r"buildrows\b", re.ASCII | re.IGNORECASE)
+
+@cache
+def _version() -> re.Pattern[str]:
+    return re.compile(r"buildrows\s*==\s*(?P<v>[0-9]+(?:\.[0-9]+)*(?:(?:a|b|rc|\.post|\.dev)[0-9]+)*)", re.ASCII)
+
+
+@cache
+def _vcs() -> re.Pattern[str]:
+    return re.compile(r"(?:buildrows\s*@\s*)?git\+(?:https|ssh|file)://[^\s@]+(?:@[^\s@/]+)*?@(?P<ref>[^\s@#]+)(?:#\S*)?", re.ASCII)
+
+
+@cache
+def _sha() -> re.Pattern[str]:
+    return re.compile(r"[0-9a-f]{40}", re.ASCII)
+
+
+@cache
+def _name_like() -> re.Pattern[str]:
+    return re.compile(r"buildrows\b", re.ASCII | re.IGNORECASE)
+
 
 # What works today leads: buildrows is on no package index yet, so a released version installs
 # nothing until it is published.
@@ -30,13 +47,13 @@ def classify(spec: str) -> tuple[InstallKind, str]:
     s = spec.strip()
     if not s:
         raise ValueError(f"is empty; write {FORMS}")
-    if _VERSION.fullmatch(s):
+    if _version().fullmatch(s):
         return "version", s
     if s.startswith(("git+", "buildrows @", "buildrows@")):
-        m = _VCS.fullmatch(s)
+        m = _vcs().fullmatch(s)
         if m is None:
             raise ValueError(f"{s!r} names no commit; a VCS URL must end in @<full 40-hex commit>, e.g. {FORMS}")
-        if not _SHA.fullmatch(m.group("ref")):
+        if not _sha().fullmatch(m.group("ref")):
             raise ValueError(f"{s!r} is at {m.group('ref')!r}, which is not a full commit (a branch, tag or short "
                              "hash can move or become ambiguous); pin the 40-hex commit")
         return "vcs", s
@@ -47,6 +64,6 @@ def classify(spec: str) -> tuple[InstallKind, str]:
                          "write a path in the repository, relative to the policy file")
     if s.startswith(".") or "/" in s or "\\" in s or s.endswith(".whl"):
         return "path", s
-    if _NAME_LIKE.match(s):
+    if _name_like().match(s):
         raise ValueError(f"{s!r} is not pinned: CI would install whatever the index serves that day; write {FORMS}")
     raise ValueError(f"{s!r} is not a way to install buildrows; write {FORMS}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from functools import cache
 from typing import Any
 
 from buildrows.errors import BadInput, Refused
@@ -30,12 +31,14 @@ def select(policy: Policy, selectors: list[str] | tuple[str, ...]) -> list[Row]:
     return chosen
 
 
-_PY_TAG = re.compile(r"-py3(\d{1,2})(t?)$", re.ASCII)
+@cache
+def _py_tag() -> re.Pattern[str]:
+    return re.compile(r"-py3(\d{1,2})(t?)$", re.ASCII)
 
 
 def excluded_python(policy: Policy, selector: str) -> tuple[str, str] | None:
     """(version, reason) when the selector names a Python the policy excludes (`...-py314`)."""
-    m = _PY_TAG.search(selector)
+    m = _py_tag().search(selector)
     if m is None:
         return None
     version = f"3.{m.group(1)}{m.group(2)}"

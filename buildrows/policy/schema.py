@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from buildrows.errors import Problem
+from buildrows.frozen import Frozen, field, frozen_dataclass
 from buildrows.policy.model import DOCS, RUNTIME_MODES
 
 
-@dataclass(frozen=True)
-class Node:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Node(Frozen):
     doc: str
     #: What applies when the key is absent, as the reference (docs/reference/policy.md) shows it;
     #: "" when there is none. Keyword-only so that every node type keeps its positional arguments.
@@ -27,7 +27,7 @@ class Node:
         raise NotImplementedError
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class Str(Node):
     enum: tuple[str, ...] = ()
 
@@ -44,7 +44,7 @@ class Str(Node):
         return isinstance(value, str) and (not self.enum or value in self.enum)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class Bool(Node):
     def json_schema(self) -> dict[str, Any]:
         return {"type": "boolean", "description": self.doc}
@@ -56,7 +56,7 @@ class Bool(Node):
         return isinstance(value, bool)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class StrList(Node):
     def json_schema(self) -> dict[str, Any]:
         return {"type": "array", "items": {"type": "string"}, "description": self.doc}
@@ -68,7 +68,7 @@ class StrList(Node):
         return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class StrOrList(Node):
     def json_schema(self) -> dict[str, Any]:
         return {
@@ -83,7 +83,7 @@ class StrOrList(Node):
         return isinstance(value, str) or StrList("").accepts(value)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class Table(Node):
     fields: Mapping[str, Node] = field(default_factory=dict)
     required: tuple[str, ...] = ()
@@ -106,7 +106,7 @@ class Table(Node):
         return isinstance(value, dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class MapOf(Node):
     """A table whose keys are chosen by the user (platform names, trains, variables)."""
 
@@ -129,7 +129,7 @@ class MapOf(Node):
         return isinstance(value, dict)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class ArrayOf(Node):
     item: Node = field(default_factory=lambda: Str(""))
 

@@ -3,7 +3,8 @@
 In the cache ($BUILDROWS_CACHE, else ~/.cache/buildrows): toolkits (provisioned CUDA toolkits),
 environments (per-row build environments), downloads (toolkit archives; dropped once unpacked and
 checked, so only an interrupted or BUILDROWS_KEEP_DOWNLOADS=1 install leaves them), the compiler
-cache (ccache's files), importable (the link builds import buildrows.metadata through). In a
+cache (ccache's files), importable (the link builds import buildrows.metadata through), nvcc-answers
+(what `nvcc --version` said, so `env` and `hook` do not run it again: buildrows.plan.toolchain). In a
 project: its build trees (build/skbuild-ROW, build/ROW), the rows' logs (build/logs) and the
 wheels an earlier build kept aside (dist/earlier-*/).
 
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from buildrows.errors import BadInput
 
-CACHE_KINDS = ("toolkits", "environments", "downloads", "compiler-cache", "importable")
+CACHE_KINDS = ("toolkits", "environments", "downloads", "compiler-cache", "importable", "nvcc-answers")
 PROJECT_KINDS = ("build-trees", "logs", "earlier-wheels")
 KINDS = CACHE_KINDS + PROJECT_KINDS
 
@@ -100,7 +101,8 @@ def cache_entries(root: Path) -> list[Entry]:
         out.append(Entry("compiler-cache", ccache, _size(ccache), _modified(ccache)))
     if (root / "importable").exists():
         out += _entries("importable", [root / "importable"])
-    known = {"toolkits", "envs", "downloads", "ccache", "importable"}
+    out += _entries("nvcc-answers", _children(root / "nvcc"))
+    known = {"toolkits", "envs", "downloads", "ccache", "importable", "nvcc"}
     out += _entries("other", [p for p in _children(root) if p.name not in known])
     return out
 

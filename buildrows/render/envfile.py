@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Literal
 
@@ -24,7 +25,10 @@ from buildrows.policy.model import Policy, Row
 Format = Literal["github", "shell", "powershell", "dotenv"]
 FORMATS: tuple[Format, ...] = ("github", "shell", "powershell", "dotenv")
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)  # used with fullmatch: "X\n" is no name
+
+@cache
+def _name() -> re.Pattern[str]:  # used with fullmatch: "X\n" is no name
+    return re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 
 
 #: Variables a project reads for the wheel's per-row metadata (the example's metadata provider
@@ -84,7 +88,9 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
 
 
 # The characters shlex.split treats specially (`;` and `$` are plain to it).
-_SPLIT_SPECIAL = re.compile(r"[\s'\"\\]")
+@cache
+def _split_special() -> re.Pattern[str]:
+    return re.compile(r"[\s'\"\\]")
 
 
 def _define(name: str, value: str) -> str:
@@ -92,7 +98,7 @@ def _define(name: str, value: str) -> str:
     shlex.split: quoted (shlex.quote) only when splitting would change it, so a reader that splits
     on whitespace still sees the usual tokens bare."""
     token = f"-D{name}={value}"
-    return shlex.quote(token) if _SPLIT_SPECIAL.search(token) else token
+    return shlex.quote(token) if _split_special().search(token) else token
 
 
 def row_environment(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs | None = None,
@@ -106,7 +112,7 @@ def row_environment(policy: Policy, row: Row, env: Mapping[str, str], *, host: H
 
 def _check_names(values: Mapping[str, str]) -> None:
     for name in values:
-        if not _NAME.fullmatch(name):
+        if not _name().fullmatch(name):
             raise BadInput(f"{name!r} is not a valid environment variable name\n"
                            "    fix: use letters, digits and underscores, not starting with a digit")
         if "\x00" in values[name]:

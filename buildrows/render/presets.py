@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from buildrows.errors import BadInput, Refused
+from buildrows.frozen import Frozen, frozen_dataclass
 
 # The plan is decided in buildrows.plan.row; re-exported for callers that import it from here.
 from buildrows.plan.row import WINDOWS_CUDA_FLAG as WINDOWS_CUDA_FLAG
@@ -145,8 +145,8 @@ def add_to_gitignore(project: Path, entries: Sequence[str]) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class Rendered:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Rendered(Frozen):
     """What `render_presets` wrote and decided."""
 
     paths: tuple[Path, ...]
