@@ -140,25 +140,26 @@ def cubin_arch(read: Callable[[int, int], bytes], size: int) -> str:
         sm, accelerated = flags & 0xFF, bool(flags & _ACCELERATORS_V7)
     if sm == 0:
         raise CubinError(f"e_flags {flags:#x} name no SM architecture")
-    if not accelerated:
-        accelerated = _tkinfo_says_arch_specific(read, size, sm, is64, order, shoff, shentsize, shnum, shstrndx)
-    return f"sm_{sm}{'a' if accelerated else ''}"
+    if accelerated:
+        return f"sm_{sm}a"
+    return f"sm_{sm}{_tkinfo_variant(read, size, sm, is64, order, shoff, shentsize, shnum, shstrndx)}"
 
 
-def _tkinfo_says_arch_specific(read: Callable[[int, int], bytes], size: int, sm: int, is64: bool, order: str,
-                               shoff: int, shentsize: int, shnum: int, shstrndx: int) -> bool:
-    """Whether ``.note.nv.tkinfo`` records ``-arch sm_<sm>a`` (how ABI 8 marks an arch-specific cubin)."""
+def _tkinfo_variant(read: Callable[[int, int], bytes], size: int, sm: int, is64: bool, order: str,
+                    shoff: int, shentsize: int, shnum: int, shstrndx: int) -> str:
+    """The variant ``.note.nv.tkinfo`` records in ``-arch sm_<sm>a`` / ``sm_<sm>f``: "a" (arch-specific,
+    how ABI 8 marks it), "f" (family-specific: cuobjdump -elf names the cubin sm_100f), or ""."""
     entry = struct.Struct(order + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
     if not shoff or shentsize < entry.size or shnum == 0 or shnum > 65_535 or shoff + shentsize * shnum > size:
-        return False
+        return ""
     table = read(shoff, shentsize * shnum)
     sections = [entry.unpack_from(table, i * shentsize) for i in range(shnum)]
     if shstrndx >= shnum:
-        return False
+        return ""
     # (name, type, flags, addr, offset, size, ...): offset and size sit at 4 and 5 in both classes.
     names_at, names_size = sections[shstrndx][4], sections[shstrndx][5]
     if names_at + names_size > size or names_size > 1 << 20:
-        return False
+        return ""
     names = read(names_at, names_size)
     for sec in sections:
         end = names.find(b"\0", sec[0])
@@ -166,8 +167,8 @@ def _tkinfo_says_arch_specific(read: Callable[[int, int], bytes], size: int, sm:
             continue
         at, length = sec[4], sec[5]
         if at + length > size or length > 1 << 16:
-            return False
+            return ""
         for match in _TKINFO_ARCH.finditer(read(at, length)):
             if int(match.group(1)) == sm:
-                return match.group(2) == b"a"
-    return False
+                return match.group(2).decode("ascii")
+    return ""
