@@ -14,7 +14,6 @@ judges.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import struct
 from collections.abc import Callable, Container, Iterable
@@ -334,6 +333,61 @@ class _StringScan:
         self.tail = data[-_OVERLAP:]
 
 
+_SHF_WRITE, _SHF_ALLOC, _SHF_EXECINSTR = 0x1, 0x2, 0x4
+_SHT_PROGBITS, _SHT_STRTAB = 1, 3
+
+
+def string_ranges(source: ByteSource) -> list[tuple[int, int]]:
+    """(offset, size) of the sections a library's string literals live in: read-only data that is
+    loaded (`.rodata*`: what it passes to dlopen, the CUDA runtime's entry-point names when cudart is
+    linked in statically) and the loaded string tables (`.dynstr`). Never code, writable data or
+    device code (`.nv_fatbin`, the bulk of a CUDA library): the scan reads a few MB, not the file."""
+    head = bytes(source.read(0, min(64, source.size)))
+    if len(head) < 16 or head[:4] != b"\x7fELF":
+        return []
+    is64, order = head[4] == 2, "<" if head[5] == 1 else ">"
+    hdr = struct.Struct(order + ("HHIQQQIHHHHHH" if is64 else "HHIIIIIHHHHHH"))
+    if len(head) < 16 + hdr.size:
+        return []
+    fields = hdr.unpack_from(head, 16)
+    shoff, shentsize, shnum, shstrndx = fields[5], fields[10], fields[11], fields[12]
+    sec = struct.Struct(order + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
+    if shnum == 0 or shentsize < sec.size or shoff + shnum * shentsize > source.size or shnum > 65_535 \
+            or shstrndx >= shnum:
+        return []
+    table = bytes(source.read(shoff, shnum * shentsize))
+    sections = [sec.unpack_from(table, i * shentsize) for i in range(shnum)]
+    names_at, names_size = sections[shstrndx][4], sections[shstrndx][5]
+    if names_at + names_size > source.size or names_size > 1 << 20:
+        return []
+    names = bytes(source.read(names_at, names_size))
+    out = []
+    for name_at, kind, flags, _addr, offset, size, *_rest in sections:
+        end = names.find(b"\0", name_at)
+        name = names[name_at:end if end >= 0 else None]
+        if not flags & _SHF_ALLOC or flags & (_SHF_WRITE | _SHF_EXECINSTR) or name.startswith(b".nv"):
+            continue
+        strings = (kind == _SHT_PROGBITS and name.startswith(b".rodata")) or kind == _SHT_STRTAB
+        if strings and offset + size <= source.size:
+            out.append((offset, size))
+    return out
+
+
+def scan_strings(source: ByteSource, markers: bool = True) -> _StringScan:
+    """The soname strings and CUDA markers in a library's string sections (:func:`string_ranges`)."""
+    strings = _StringScan(markers=markers)
+    for offset, size in string_ranges(source):
+        at = offset
+        while at < offset + size:
+            piece = bytes(source.read(at, min(1 << 20, offset + size - at)))
+            if not piece:
+                break
+            strings.feed(piece)
+            at += len(piece)
+        strings.tail = b""  # sections are not contiguous: no match spans two
+    return strings
+
+
 def library_symbols(path: Path, *, scan: bool = False) -> DynamicSymbols | None:
     """A library on disk (a torch install's ``torch/lib``): its sections read where they lie."""
     with path.open("rb") as fp:
@@ -342,11 +396,7 @@ def library_symbols(path: Path, *, scan: bool = False) -> DynamicSymbols | None:
     got = read_dynamic_symbols(FileSource(path))
     if got is None or not scan:
         return got
-    strings = _StringScan()
-    with path.open("rb") as fp:
-        while piece := fp.read(1 << 20):
-            strings.feed(piece)
-    return _with_strings(got, strings)
+    return _with_strings(got, scan_strings(FileSource(path)))
 
 
 def _with_strings(got: DynamicSymbols, strings: _StringScan) -> DynamicSymbols:
@@ -394,35 +444,34 @@ def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = T
         if passed is not None:  # it streamed past in read_wheel: only the symbol sections inflate again
             try:
                 got = read_dynamic_symbols(_StreamedSource(passed.stream, b""))
+                if got is not None and scan:  # its string sections only, inflated again like the symbols
+                    got = _with_strings(got, scan_strings(_StreamedSource(passed.stream, b""),
+                                                          markers=info.filename in markers))
             except InflateError as exc:
                 raise WheelError(str(wheel), str(exc), info.filename) from None
             except BinaryFormatError as exc:
                 raise WheelError(str(wheel), str(exc), info.filename) from exc
             if got is not None:
-                if scan:
-                    got = _with_strings(got, passed.strings)
-                    if info.filename not in markers:
-                        got = dataclasses.replace(got, cuda_markers=())
                 out[info.filename] = got
             continue
         stream = member_stream(wheel, info, max_member_size or DEFAULT_MAX_MEMBER_SIZE)
         head = bytearray()
-        strings = _StringScan(markers=info.filename in markers)
         try:
             for _, piece in stream.chunks():
                 if len(head) < HEAD:
                     head += piece[:HEAD - len(head)]
                     if len(head) >= 4 and head[:4] != b"\x7fELF":
                         break  # a PE or other file: nothing to read here
-                if scan:
-                    strings.feed(piece)
             if head[:4] != b"\x7fELF":
                 continue
-            got = read_dynamic_symbols(_StreamedSource(stream, bytes(head)))
+            source = _StreamedSource(stream, bytes(head))
+            got = read_dynamic_symbols(source)
+            if got is not None and scan:
+                got = _with_strings(got, scan_strings(source, markers=info.filename in markers))
         except InflateError as exc:
             raise WheelError(str(wheel), str(exc), info.filename) from None
         except BinaryFormatError as exc:
             raise WheelError(str(wheel), str(exc), info.filename) from exc
         if got is not None:
-            out[info.filename] = _with_strings(got, strings) if scan else got
+            out[info.filename] = got
     return out

@@ -542,10 +542,10 @@ def _read_member(wheel: Path, info: _Member, max_size: int) -> bytes:
 @dataclass(frozen=True, slots=True)
 class PassedLibrary:
     """An ELF library as it streamed past in :func:`read_wheel`: its stream (checkpoints kept, so a
-    range inflates again from the nearest one) and the string scan fed on the way."""
+    range inflates again from the nearest one: the symbol and string sections are read that way)."""
 
     stream: MemberStream
-    strings: Any  # buildrows.binaries.symbols._StringScan
+    strings: Any = None  # unused: the string sections are scanned afterwards (symbols.scan_strings)
 
 
 _PASSED: dict[str, PassedLibrary] = {}
@@ -563,16 +563,11 @@ def passed_library(path: str | os.PathLike[str], member: str) -> PassedLibrary |
 
 def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
     stream = _member_stream(wheel, info, max_size)
-    strings = None
-    if _PASSED_FOR:
-        from buildrows.binaries.symbols import _StringScan
-
-        strings = _StringScan(markers=True)
     try:
-        lib = read_streamed(stream, strings.feed if strings is not None else None)
-        if strings is not None and lib.layout.format == "elf":
+        lib = read_streamed(stream)
+        if _PASSED_FOR and lib.layout.format == "elf":  # its string sections are scanned later, from checkpoints
             with _PASSED_LOCK:
-                _PASSED[info.filename] = PassedLibrary(stream, strings)
+                _PASSED[info.filename] = PassedLibrary(stream, None)
     except InflateError as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from None
     except (BinaryFormatError, FatbinError) as exc:
