@@ -28,7 +28,8 @@ __all__ = ["NvidiaPackage", "carriers", "declared_nvidia", "nvidia_soname", "pac
 # A soname of NVIDIA's libraries with its major (libcublasLt.so.13, libcudart.so.11.0, libnccl.so.2).
 _NVIDIA_SONAME = re.compile(
     r"^lib(?:cudart|cublas|cublasLt|nvblas|cufft|cufftw|curand|cusolver|cusolverMg|cusparse|cusparseLt|nvrtc|"
-    r"nvrtc-builtins|nvJitLink|cupti|nvjpeg|nvToolsExt|cudnn\w*|nccl|nvshmem\w*|cufile|cutensor\w*|nvvm|npp\w*)"
+    r"nvrtc-builtins|nvJitLink|cupti|nvjpeg|nvToolsExt|cudnn\w*|nccl|nvshmem\w*|cufile|cutensor\w*|nvvm|npp\w*|"
+    r"cublasmp|cusolverMp)"
     r"\.so\.\d+(?:\.\d+)*$")
 
 
