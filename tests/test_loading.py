@@ -35,6 +35,9 @@ SOURCES = {
     "vdep2.c": "int dep_v(int x) { return x; }\nint dep_v2(int x) { return -x; }\n",
     "vuse.c": "int dep_v2(int);\nint use_v2(int x) { return dep_v2(x); }\n",
     "dl.c": ('#include <dlfcn.h>\nvoid *open_blas(void) { return dlopen("libcublas.so.12", RTLD_LAZY); }\n'),
+    # gcc -O3 -ffast-math vectorizes exp into glibc's libmvec (_ZGVbN2v_exp@GLIBC_2.22), as a pyenv Python's -O3
+    # did for torchsort's CPU extension: part of glibc, present wherever glibc is
+    "vexp.c": "#include <math.h>\nvoid vexp(double *restrict a, int n) { for (int i = 0; i < n; ++i) a[i] = exp(a[i]); }\n",
     "host.c": ("#include <cuda_runtime_api.h>\n"
                "int count_gpus(void) { int n = 0; return cudaGetDeviceCount(&n) == cudaSuccess ? n : -1; }\n"),
 }
@@ -65,6 +68,7 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _gcc(d, "-o", "libvdep.so", "-Wl,-soname,libvdep.so", "-Wl,--version-script=v1.map", "vdep.c")
     _gcc(d, "-o", "libvuse.so", "vuse.c", "-Lnew", "-lvdep", "-Wl,-rpath,$ORIGIN")
     _gcc(d, "-o", "libdl.so", "dl.c", "-ldl")
+    _gcc(d, "-O3", "-ffast-math", "-o", "libvexp.so", "vexp.c", "-lm")
     _gcc(d, "-nostdlib", "-o", "libnodl.so", "dl.c")  # dlopen unversioned, no NEEDED at all (as cuFile's)
     if CUDART_STATIC is not None:
         include = CUDART_STATIC.parent.parent / "include"
@@ -109,6 +113,9 @@ def _check(cli: Callable[..., Result], wheel: Path, *args: str) -> tuple[int, st
     ({"pkg/libdep.so": "libdep.so", "pkg/libnorpath.so": "libnorpath.so"}, True,
      "note: pkg/libnorpath.so NEEDS libdep.so, which the wheel ships as pkg/libdep.so in the same directory but no "
      "RPATH/RUNPATH entry reaches: it loads only once the package has loaded libdep.so by path"),
+    # glibc's vector math library: the system provides it
+    ({"pkg/libvexp.so": "libvexp.so"}, True,
+     "1 library loads: every NEEDED library resolves"),
     # a library nobody provides
     ({"pkg/libneedsfar.so": "libneedsfar.so"}, False,
      "pkg/libneedsfar.so: NEEDS libfar.so.3, which neither the wheel, the torch it declares, the NVIDIA packages it "

@@ -52,19 +52,21 @@ if TYPE_CHECKING:
 __all__ = ["LoadInputs", "TorchLibraries", "loading_checks", "read_load_inputs", "torch_libraries"]
 
 # The system's base libraries: the manylinux allowlist (PEP 599/600, auditwheel's policy), the loader,
-# and what the NVIDIA driver installs (no wheel carries them).
+# and what the NVIDIA driver installs (no wheel carries them). libmvec.so.1 is glibc's vector math library
+# (glibc 2.22+ on x86_64, 2.35+ on aarch64): gcc links it when -O3 -ffast-math vectorizes a call to exp or
+# sin (a pyenv Python's CFLAGS carry -O3); auditwheel 6.5 allows it too.
 BASE_LIBRARIES: Final = frozenset({
     "libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "libstdc++.so.6", "libgcc_s.so.1",
     "libnsl.so.1", "libutil.so.1", "libresolv.so.2", "libX11.so.6", "libXext.so.6", "libXrender.so.1",
     "libICE.so.6", "libSM.so.6", "libGL.so.1", "libgobject-2.0.so.0", "libgthread-2.0.so.0", "libglib-2.0.so.0",
-    "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "libcrypt.so.1", "libanl.so.1",
+    "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1", "libcrypt.so.1", "libanl.so.1", "libmvec.so.1",
 })
 DRIVER_LIBRARIES: Final = frozenset({"libcuda.so.1", "libnvidia-ml.so.1", "libnvcuvid.so.1", "libnvidia-encode.so.1"})
 # Base libraries that export every symbol under a version: an unversioned symbol cannot come from them.
 _VERSIONED_ONLY: Final = frozenset({
     "libc.so.6", "libm.so.6", "libdl.so.2", "librt.so.1", "libpthread.so.0", "libstdc++.so.6", "libgcc_s.so.1",
     "libnsl.so.1", "libutil.so.1", "libresolv.so.2", "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1",
-    "libanl.so.1", "libcrypt.so.1",
+    "libanl.so.1", "libcrypt.so.1", "libmvec.so.1",
 })
 _MUSL: Final = re.compile(r"^(?:libc\.musl-\w+\.so\.1|ld-musl-\w+\.so\.1)$")
 _PYTHON: Final = re.compile(r"^libpython3\.\d+t?\.so(?:\.1\.0)?$")
@@ -480,7 +482,7 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
     if not libs:
         return CheckResult(name, True, ["no ELF library to load", *notes])
     where = ", ".join(f"{_KIND[k]} {len(v)}" for k, v in sorted(counts.items()))
-    head = (f"{len(libs)} libraries load: every NEEDED library resolves ({where or 'none needed'}) and every "
+    head = (f"{len(libs)} {'library loads' if len(libs) == 1 else 'libraries load'}: every NEEDED library resolves ({where or 'none needed'}) and every "
             f"undefined symbol ({checked}) is defined by one of them" + (" or not read here (below)" if unverified else ""))
     return CheckResult(name, True, [head, *notes])
 
