@@ -267,3 +267,39 @@ def test_member_stream_gives_any_range_in_pieces(tmp_path: Path, deflated: bool)
         assert b"".join(p for _, p in pieces) == data[offset : offset + size]
         assert all(len(p) <= 1 << 16 for _, p in pieces)
         assert [o for o, _ in pieces] == [offset + sum(len(p) for _, p in pieces[:i]) for i in range(len(pieces))]
+
+
+def test_reads_further_on_go_on_from_where_the_last_stopped(tmp_path: Path) -> None:
+    """The load check's re-reads (section table, symbol sections, string sections) come in file order:
+    each goes on from where the last one stopped, instead of inflating again from the checkpoint before
+    it; a read back, or a partial read stopped early, is still right."""
+    rng = random.Random(27)
+    data = rng.randbytes(1 << 19) * 6
+    path = tmp_path / "m.bin"
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    path.write_bytes(packer.compress(data) + packer.flush())
+    stream = MemberStream(lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data),
+                          deflated=True, out_chunk=1 << 14, checkpoint_interval=1 << 30)  # one checkpoint: the start
+    for _ in stream.chunks():
+        pass
+    inflated = 0
+    run = stream._run
+
+    def counting(*args: object, **kwargs: object) -> object:
+        nonlocal inflated
+        for pos, piece in run(*args, **kwargs):  # type: ignore[arg-type]
+            inflated += len(piece)
+            yield pos, piece
+
+    stream._run = counting  # type: ignore[method-assign]
+    ranges = [(1000, 50), (1020, 100), (200_000, 10), (1 << 20, 4096), (3 << 20, 1 << 16), (len(data) - 10, 10)]
+    for offset, size in ranges:
+        assert stream.read(offset, size) == data[offset:offset + size]
+    # forward: the whole member at most once (plus the chunk each read stops inside), not once per read
+    assert inflated <= len(data) + len(ranges) * (1 << 14), inflated
+    for offset, size in [(5, 10), (1 << 20, 3), (4 << 20, 1 << 17), (100, 1 << 18)]:  # back and forth
+        assert stream.read(offset, size) == data[offset:offset + size]
+    pieces = stream.read_pieces(2 << 20, 1 << 18)
+    next(pieces)
+    pieces.close()  # a reader that stops early leaves the cursor at the end of the piece it took
+    assert stream.read((2 << 20) + 5, 1 << 15) == data[(2 << 20) + 5:(2 << 20) + 5 + (1 << 15)]

@@ -193,11 +193,25 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
         s = sec.unpack_from(table, i * shentsize)
         sections.append((s[1], s[4], s[5], s[6]))  # type, offset, size, link
 
-    def read(i: int) -> bytes:
+    by_type = {kind: i for i, (kind, *_rest) in reversed(list(enumerate(sections)))}
+    # Every section needed, read in file order: a member inflated again from its checkpoints goes
+    # forward once instead of jumping back and forth between the start and the end of the file.
+    wanted = {by_type[t] for t in (_SHT_DYNAMIC, _SHT_GNU_VERNEED, _SHT_GNU_VERDEF, _SHT_DYNSYM, _SHT_GNU_VERSYM)
+              if t in by_type}
+    wanted |= {sections[i][3] for i in wanted if i != by_type.get(_SHT_GNU_VERSYM) and 0 <= sections[i][3] < shnum}
+    got: dict[int, bytes] = {}
+
+    def fetch(i: int) -> bytes:
         kind, offset, size, _ = sections[i]
         if size > MAX_SYMBOL_SECTION or offset + size > source.size:
             raise BinaryFormatError(f"section {i} (type {kind:#x}) runs past the end of the file or is too large")
         return bytes(source.read(offset, size))
+
+    for i in sorted(wanted, key=lambda i: sections[i][1]):
+        got[i] = fetch(i)
+
+    def read(i: int) -> bytes:
+        return got[i] if i in got else fetch(i)
 
     def string(strings: bytes, at: int) -> str:
         end = strings.find(b"\0", at)
@@ -212,7 +226,6 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
             strtabs[i] = read(i)
         return strtabs[i]
 
-    by_type = {kind: i for i, (kind, *_rest) in reversed(list(enumerate(sections)))}
     soname, needed = None, []
     if _SHT_DYNAMIC in by_type:
         i = by_type[_SHT_DYNAMIC]
@@ -405,6 +418,9 @@ def _with_strings(got: DynamicSymbols, strings: _StringScan) -> DynamicSymbols:
                           versioned=got.versioned)
 
 
+_SMALL_READ: Final = 256 << 10
+
+
 class _StreamedSource:
     """A :class:`ByteSource` over a member that streamed past once: its head kept, the rest inflated
     again from the nearest checkpoint on demand."""
@@ -412,6 +428,7 @@ class _StreamedSource:
     def __init__(self, stream: MemberStream, head: bytes) -> None:
         self.stream = stream
         self.head = head
+        self.small: dict[tuple[int, int], bytes] = {}
 
     @property
     def size(self) -> int:
@@ -420,7 +437,24 @@ class _StreamedSource:
     def read(self, offset: int, size: int) -> bytes:
         if offset + size <= len(self.head):
             return self.head[offset:offset + size]
-        return self.stream.read(offset, size)
+        if size > _SMALL_READ:
+            return self.stream.read(offset, size)
+        # The ELF header, the section table and the section names: read by the symbol reader and
+        # the string scan alike, inflated once.
+        got = self.small.get((offset, size))
+        if got is None:
+            got = self.small[(offset, size)] = self.stream.read(offset, size)
+        return got
+
+
+def passed_symbols(stream: MemberStream, markers: bool, *, scan: bool = True) -> DynamicSymbols | None:
+    """The dynamic symbols (and, with ``scan``, the strings; the CUDA runtime's entry points too with
+    ``markers``) of a library that streamed past: its sections inflate again from the checkpoints."""
+    source = _StreamedSource(stream, b"")
+    got = read_dynamic_symbols(source)
+    if got is not None and scan:  # its string sections only, inflated again like the symbols
+        got = _with_strings(got, scan_strings(source, markers=markers))
+    return got
 
 
 def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = True,
@@ -442,11 +476,11 @@ def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = T
     for info in infos:
         passed = passed_library(wheel, info.filename)
         if passed is not None:  # it streamed past in read_wheel: only the symbol sections inflate again
+            if scan and passed.symbols is not None and passed.markers == (info.filename in markers):
+                out[info.filename] = passed.symbols  # read by read_wheel's worker, right after the pass
+                continue
             try:
-                got = read_dynamic_symbols(_StreamedSource(passed.stream, b""))
-                if got is not None and scan:  # its string sections only, inflated again like the symbols
-                    got = _with_strings(got, scan_strings(_StreamedSource(passed.stream, b""),
-                                                          markers=info.filename in markers))
+                got = passed_symbols(passed.stream, info.filename in markers, scan=scan)
             except InflateError as exc:
                 raise WheelError(str(wheel), str(exc), info.filename) from None
             except BinaryFormatError as exc:

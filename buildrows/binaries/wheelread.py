@@ -545,7 +545,10 @@ class PassedLibrary:
     range inflates again from the nearest one: the symbol and string sections are read that way)."""
 
     stream: MemberStream
-    strings: Any = None  # unused: the string sections are scanned afterwards (symbols.scan_strings)
+    # Its dynamic symbols and strings, read by the worker right after the pass (CUDA runtime markers
+    # scanned when ``markers``: a library without device code), or None: read when asked.
+    symbols: Any = None
+    markers: bool = False
 
 
 _PASSED: dict[str, PassedLibrary] = {}
@@ -565,14 +568,30 @@ def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
     stream = _member_stream(wheel, info, max_size)
     try:
         lib = read_streamed(stream)
-        if _PASSED_FOR and lib.layout.format == "elf":  # its string sections are scanned later, from checkpoints
-            with _PASSED_LOCK:
-                _PASSED[info.filename] = PassedLibrary(stream, None)
     except InflateError as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from None
     except (BinaryFormatError, FatbinError) as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from exc
-    return _describe(info.filename, info.file_size, lib.layout, lib.device_code, lib.relocatable)
+    described = _describe(info.filename, info.file_size, lib.layout, lib.device_code, lib.relocatable)
+    if _PASSED_FOR and lib.layout.format == "elf":
+        # The load check's symbols and strings, read here, in this worker, while the other workers
+        # still inflate their libraries: only those sections inflate again, from the checkpoints.
+        markers = not described.has_device_code
+        symbols = _passed_symbols(stream, markers)
+        with _PASSED_LOCK:
+            _PASSED[info.filename] = PassedLibrary(stream, symbols, markers)
+    return described
+
+
+def _passed_symbols(stream: MemberStream, markers: bool) -> Any:
+    """The dynamic symbols and strings of a library that streamed past, or None where reading them
+    fails: the load check reads them again when it asks, and words the error there."""
+    from buildrows.binaries.symbols import passed_symbols
+
+    try:
+        return passed_symbols(stream, markers)
+    except (InflateError, BinaryFormatError):
+        return None
 
 
 def describe_library(path: str, data: bytes | bytearray | memoryview) -> LibraryInfo:
