@@ -25,8 +25,10 @@ the page cache; the table gives medians (min and max beside them). Modes:
   cuobjdump          extract each library to a temporary directory, cuobjdump --list-elf and
                      --list-ptx on it (once; it is slow); its listing is compared with check-1's
 
-Targets (issue 16): check-2 at most 0.4x stdlib-stream, peak memory under 160 MB, identical to
-cuobjdump. Exit status 1 when a target is missed.
+Targets (issue 16, tightened by issue 27): check-2 under 0.3x stdlib-stream, peak memory of every
+check mode under 160 MB, identical to cuobjdump. Exit status 1 when a target is missed. On a machine
+busy with other work, wall times stretch; the CPU line beside them (a mode's CPU seconds over the
+CPUs it may use, against stdlib-stream's CPU seconds) is what the same run would take on idle cores.
 """
 
 from __future__ import annotations
@@ -315,14 +317,19 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  {path}: cuobjdump {theirs.get(path)} buildrows {reference.get(path)}")
         ok = ok and identical
     print(f"check-full (the whole `check`, every judge): {summary['check-full'][0] / base:.2f}x stdlib-stream")
-    time_ok = summary["check-2"][0] <= 0.4 * base
-    memory_ok = max(summary["check-1"][1], summary["check-2"][1]) * 2**20 < 160e6
+    cpus = min(2, os.cpu_count() or 1)
+    base_cpu = statistics.median(r["cpu"] for r in runs["stdlib-stream"])
+    for mode in ("check-2", "check-full"):
+        cpu = statistics.median(r["cpu"] for r in runs[mode])
+        print(f"{mode} CPU over {cpus} CPUs against stdlib-stream's CPU (idle cores; a lower bound, the largest library inflates on one core): {cpu / cpus / base_cpu:.2f}x")
+    time_ok = summary["check-2"][0] < 0.3 * base
+    memory_ok = max(summary["check-1"][1], summary["check-2"][1], summary["check-full"][1]) * 2**20 < 160e6
     print(f"check-2 against ZipFile.read (the issue's 'merely inflate' baseline): "
           f"{summary['check-2'][0] / summary['zipfile-read'][0]:.2f}x; best run against best run: "
           f"{min(r['seconds'] for r in runs['check-2']) / min(r['seconds'] for r in runs['stdlib-stream']):.2f}x")
-    print(f"targets: check-2 <= 0.4x stdlib-stream: {summary['check-2'][0] / base:.2f}x "
-          f"({'met' if time_ok else 'NOT met'}); peak RSS < 160 MiB: "
-          f"{max(summary['check-1'][1], summary['check-2'][1]):.0f} MiB ({'met' if memory_ok else 'NOT met'})")
+    peak = max(summary["check-1"][1], summary["check-2"][1], summary["check-full"][1])
+    print(f"targets: check-2 < 0.3x stdlib-stream: {summary['check-2'][0] / base:.2f}x "
+          f"({'met' if time_ok else 'NOT met'}); peak RSS < 160 MiB: {peak:.0f} MiB ({'met' if memory_ok else 'NOT met'})")
     return 0 if ok and time_ok and memory_ok else 1
 
 
