@@ -283,15 +283,19 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
         versym = read(by_type[_SHT_GNU_VERSYM]) if _SHT_GNU_VERSYM in by_type else b""
         count = len(data) // sym.size
         vers = struct.unpack_from(f"{order}{min(count, len(versym) // 2)}H", versym) if versym else ()
-        for n in range(1, count):  # entry 0 is null
-            entry = sym.unpack_from(data, n * sym.size)
-            name_off, info, other, shndx = (entry[0], entry[1], entry[2], entry[3]) if is64 else \
-                (entry[0], entry[3], entry[4], entry[5])
+        nvers = len(vers)
+        find = names.find
+        # (name, info, other, shndx) of every entry but the null one, unpacked in one C loop
+        fields = (0, 1, 2, 3) if is64 else (0, 3, 4, 5)
+        entries = sym.iter_unpack(memoryview(data)[sym.size:count * sym.size])
+        for n, entry in enumerate(entries, 1):
+            name_off, info, other, shndx = (entry[fields[0]], entry[fields[1]], entry[fields[2]], entry[fields[3]])
             if name_off == 0:
                 continue
             bind = info >> 4
-            ver = vers[n] if n < len(vers) else 1
-            name = string(names, name_off)
+            ver = vers[n] if n < nvers else 1
+            end = find(b"\0", name_off)
+            name = names[name_off:end if end >= 0 else None].decode("utf-8", "surrogateescape")
             if shndx == 0:
                 if bind == _STB_WEAK:
                     continue  # a weak reference may stay unresolved
