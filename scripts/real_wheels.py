@@ -62,7 +62,9 @@ class RealWheel:
     broken_all: bool = False  # the broken edit replaces every occurrence (a train named in three tables)
     waits: tuple[str, ...] = ()  # branches whose features the policy's spelling or the pass needs
     waits_why: str = ""
-    cuobjdump: bool = True  # False: no shared library carries device code, nothing for cuobjdump to compare
+    # False: no shared library carries device code, or cuobjdump cannot read it (CUDA 11's Kepler code,
+    # refused by cuobjdump 12 and later): nothing to compare with
+    cuobjdump: bool = True
     size_mb: float = 0.0
     # init's policy fails where the honest one passes, on purpose: init writes what it cannot tell is optional
     # (a dlopened codec) as required, never hiding it. The message it must fail with; None: it passes too.
@@ -185,6 +187,7 @@ class Outcome:
     init: Run | None = None
     init_peak_kb: int = 0
     compared: int = 0
+    carrying: int = 0  # shared libraries that carry device code, as buildrows reads them
     equal: int = 0
     unreadable: list[str] = field(default_factory=list)
     differing: list[str] = field(default_factory=list)
@@ -223,9 +226,10 @@ def audit(wheel: RealWheel, path: Path, work: Path) -> Outcome:
         o.round_trip = _as_expected(wheel, rt, init=True)
         if not o.round_trip:
             o.init = rt
+    mine = library_json(read_wheel(path).libraries)
+    o.carrying = sum(1 for code in mine.values() if code["elf"] or code["ptx"])
     tool = cuobjdump() if wheel.cuobjdump else None
     if tool is not None:
-        mine = library_json(read_wheel(path).libraries)
         with zipfile.ZipFile(path) as zf:
             for member, code in mine.items():
                 if not code["elf"] and not code["ptx"]:
@@ -262,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         assert o.check is not None
         dev = f"{o.equal}/{o.compared} equal" + (f" ({len(o.unreadable)} cuobjdump cannot read)" if o.unreadable else "")
         verdict = ("PASS" if w.expect_fail is None else "FAIL as expected (the wheel's gap)") if o.passed else "NOT AS EXPECTED"
-        dev = dev if w.cuobjdump else "n/a (no library carries device code)"
+        if not w.cuobjdump:  # its entry in wheels.toml says why
+            dev = (f"not compared (wheels.toml says why; device code in {o.carrying} libraries)" if o.carrying
+                   else "n/a (no library carries device code)")
         waiting = unmerged(w)
         print(f"| `{w.file.split('-')[0]}=={w.file.split('-')[1]}` | {w.size_mb or '?'} MB | {w.shape} | {w.policy} | "
               f"{verdict} | {'fails as expected' if o.broken_seen else 'NOT SEEN'} | {'yes' if o.round_trip else 'NO'} | "
