@@ -135,6 +135,8 @@ class LibraryInfo:
     relocatable_ptx: tuple[str, ...] = ()
     # The PTX ISA version of each ``ptx`` entry (same order): which toolkit wrote it, which driver JITs it.
     ptx_isa: tuple[tuple[int, int], ...] = ()
+    # The toolkit release (12, 9) each uncompressed cubin's toolkit note records (those with one).
+    cubin_toolkits: tuple[tuple[int, int], ...] = ()
 
     @property
     def has_device_code(self) -> bool:
@@ -601,12 +603,14 @@ def _device_code(sections: tuple[memoryview, ...]) -> DeviceCode:
     cubins: list[str] = []
     ptx: list[str] = []
     isa: list[tuple[int, int]] = []
+    toolkits: list[tuple[int, int]] = []
     for section in sections:
         code = _fatbin_device_code(section)
         cubins.extend(code.cubins)
         ptx.extend(code.ptx)
         isa.extend(code.ptx_isa)
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
+        toolkits.extend(code.cubin_toolkits)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa), cubin_toolkits=tuple(toolkits))
 
 
 def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relocatable: DeviceCode) -> LibraryInfo:
@@ -618,6 +622,7 @@ def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relo
         cubins=code.cubins,
         ptx=code.ptx,
         ptx_isa=code.ptx_isa,
+        cubin_toolkits=code.cubin_toolkits,
         needed=layout.needed,
         rpath=layout.rpath,
         runpath=layout.runpath,
