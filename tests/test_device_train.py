@@ -95,12 +95,25 @@ PER_TRAIN = LibraryRule(("pkg/lib_cuda{cu}.so",), "one per train", "check.librar
     (T130, [_cubins("pkg/lib_cuda128.so", (12, 9))], (PER_TRAIN,), False,
      "pkg/lib_cuda128.so: its cubins were written by CUDA 12.9 (their toolkit note), but its name claims CUDA 12.8"),
     (T118, [_cubins("pkg.libs/libnvjpeg.so.12", (12, 9))], (VENDORED,), True, "no PTX, and no cubin"),
+    # per-train libraries' cubins (bitsandbytes' shape): each its own train, none raising the row's driver
+    (T128, [_cubins("pkg/lib_cuda128.so", (12, 8)), _cubins("pkg/lib_cuda130.so", (13, 0))], (PER_TRAIN,), True,
+     "the cubins of 2 per-train libraries (CUDA 12.8, 13.0, their toolkit notes) are no newer than the train each "
+     "name carries; nothing else carries PTX or a cubin toolkit note; oldest driver it loads on: 525.60.13, CUDA "
+     "12's first driver"),
 ])
 def test_ptx_newer_than_the_train_fails(train: Train, libs: list[LibraryInfo], rules: tuple[LibraryRule, ...],
                                         ok: bool, message: str) -> None:
     r = check_device_train(_exp(train, *rules), _wheel(libs))
     assert r.ok is ok, r.details
     assert any(message in d for d in r.details), r.details
+
+
+def test_cubins_of_a_newer_major_raise_the_oldest_driver() -> None:
+    r = check_device_train(_exp(T128), _wheel([_cubins("pkg/_C.so", (13, 0))]))
+    assert not r.ok
+    assert r.details[-1] == "oldest driver it loads on: 580.65.06, CUDA 13's first driver, for its CUDA 13.0 cubins"
+    r = check_device_train(_exp(T126), _wheel([_cubins("pkg/_C.so", (12, 8))]))  # same major: the floor stays
+    assert r.details[-1] == "oldest driver it loads on: 525.60.13, CUDA 12's first driver (minor-version compatibility)"
 
 
 def test_oldest_driver_line() -> None:

@@ -98,6 +98,7 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     seen: list[tuple[int, int]] = []
     cubins_by: list[Train] = []
     late: list[str] = []  # cubins newer than the claim (after the PTX lines)
+    own_trains: list[Train] = []  # per-train libraries' cubins: each held to its own train, apart from the row's
     judged = dated = 0
     for lib in info.libraries:
         if not lib.ptx_isa and not lib.cubin_toolkits:
@@ -112,11 +113,14 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                 continue  # the device-code check names a per-train library without a train
             train, label = own, "its name"
         if lib.cubin_toolkits:
-            dated += 1
-            wrote = Train(*max(lib.cubin_toolkits))
-            cubins_by.append(wrote)
-            if wrote > train:
-                late.append(_cubin_problem(lib.path, wrote, train, label))
+            newest = Train(*max(lib.cubin_toolkits))
+            if label == "the row":
+                dated += 1
+                cubins_by.append(newest)
+            else:
+                own_trains.append(newest)
+            if newest > train:
+                late.append(_cubin_problem(lib.path, newest, train, label))
         if not lib.ptx_isa:
             continue
         judged += 1
@@ -140,16 +144,26 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                    f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the CUDA {train} toolkit, or check "
                    f"it against {other}")
     driver, why = oldest_driver(seen, exp.cuda.major)
+    top = max(cubins_by, default=None)
+    if top is not None and top.major > exp.cuda.major:  # cubins of a newer major load only on its drivers
+        top_floor = driver_floor(top.major)
+        if top_floor is not None and (driver is None or _driver_key(top_floor) > _driver_key(driver)):
+            driver, why = top_floor, f"CUDA {top.major}'s first driver, for its CUDA {top} cubins"
     where = " (Linux x86_64 numbering; Windows drivers are numbered apart)" if exp.platform.startswith("windows") else ""
     floor = driver_floor(exp.cuda.major)
     cubins = (f"; GPUs its cubins cover load it from {floor}, CUDA {exp.cuda.major}'s first driver"
-              if driver is not None and floor is not None and driver != floor and not bad else "")
+              if driver is not None and floor is not None and driver != floor and not bad and not late else "")
     summary = (f"oldest driver it loads on: {driver}, {why}{cubins}{where}" if driver is not None
                else f"oldest driver it loads on: not known for CUDA {exp.cuda}; {why}")
     bad += late
     if bad:
         return CheckResult(NAME, False, [*bad, summary])
+    own = (f"the cubins of {len(own_trains)} per-train {'library' if len(own_trains) == 1 else 'libraries'} "
+           f"(CUDA {', '.join(str(tr) for tr in sorted(set(own_trains)))}, their toolkit notes) are no newer than "
+           "the train each name carries; " if own_trains else "")
     if not seen and not cubins_by:
+        if own:
+            return CheckResult(NAME, True, [f"{own}nothing else carries PTX or a cubin toolkit note; {summary}"])
         return CheckResult(NAME, True, ["no PTX, and no cubin with a toolkit note, to date it (ptxas writes that note "
                                         f"in some CUDA 12.8+ cubins; compressed cubins are not inflated to look); {summary}"])
     dating = []
@@ -158,4 +172,4 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     if cubins_by:
         dating.append(f"cubins of CUDA {max(cubins_by)} (their toolkit notes) in {dated} "
                       f"{'library' if dated == 1 else 'libraries'}")
-    return CheckResult(NAME, True, [f"{' and '.join(dating)}: no newer than CUDA {exp.cuda} writes; {summary}"])
+    return CheckResult(NAME, True, [f"{' and '.join(dating)}: no newer than CUDA {exp.cuda} writes; {own}{summary}"])
