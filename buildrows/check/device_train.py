@@ -158,12 +158,12 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     bad += late
     if bad:
         return CheckResult(NAME, False, [*bad, summary])
-    own = (f"the cubins of {len(own_trains)} per-train {'library' if len(own_trains) == 1 else 'libraries'} "
+    apart = (f"the cubins of {len(own_trains)} per-train {'library' if len(own_trains) == 1 else 'libraries'} "
            f"(CUDA {', '.join(str(tr) for tr in sorted(set(own_trains)))}, their toolkit notes) are no newer than "
            "the train each name carries; " if own_trains else "")
     if not seen and not cubins_by:
-        if own:
-            return CheckResult(NAME, True, [f"{own}nothing else carries PTX or a cubin toolkit note; {summary}"])
+        if apart:
+            return CheckResult(NAME, True, [f"{apart}nothing else carries PTX or a cubin toolkit note; {summary}"])
         return CheckResult(NAME, True, ["no PTX, and no cubin with a toolkit note, to date it (ptxas writes that note "
                                         f"in some CUDA 12.8+ cubins; compressed cubins are not inflated to look); {summary}"])
     dating = []
@@ -172,4 +172,4 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     if cubins_by:
         dating.append(f"cubins of CUDA {max(cubins_by)} (their toolkit notes) in {dated} "
                       f"{'library' if dated == 1 else 'libraries'}")
-    return CheckResult(NAME, True, [f"{' and '.join(dating)}: no newer than CUDA {exp.cuda} writes; {own}{summary}"])
+    return CheckResult(NAME, True, [f"{' and '.join(dating)}: no newer than CUDA {exp.cuda} writes; {apart}{summary}"])
