@@ -135,3 +135,17 @@ def test_the_tables() -> None:
     assert train_of_code([_lib("a.so", (8, 5)), _lib("b.so", (7, 8))]) == (Train.parse("12.5"), "8.5")
     assert cubin_train([_cubins("a.so", (12, 8)), _cubins("b.so", (12, 9), (12, 6))]) == Train.parse("12.9")
     assert cubin_train([_lib("a.so", (8, 5))]) is None
+
+
+def test_an_untagged_wheel_checked_as_cpu_is_told_the_train_its_cubins_name() -> None:
+    """The hint for a CUDA wheel without a +cuXYZ tag: its cubins' toolkit notes where they are newer than its PTX."""
+    from buildrows.check.device import check_cuda_libraries
+
+    cpu = Expectation("row", "linux-x86_64", None, None)
+    r = check_cuda_libraries(cpu, _wheel([_cubins("pkg/_C.so", (12, 9))]))
+    assert not r.ok
+    assert "check it with --cuda 12.9 --archs LIST (its cubins' toolkit notes name CUDA 12.9)" in str(r.details)
+    both = LibraryInfo(path="pkg/_C.so", format="elf", size=1, cubins=("sm_80",), ptx=("sm_80",), ptx_isa=((8, 7),),
+                       cubin_toolkits=((12, 6),))
+    r = check_cuda_libraries(cpu, _wheel([both]))  # its PTX is newer: the PTX says it
+    assert "check it with --cuda 12.8 --archs LIST (its newest PTX is ISA 8.7, first written by CUDA 12.8)" in str(r.details)
