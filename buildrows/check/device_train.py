@@ -89,9 +89,18 @@ def _cubin_problem(path: str, wrote: Train, train: Train, label: str) -> str:
             f"a CUDA {wrote} row")
 
 
+def _count(units: list[bool]) -> str:
+    """"2 libraries", "1 library and 1 kernel-file group" (True: a group of kernel files)."""
+    libs, groups = units.count(False), units.count(True)
+    parts = ([f"{libs} {'library' if libs == 1 else 'libraries'}"] if libs else []) + (
+        [f"{groups} kernel-file {'group' if groups == 1 else 'groups'}"] if groups else [])
+    return " and ".join(parts)
+
+
 def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     """Every library's PTX was written by the row's train or an older one; says the oldest driver."""
     from buildrows.check.judging import CheckResult, library_rule, train_of_digits
+    from buildrows.check.kernels import kernel_units
 
     assert exp.cuda is not None
     bad: list[str] = []
@@ -99,11 +108,14 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     cubins_by: list[Train] = []
     late: list[str] = []  # cubins newer than the claim (after the PTX lines)
     own_trains: list[Train] = []  # per-train libraries' cubins: each held to its own train, apart from the row's
-    judged = dated = 0
-    for lib in info.libraries:
+    judged: list[bool] = []  # per library or kernel-file group with PTX: whether it is kernel files
+    dated: list[bool] = []  # the same, for cubins with a toolkit note
+    # Shared libraries, then kernel files (one unit per rule, as the device-code check groups them).
+    units = [(lib, *library_rule(exp, lib.path), False) for lib in info.libraries]
+    units += [(u.library, u.rule, u.digits, True) for u in kernel_units(exp, info)]
+    for lib, rule, digits, files in units:
         if not lib.ptx_isa and not lib.cubin_toolkits:
             continue
-        rule, digits = library_rule(exp, lib.path)
         if rule is not None and rule.vendored:
             continue  # bundled from elsewhere: reported by the device-code check, not judged
         train, label = exp.cuda, "the row"
@@ -115,7 +127,7 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
         if lib.cubin_toolkits:
             newest = Train(*max(lib.cubin_toolkits))
             if label == "the row":
-                dated += 1
+                dated.append(files)
                 cubins_by.append(newest)
             else:
                 own_trains.append(newest)
@@ -123,7 +135,7 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                 late.append(_cubin_problem(lib.path, newest, train, label))
         if not lib.ptx_isa:
             continue
-        judged += 1
+        judged.append(files)
         isa = max(lib.ptx_isa)
         seen.append(isa)
         if isa <= newest_ptx_isa(train):
@@ -168,8 +180,7 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                                         f"in some CUDA 12.8+ cubins; compressed cubins are not inflated to look); {summary}"])
     dating = []
     if seen:
-        dating.append(f"PTX ISA {_isa(max(seen))} in {judged} {'library' if judged == 1 else 'libraries'}")
+        dating.append(f"PTX ISA {_isa(max(seen))} in {_count(judged)}")
     if cubins_by:
-        dating.append(f"cubins of CUDA {max(cubins_by)} (their toolkit notes) in {dated} "
-                      f"{'library' if dated == 1 else 'libraries'}")
+        dating.append(f"cubins of CUDA {max(cubins_by)} (their toolkit notes) in {_count(dated)}")
     return CheckResult(NAME, True, [f"{' and '.join(dating)}: no newer than CUDA {exp.cuda} writes; {apart}{summary}"])
