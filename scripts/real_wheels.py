@@ -19,6 +19,7 @@ import importlib.util
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -62,7 +63,9 @@ class RealWheel:
     broken_all: bool = False  # the broken edit replaces every occurrence (a train named in three tables)
     waits: tuple[str, ...] = ()  # branches whose features the policy's spelling or the pass needs
     waits_why: str = ""
-    cuobjdump: bool = True  # False: no shared library carries device code, nothing for cuobjdump to compare
+    # False: no shared library carries device code, or cuobjdump cannot read it (CUDA 11's Kepler code,
+    # refused by cuobjdump 12 and later): nothing to compare with
+    cuobjdump: bool = True
     size_mb: float = 0.0
     # init's policy fails where the honest one passes, on purpose: init writes what it cannot tell is optional
     # (a dlopened codec) as required, never hiding it. The message it must fail with; None: it passes too.
@@ -160,18 +163,60 @@ def cuobjdump() -> str | None:
     return None
 
 
+_REFUSED = re.compile(r"Support for 'sm_(\d+)' has been removed")
+
+
+def _renamed(data: bytes, refused: set[int]) -> tuple[bytes, dict[str, str]]:
+    """A copy of ``data`` whose fat binary entries of the architectures cuobjdump refuses (CUDA 11's
+    sm_35/sm_37: "Support for 'sm_35' has been removed") name an architecture the file does not
+    carry, so cuobjdump reads every other byte; and the names to map back. Only the entry header's
+    SM field changes (located with buildrows' header reader; cuobjdump parses everything else). Enough
+    where the refused code is PTX (catboost's compute_35); a cubin names its architecture in its own
+    ELF header too, and cuobjdump still refuses it (nvjpeg-cu11's sm_35 cubins)."""
+    from buildrows.binaries.fatbin import FATBIN_MAGIC, FatbinError, iter_entries
+
+    buf = bytearray(data)
+    magic = struct.pack("<IHH", FATBIN_MAGIC, 1, 16)
+    headers: list[tuple[int, int]] = []  # (offset of the SM field, sm)
+    pos = buf.find(magic)
+    while pos >= 0:
+        try:
+            size = struct.unpack_from("<Q", buf, pos + 8)[0]
+            headers += [(pos + e.offset + 28, e.sm) for e in iter_entries(memoryview(buf)[pos : pos + 16 + size])]
+            pos = buf.find(magic, pos + 16 + size)
+        except (FatbinError, struct.error):
+            pos = buf.find(magic, pos + 4)
+    spare = [sm for sm in (52, 53, 62, 72, 87, 88, 101, 110) if sm not in {s for _, s in headers}]
+    mapping = dict(zip(sorted(refused), spare, strict=False))  # beyond the spares: cuobjdump refuses again
+    for at, sm in headers:
+        if sm in mapping:
+            struct.pack_into("<I", buf, at, mapping[sm])
+    return bytes(buf), {f"sm_{new}": f"sm_{old}" for old, new in mapping.items()}
+
+
 def cuobjdump_lists(tool: str, data: bytes) -> tuple[set[str], set[str]] | None:
-    """(elf, ptx) architectures as cuobjdump lists them, or None where cuobjdump cannot read the file."""
-    with tempfile.NamedTemporaryFile(suffix=".so") as f:
-        f.write(data)
-        f.flush()
-        out: list[set[str]] = []
-        for flag in ("--list-elf", "--list-ptx"):
-            p = subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=False)
-            if p.returncode != 0:
-                return None
-            out.append(set(re.findall(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)", p.stdout)))
-    return out[0], out[1]
+    """(elf, ptx) architectures as cuobjdump lists them, or None where cuobjdump cannot read the file.
+
+    Where cuobjdump refuses an architecture it no longer supports, it reads a copy whose entries of
+    that architecture are renamed (:func:`_renamed`), and the names are mapped back."""
+    refused: set[int] = set()
+    while True:
+        body, back = _renamed(data, refused) if refused else (data, {})
+        with tempfile.NamedTemporaryFile(suffix=".so") as f:
+            f.write(body)
+            f.flush()
+            out: list[set[str]] = []
+            for flag in ("--list-elf", "--list-ptx"):
+                p = subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=False)
+                if p.returncode != 0:
+                    break
+                out.append({back.get(n, n) for n in re.findall(r"\.(sm_\d+[a-z]?)\.(?:cubin|ptx)", p.stdout)})
+        if len(out) == 2:
+            return out[0], out[1]
+        more = {int(sm) for sm in _REFUSED.findall(p.stderr)} - refused
+        if not more or len(refused) >= 4:
+            return None
+        refused |= more
 
 
 @dataclass
@@ -185,6 +230,7 @@ class Outcome:
     init: Run | None = None
     init_peak_kb: int = 0
     compared: int = 0
+    carrying: int = 0  # shared libraries that carry device code, as buildrows reads them
     equal: int = 0
     unreadable: list[str] = field(default_factory=list)
     differing: list[str] = field(default_factory=list)
@@ -223,9 +269,10 @@ def audit(wheel: RealWheel, path: Path, work: Path) -> Outcome:
         o.round_trip = _as_expected(wheel, rt, init=True)
         if not o.round_trip:
             o.init = rt
+    mine = library_json(read_wheel(path).libraries)
+    o.carrying = sum(1 for code in mine.values() if code["elf"] or code["ptx"])
     tool = cuobjdump() if wheel.cuobjdump else None
     if tool is not None:
-        mine = library_json(read_wheel(path).libraries)
         with zipfile.ZipFile(path) as zf:
             for member, code in mine.items():
                 if not code["elf"] and not code["ptx"]:
@@ -262,7 +309,9 @@ def main(argv: list[str] | None = None) -> int:
         assert o.check is not None
         dev = f"{o.equal}/{o.compared} equal" + (f" ({len(o.unreadable)} cuobjdump cannot read)" if o.unreadable else "")
         verdict = ("PASS" if w.expect_fail is None else "FAIL as expected (the wheel's gap)") if o.passed else "NOT AS EXPECTED"
-        dev = dev if w.cuobjdump else "n/a (no library carries device code)"
+        if not w.cuobjdump:  # its entry in wheels.toml says why
+            dev = (f"not compared (wheels.toml says why; device code in {o.carrying} libraries)" if o.carrying
+                   else "n/a (no library carries device code)")
         waiting = unmerged(w)
         print(f"| `{w.file.split('-')[0]}=={w.file.split('-')[1]}` | {w.size_mb or '?'} MB | {w.shape} | {w.policy} | "
               f"{verdict} | {'fails as expected' if o.broken_seen else 'NOT SEEN'} | {'yes' if o.round_trip else 'NO'} | "

@@ -8,6 +8,7 @@ The kernels are real: nvcc 13.0 compiles one tiny kernel into each shape, once p
 from __future__ import annotations
 
 import json
+import re
 import struct
 import subprocess
 import zipfile
@@ -168,6 +169,35 @@ def test_pure_kernel_wheel_passes_its_row(kernels: Path, tmp_path: Path, cli: Ca
     r = cli("check", str(wheel), "--row", "linux-x86_64-cu130-py312", "--cuda", "13.0",
             "--config", str(_policy(tmp_path, "8.0 9.0", VENDOR)))
     assert r.code == 0, r.out + r.err
+
+
+def test_kernel_files_are_dated_by_their_notes_and_ptx_isa(kernels: Path, tmp_path: Path,
+                                                           cli: Callable[..., Result]) -> None:
+    """A cubin file's toolkit note and a PTX file's .version date the kernel files as they date a library:
+    nvcc 13.0's (ISA 9.0, release 13.0) claimed as CUDA 12.8 fails, naming the unit; the vendored one is not judged."""
+    info = read_wheel(_kernel_wheel(kernels, tmp_path))
+    files = {k.path: k for k in info.kernels}
+    nvcc = find_nvcc()
+    assert nvcc is not None
+    release = re.search(r"release (\d+)\.(\d+),", subprocess.run([nvcc, "--version"], capture_output=True, text=True,
+                                                                   check=True).stdout)
+    assert release is not None and (int(release.group(1)), int(release.group(2))) == (13, 0)
+    assert files["kern/kernels/add_80.cubin"].cubin_toolkits == ((13, 0),)
+    assert files["kern/kernels/add_90.ptx"].ptx_isa == ((9, 0),)
+    assert files["kern/vendor/other.fatbin"].cubin_toolkits == ((13, 0), (13, 0))  # small: stored uncompressed
+    wheel = _kernel_wheel(kernels, tmp_path, "kern-1.0-py3-none-any.whl")
+    ok = cli("check", str(wheel), "--cuda", "13.0", "--config", str(_policy(tmp_path, "8.0 9.0", VENDOR)))
+    assert ("PTX ISA 9.0 in 1 kernel-file group and cubins of CUDA 13.0 (their toolkit notes) in 1 kernel-file group: "
+            "no newer than CUDA 13.0 writes") in ok.out
+    claim = _policy(tmp_path, "8.0 9.0", VENDOR)
+    claim.write_text(claim.read_text(encoding="utf-8").replace('"13.0"', '"12.8"').replace("runtime.13", "runtime.12"),
+                     encoding="utf-8")
+    old = cli("check", str(wheel), "--cuda", "12.8", "--config", str(claim))
+    assert old.code == 5, old.out + old.err
+    assert ("3 kernel files under kern/kernels/: PTX ISA 9.0 is CUDA 13.0's, but the row claims CUDA 12.8") in old.out
+    assert ("3 kernel files under kern/kernels/: its cubins were written by CUDA 13.0 (their toolkit note), but the "
+            "row claims CUDA 12.8") in old.out
+    assert "kern/vendor" not in old.out.split("device-code-train")[1].split("[")[0]
 
 
 def test_kernel_files_are_judged_as_one_unit(kernels: Path, tmp_path: Path, cli: Callable[..., Result]) -> None:
@@ -335,13 +365,14 @@ def test_abi7_cubins_from_a_cuda12_ptxas(kernels: Path, tmp_path: Path) -> None:
         source.write_text(text.replace(".target sm_90", f".target {target}"), encoding="utf-8")
         out = tmp_path / f"{target}.cubin"
         subprocess.run([str(ptxas), f"-arch={target}", "-o", str(out), str(source)], check=True, capture_output=True)
-        assert out.read_bytes()[8] == 7  # ELF ABI version 7
+        assert out.read_bytes()[8] == 7  # ELF ABI version 7: no toolkit note (below)
         members[f"kern/{target}.cubin"] = out.read_bytes()
         cuobjdump = find_cuobjdump()
         if cuobjdump is not None:
             assert cuobjdump_list(cuobjdump, out) == ((want,), ())
     info = read_wheel(_wheel(tmp_path / "kern-1.0-py3-none-any.whl", members))
     assert {k.path: k.cubins for k in info.kernels} == {"kern/sm_80.cubin": ("sm_80",), "kern/sm_90a.cubin": ("sm_90a",)}
+    assert {k.cubin_toolkits for k in info.kernels} == {()}  # ptxas writes the note in ABI 8 cubins only
 
 
 def test_load_symbols_ride_on_the_readers_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -59,6 +59,45 @@ def test_ptx_isa_is_read_the_same_streamed_and_in_memory(tmp_path: Path) -> None
     assert (info.ptx, info.ptx_isa) == (("sm_80", "sm_120"), ((8, 7), (9, 0)))
 
 
+def _note(release: str, tool: bytes = b"ptxas", first: int = 2, desc_size: int | None = None) -> bytes:
+    """A cubin's toolkit note (.note.nv.tkinfo) as ptxas and nvlink write it."""
+    strings = [b"", tool, f"Cuda compilation tools, release {release}, V{release}.88".encode(), b"Build cuda_x",
+               b"-arch sm_80 -m 64 "]
+    offsets, at = [], 0
+    for s in strings:
+        offsets.append(at)
+        at += len(s) + 1
+    desc = struct.pack("<6I", first, *offsets[:5]) + b"".join(s + b"\0" for s in strings)
+    desc += b"\0" * (-len(desc) % 4)
+    return struct.pack("<III", 12, len(desc) if desc_size is None else desc_size, 2000) + b"NVIDIA Corp\0" + desc
+
+
+def _cubin(*parts: bytes) -> bytes:
+    body = b"\x7fELF" + b"\x5a" * 60 + b"".join(p + b"\x33" * 37 for p in parts)
+    return body + b"\0" * (-len(body) % 8)
+
+
+def test_cubin_toolkit_notes_are_read_the_same_streamed_and_in_memory(tmp_path: Path) -> None:
+    """An uncompressed cubin's toolkit notes (the newest of a linked cubin's) date it, whatever the chunking;
+    compressed cubins and PTX are not read; malformed notes are skipped."""
+    fatbin = fatbin_container([
+        fatbin_entry(2, 80, payload=_cubin(_note("12.8"), _note("12.9", b"nvlink", first=129)), version=(1, 8)),
+        fatbin_entry(2, 86, payload=_cubin(_note("13.0")), version=(1, 7)),  # ELF ABI 1.7: not searched
+        fatbin_entry(2, 90, flags=0x2011, payload=_cubin(_note("13.0")), version=(1, 8)),  # LZ4: never inflated
+        fatbin_entry(1, 90, version=(8, 7), payload=_cubin(_note("13.0"))),  # PTX
+        # an oversized descriptor, a tool version that is not a release, then a good note
+        fatbin_entry(2, 100, payload=_cubin(_note("13.0", desc_size=9000), _note("x.y"), _note("12.6")),
+                     version=(1, 8)),
+        fatbin_entry(2, 120, payload=_cubin(b"no note here"), version=(1, 8)),
+        # a note whose descriptor runs past the cubin's end
+        fatbin_entry(2, 75, payload=_cubin()[:-8] + _note("12.4")[:40], version=(1, 8)),
+    ])
+    lib = make_elf([(".nv_fatbin", fatbin)], needed=["libcudart.so.12"])
+    info = _info(lib, tmp_path)
+    assert info.cubins == ("sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "sm_75")
+    assert info.cubin_toolkits == ((12, 9), (12, 6))
+
+
 def test_several_containers_and_padding_across_every_boundary(tmp_path: Path) -> None:
     fatbin = REAL + b"\0" * 24 + SECOND + b"\0" * 8
     lib = make_elf([(".nv_fatbin", fatbin)], needed=["libcudart.so.13"], runpath="$ORIGIN/../nvidia/cu13/lib")

@@ -12,6 +12,7 @@ One build, shared by every test of the module (module-scoped fixture).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -65,6 +66,12 @@ def test_the_reader_sees_what_cuobjdump_sees(library: Path, wheel: Path) -> None
         assert (info.cubins, info.ptx, info.ptx_isa) == (elf, ptx, isa)
     assert set(info.cubins) == {"sm_80", "sm_120a"} and set(info.ptx) == {"sm_120"}
     assert set(info.ptx_isa) == {(9, 0)}  # nvcc 13.0 writes PTX ISA 9.0
+    # ptxas records its toolkit in each (small, so uncompressed) cubin's .note.nv.tkinfo: nvcc's own release
+    release = re.search(r"release (\d+)\.(\d+),", subprocess.run([find_nvcc() or "nvcc", "--version"],
+                        capture_output=True, text=True, check=True).stdout)
+    assert release is not None
+    assert len(info.cubin_toolkits) == len(info.cubins)
+    assert set(info.cubin_toolkits) == {(int(release.group(1)), int(release.group(2)))} == {(13, 0)}
 
 
 @pytest.mark.parametrize("archs", ["8.0 12.0a 12.0-virtual", "80-real 120a-real 120-virtual", "sm_80 12.0a compute_120"])
@@ -75,7 +82,8 @@ def test_ptx_only_entry_passes(cli: Callable[..., Result], wheel: Path, archs: s
     assert device["details"] == ["1 library carries exactly sm_80 sm_120a with PTX sm_120"]
     train = checks["device-code-train"]
     assert train["ok"], train
-    assert train["details"] == ["PTX ISA 9.0 in 1 library: no newer than CUDA 13.0 writes; oldest driver it loads on: "
+    assert train["details"] == ["PTX ISA 9.0 in 1 library and cubins of CUDA 13.0 (their toolkit notes) in 1 library: "
+                                "no newer than CUDA 13.0 writes; oldest driver it loads on: "
                                 "580.65.06, CUDA 13's first driver (minor-version compatibility)"]
 
 
@@ -118,6 +126,9 @@ def test_code_newer_than_the_claimed_train_fails(cli: Callable[..., Result], whe
         "was built by a newer toolkit, and its PTX needs CUDA 13.0's driver (>= 580.65.06 on Linux); on the drivers "
         "CUDA 12.8 supports, GPUs without a cubin get CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the "
         "CUDA 12.8 toolkit, or check it against a CUDA 13.0 row",
+        "fx/_core.so: its cubins were written by CUDA 13.0 (their toolkit note), but the row claims CUDA 12.8: it was "
+        "built by a newer toolkit; its cubins need CUDA 13's driver (>= 580.65.06 on Linux), not the CUDA 12 drivers "
+        "the row promises; fix: build it with the CUDA 12.8 toolkit, or check it against a CUDA 13.0 row",
         "oldest driver it loads on: 580.65.06, CUDA 13.0's, to JIT-compile its PTX ISA 9.0",  # 13's first driver too
     ]
 

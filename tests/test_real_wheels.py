@@ -43,7 +43,7 @@ def test_real_wheel(wheel: rw.RealWheel, tmp_path: Path) -> None:
 
 def test_the_set_covers_the_shapes_and_keeps_policies_short() -> None:
     """Runs without the opt-in too: the pinned set and its policies are data in the repository."""
-    assert len({w.shape for w in WHEELS}) >= 18
+    assert len({w.shape for w in WHEELS}) >= 21
     for w in WHEELS:
         assert set(w.waits) <= {"i27archs", "i27files", "i28load"} and bool(w.waits) == bool(w.waits_why), w.file
     for w in WHEELS:

@@ -38,6 +38,16 @@ both), so a list's ``10.0`` and ``10.0f`` are different promises of the same cub
 ELF header cannot tell them apart: ``e_flags`` is the same for ``sm_120``, ``sm_120a`` and
 ``sm_120f`` (0x6007802 from nvcc 13.0); only the entry header's flags (and the cubin's
 ``.note.nv.tkinfo``, ``-arch sm_120a``) say which.
+
+The toolkit that wrote a cubin: ptxas records it in the cubin's ``.note.nv.tkinfo`` note (owner
+``NVIDIA Corp``, type 2000; seen in cubins of CUDA 12.8 and later, absent from older ones). Its
+descriptor is six u32 (a version, then the offsets of the object name, the tool name
+``ptxas``, the tool version ``Cuda compilation tools, release 13.0, V13.0.88``, the branch and the
+options ``-arch sm_90 -m 64``) followed by their NUL-terminated strings. It is read only from cubins of ELF
+ABI 1.8 (:data:`TKINFO_ABI`; older ones carry none) where the cubin is stored uncompressed (:func:`scan_toolkit`), never by decompressing a payload. (The first
+u32 is 2 in CUDA 13's notes, but the toolkit, 128 or 129, in CUDA 12.8's and 12.9's: only the
+string is read.) A cubin nvlink linked holds one note per object and nvlink's: its newest
+release is the cubin's.
 """
 
 from __future__ import annotations
@@ -50,6 +60,7 @@ from typing import Final, Literal
 
 __all__ = [
     "FATBIN_MAGIC",
+    "TKINFO_ABI",
     "DeviceCode",
     "FatbinEntry",
     "FatbinError",
@@ -57,6 +68,7 @@ __all__ = [
     "list_device_code",
     "parse_fatbin",
     "read_entry_header",
+    "scan_toolkit",
 ]
 
 FATBIN_MAGIC: Final = 0xBA55ED50
@@ -78,6 +90,20 @@ _MIN_ENTRY_HEADER: Final = 64
 _CONTAINER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")
 _NONZERO = re.compile(rb"[^\x00]")
+
+# A cubin's toolkit note: namesz 12, descsz, type 2000, "NVIDIA Corp\0"; the descriptor follows. The search
+# looks for the type and name, a literal that is rare in code (a search led by "12, then any 4 bytes" stops
+# at every other word of a cubin and runs at a third of the speed), and then checks namesz 8 bytes before.
+_TKINFO = re.compile(re.escape(b"\xd0\x07\x00\x00NVIDIA Corp\x00"))
+_TKINFO_AT: Final = 8  # where _TKINFO's match starts in the note
+TKINFO_HEAD: Final = 24  # the note's header and name
+# Only cubins of ELF ABI 1.8 (CUDA 12.8's layout; the entry header's version) carry the note: of 4,700
+# uncompressed cubins in 22 real wheels, every ABI 1.8 cubin had one and no ABI 1.7 cubin did (CUDA 11.8
+# to 12.9 builds), so older ones are not searched (a search costs ~1 s per GB of cubins).
+TKINFO_ABI: Final = (1, 8)
+TKINFO_MAX_DESC: Final = 4096  # ptxas writes ~150 bytes; a longer descriptor is not read
+_TKINFO_DESC = struct.Struct("<6I")
+_RELEASE = re.compile(rb"Cuda compilation tools, release (\d+)\.(\d+),")
 
 EntryKind = Literal["ptx", "elf", "lto-ir", "other"]
 Compression = Literal["none", "lz4", "zstd"]
@@ -127,15 +153,62 @@ class DeviceCode:
 
     ``ptx_isa``: the PTX ISA version of each PTX entry, as its entry header records it (the
     ``.version`` of the PTX text: 8.7 is CUDA 12.8's, 9.0 CUDA 13.0's), in the same order as ``ptx``.
+    ``cubin_toolkits``: the toolkit release (12, 9) each uncompressed cubin's toolkit note records, for
+    the cubins that carry one (not aligned with ``cubins``).
     """
 
     cubins: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
     # Not part of equality: two readings agree on which code a binary carries; the ISA is checked apart.
     ptx_isa: tuple[tuple[int, int], ...] = field(default=(), compare=False)
+    cubin_toolkits: tuple[tuple[int, int], ...] = field(default=(), compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.cubins or self.ptx)
+
+
+def _toolkit_of(desc: bytes | memoryview) -> tuple[int, int] | None:
+    """The release a toolkit note's descriptor names (``release 12.9`` -> (12, 9)); None if malformed.
+
+    Its first u32 is 2 in CUDA 13's notes and the toolkit (128, 129) in CUDA 12.8's and 12.9's, so
+    only the tool version string is read."""
+    if len(desc) < _TKINFO_DESC.size:
+        return None
+    _first, _obj, _tool, tool_version, _branch, _options = _TKINFO_DESC.unpack_from(desc)
+    strings = bytes(desc[_TKINFO_DESC.size:])
+    end = strings.find(b"\0", tool_version) if tool_version < len(strings) else -1
+    found = _RELEASE.match(strings, tool_version, end) if end >= 0 else None
+    return (int(found.group(1)), int(found.group(2))) if found is not None else None
+
+
+def scan_toolkit(buf: bytes | memoryview, *, final: bool) -> tuple[list[tuple[int, int]], int]:
+    """The toolkit notes in ``buf``, a piece of a cubin (from its first byte, or from where the
+    last piece said to keep): their releases, in order, and where to resume.
+
+    Returns ``(releases, keep)``: ``keep`` is the index from which ``buf`` must be kept and joined to
+    the next piece (a note, or a note's header, that the piece ends inside). ``final``: ``buf``
+    reaches the cubin's end, so an unfinished note is malformed and skipped. Reading a cubin whole
+    (``final=True``) or in pieces finds the same notes. A linked cubin holds several (nvlink's and
+    ptxas's for each object); the newest release is the cubin's.
+    """
+    releases: list[tuple[int, int]] = []
+    pos = 0  # no note starts before this
+    while True:
+        found = _TKINFO.search(buf, pos + _TKINFO_AT)
+        if found is None:
+            return releases, len(buf) if final else max(pos, len(buf) - (TKINFO_HEAD - 1))
+        start = found.start() - _TKINFO_AT
+        name_size, desc_size = struct.unpack_from("<II", buf, start)
+        end = found.end() + desc_size
+        if name_size == 12 and desc_size <= TKINFO_MAX_DESC:
+            if end > len(buf) and not final:
+                return releases, start
+            release = _toolkit_of(memoryview(buf)[found.end():end]) if end <= len(buf) else None
+            if release is not None:
+                releases.append(release)
+                pos = end
+                continue
+        pos = start + 1
 
 
 def _skip_zeros(view: memoryview, pos: int) -> int:
@@ -264,10 +337,17 @@ def list_device_code(
     cubins: list[str] = []
     ptx: list[str] = []
     isa: list[tuple[int, int]] = []
-    for entry in iter_entries(data, max_entries=max_entries):
+    toolkits: list[tuple[int, int]] = []
+    view = memoryview(data).cast("B")
+    for entry in iter_entries(view, max_entries=max_entries):
         if entry.kind == "elf":
             cubins.append(entry.arch)
+            if entry.compression == "none" and entry.compressed_size == 0 and entry.version >= TKINFO_ABI:
+                start = entry.offset + entry.header_size
+                releases, _keep = scan_toolkit(view[start : start + entry.payload_size], final=True)
+                if releases:
+                    toolkits.append(max(releases))
         elif entry.kind == "ptx":
             ptx.append(entry.arch)
             isa.append(entry.version)
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa), cubin_toolkits=tuple(toolkits))

@@ -21,6 +21,11 @@ fat binaries are likely in (:meth:`FatbinScanner.limit_to`: an ELF's loaded segm
 read+execute alike)
 and not inside a container already being read (a payload is not a container). A container missed
 that way, or a container skipped over that turns out malformed, only means a re-read.
+
+An uncompressed cubin's payload (of ELF ABI 1.8, the only ones that carry one) is searched as it
+passes for its toolkit note
+(:func:`buildrows.binaries.fatbin.scan_toolkit`, the same function the in-memory reader runs on the
+whole payload, so both give the same release); at most one note's bytes are carried across chunks.
 """
 
 from __future__ import annotations
@@ -34,11 +39,15 @@ from buildrows.binaries.fatbin import (
     FATBIN_MAGIC,
     FLAG_ARCH_SPECIFIC,
     FLAG_FAMILY,
+    FLAG_LZ4,
+    FLAG_ZSTD,
     KIND_ELF,
     KIND_PTX,
     MAX_ENTRIES,
     MAX_ENTRY_HEADER,
+    TKINFO_ABI,
     DeviceCode,
+    scan_toolkit,
 )
 
 __all__ = ["FatbinScanner"]
@@ -72,9 +81,17 @@ class _Candidate:
     cubins: list[str] = field(default_factory=list)
     ptx: list[str] = field(default_factory=list)
     ptx_isa: list[tuple[int, int]] = field(default_factory=list)
+    toolkits: list[tuple[int, int]] = field(default_factory=list)
     entries: int = 0
     covers: bool = False  # the search jumped over this container's inside
     done: bool = False
+    # An uncompressed cubin being searched for its toolkit notes: [scan_at, scan_end) still to pass,
+    # ``tail`` the bytes before scan_at kept from the last chunk (a note the chunk ended inside),
+    # ``releases`` the notes' releases found so far.
+    scan_at: int = 0
+    scan_end: int = 0
+    tail: bytes = b""
+    releases: list[tuple[int, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +101,7 @@ class _Container:
     cubins: tuple[str, ...]
     ptx: tuple[str, ...]
     ptx_isa: tuple[tuple[int, int], ...]
+    toolkits: tuple[tuple[int, int], ...]
     entries: int
 
 
@@ -176,6 +194,7 @@ class FatbinScanner:
         cubins: list[str] = []
         ptx: list[str] = []
         isa: list[tuple[int, int]] = []
+        toolkits: list[tuple[int, int]] = []
         count = 0
         pos = offset
         while True:
@@ -188,9 +207,11 @@ class FatbinScanner:
             cubins += container.cubins
             ptx += container.ptx
             isa += container.ptx_isa
+            toolkits += container.toolkits
             nxt = container.next_nonzero
             if nxt is None or nxt >= end:
-                return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
+                return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa),
+                                  cubin_toolkits=tuple(toolkits))
             pos = nxt
 
     # --- candidates -----------------------------------------------------------------------
@@ -198,7 +219,8 @@ class FatbinScanner:
     def _done(self, cand: _Candidate, next_nonzero: int | None) -> None:
         cand.done = True
         self.found[cand.start] = _Container(
-            cand.end, next_nonzero, tuple(cand.cubins), tuple(cand.ptx), tuple(cand.ptx_isa), cand.entries
+            cand.end, next_nonzero, tuple(cand.cubins), tuple(cand.ptx), tuple(cand.ptx_isa), tuple(cand.toolkits),
+            cand.entries,
         )
 
     def _advance(self, offset: int, data: bytes, carry: bytes) -> None:
@@ -214,6 +236,29 @@ class FatbinScanner:
             elif cand.covers and not cand.done:
                 self.lossy = True
         self.live = still
+
+    def _scan(self, cand: _Candidate, offset: int, chunk_end: int, data: bytes) -> bool:
+        """Search this chunk's part of the cubin being read for its toolkit notes; True once its last
+        byte has passed (its newest release noted), False while it goes on."""
+        hi = min(cand.scan_end, chunk_end)
+        final = hi == cand.scan_end
+        lo = max(cand.scan_at, offset)  # a payload starts after its header, so never before this chunk
+        if lo >= hi and not final:
+            return False  # its header ends in a later chunk: the payload has not begun
+        part = memoryview(data)[lo - offset : max(lo, hi) - offset]
+        piece = cand.tail + bytes(part) if cand.tail else part
+        releases, keep = scan_toolkit(piece, final=final)
+        cand.releases += releases
+        if final:
+            if cand.releases:
+                cand.toolkits.append(max(cand.releases))
+            cand.scan_at = cand.scan_end = 0
+            cand.tail = b""
+            cand.releases = []
+            return True
+        cand.tail = bytes(piece[keep:])
+        cand.scan_at = hi
+        return False
 
     def _window(self, pos: int, size: int, offset: int, data: bytes, carry: bytes) -> bytes:
         if pos >= offset:
@@ -238,6 +283,8 @@ class FatbinScanner:
             unpack = _ENTRY.unpack
             end = cand.end
             while cand.pos < end:
+                if cand.scan_end and not self._scan(cand, offset, chunk_end, data):
+                    return True  # the cubin goes on in the next chunk
                 pos = cand.pos
                 left = end - pos
                 if left < _ENTRY.size:
@@ -258,10 +305,14 @@ class FatbinScanner:
                     return False
                 if kind == KIND_ELF:
                     cand.cubins.append(_arch(kind, sm, flags))
+                    if not compressed and not flags & (FLAG_LZ4 | FLAG_ZSTD) and payload and (major, minor) >= TKINFO_ABI:
+                        cand.scan_at, cand.scan_end = pos + header_size, pos + header_size + payload
                 elif kind == KIND_PTX:
                     cand.ptx.append(_arch(kind, sm, flags))
                     cand.ptx_isa.append((major, minor))
                 cand.pos = pos + header_size + payload
+            if cand.scan_end and not self._scan(cand, offset, chunk_end, data):
+                return True  # the container's last cubin goes on in the next chunk
             cand.state = _ZEROS
         # _ZEROS: the first non-zero byte at or after the container's end.
         if cand.end >= chunk_end:

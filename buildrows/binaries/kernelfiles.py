@@ -20,6 +20,10 @@ arch-specific cubin (``EF_CUDA_ACCELERATORS`` in ABI 7; from ABI 8 that bit stay
 toolkit note ``.note.nv.tkinfo`` records ``-arch sm_90a``, which is what cuobjdump reads). A
 family cubin (``sm_100f``) is named ``sm_100``, as cuobjdump and fat-binary entries name it.
 PTX is named by its ``.target`` (``sm_90a``); cuobjdump does not read PTX text files.
+
+What dates them (issue 27): a cubin's toolkit note names the release that wrote it
+(:func:`cubin_code`, the same note :func:`buildrows.binaries.fatbin.scan_toolkit` reads inside fat
+binaries), PTX text its ``.version`` (the PTX ISA).
 """
 
 from __future__ import annotations
@@ -30,9 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from buildrows.binaries.fatbin import FATBIN_MAGIC
+from buildrows.binaries.fatbin import FATBIN_MAGIC, scan_toolkit
 
-__all__ = ["PREFIX", "KernelFile", "KernelKind", "cubin_arch", "ptx_targets", "sniff", "worth_sniffing"]
+__all__ = ["PREFIX", "KernelFile", "KernelKind", "cubin_arch", "cubin_code", "ptx_isa", "ptx_targets", "sniff",
+           "worth_sniffing"]
 
 KernelKind = Literal["cubin", "fatbin", "ptx", "elf"]
 
@@ -68,6 +73,8 @@ class KernelFile:
     size: int
     cubins: tuple[str, ...] = ()
     ptx: tuple[str, ...] = ()
+    ptx_isa: tuple[tuple[int, int], ...] = ()  # the PTX ISA of each ``ptx`` entry, as for a library
+    cubin_toolkits: tuple[tuple[int, int], ...] = ()  # the release of each cubin's toolkit note (those with one)
 
     @property
     def has_device_code(self) -> bool:
@@ -109,6 +116,12 @@ def ptx_targets(prefix: bytes) -> tuple[str, ...]:
     return (target.group(1).decode("ascii"),) if target is not None else ()
 
 
+def ptx_isa(prefix: bytes) -> tuple[tuple[int, int], ...]:
+    """The PTX ISA of PTX text (its ``.version``), from its header, beside :func:`ptx_targets`."""
+    version = _PTX_VERSION.search(prefix)
+    return ((int(version.group(1)), int(version.group(2))),) if version is not None and ptx_targets(prefix) else ()
+
+
 class CubinError(ValueError):
     """A member whose ELF header says cubin, but whose headers cannot be read."""
 
@@ -119,6 +132,12 @@ def cubin_arch(read: Callable[[int, int], bytes], size: int) -> str:
     ``read(offset, size)`` returns a range of the file (its header, the section table, the
     toolkit note): the file is never needed whole.
     """
+    return cubin_code(read, size)[0]
+
+
+def cubin_code(read: Callable[[int, int], bytes], size: int) -> tuple[str, tuple[int, int] | None]:
+    """A cubin's architecture (as :func:`cubin_arch`) and the release its toolkit note names (the
+    newest, where nvlink and ptxas each left one), or None where it carries none."""
     head = read(0, min(size, 64))
     if len(head) < 52 or head[:4] != _ELF_MAGIC:
         raise CubinError("truncated ELF header")
@@ -140,26 +159,35 @@ def cubin_arch(read: Callable[[int, int], bytes], size: int) -> str:
         sm, accelerated = flags & 0xFF, bool(flags & _ACCELERATORS_V7)
     if sm == 0:
         raise CubinError(f"e_flags {flags:#x} name no SM architecture")
+    note = _tkinfo(read, size, is64, order, shoff, shentsize, shnum, shstrndx)
+    releases, _keep = scan_toolkit(note, final=True)
+    toolkit = max(releases) if releases else None
     if accelerated:
-        return f"sm_{sm}a"
-    return f"sm_{sm}{_tkinfo_variant(read, size, sm, is64, order, shoff, shentsize, shnum, shstrndx)}"
+        return f"sm_{sm}a", toolkit
+    variant = ""
+    for match in _TKINFO_ARCH.finditer(note):
+        if int(match.group(1)) == sm:
+            variant = match.group(2).decode("ascii")
+            break
+    return f"sm_{sm}{variant}", toolkit
 
 
-def _tkinfo_variant(read: Callable[[int, int], bytes], size: int, sm: int, is64: bool, order: str,
-                    shoff: int, shentsize: int, shnum: int, shstrndx: int) -> str:
-    """The variant ``.note.nv.tkinfo`` records in ``-arch sm_<sm>a`` / ``sm_<sm>f``: "a" (arch-specific,
-    how ABI 8 marks it), "f" (family-specific: cuobjdump -elf names the cubin sm_100f), or ""."""
+def _tkinfo(read: Callable[[int, int], bytes], size: int, is64: bool, order: str,
+            shoff: int, shentsize: int, shnum: int, shstrndx: int) -> bytes:
+    """The ``.note.nv.tkinfo`` section (empty when the cubin has none): its ``-arch sm_<sm>a`` /
+    ``sm_<sm>f`` names the variant ("a": arch-specific, how ABI 8 marks it; "f": family-specific,
+    cuobjdump -elf names the cubin sm_100f), its tool version the release."""
     entry = struct.Struct(order + ("IIQQQQIIQQ" if is64 else "IIIIIIIIII"))
     if not shoff or shentsize < entry.size or shnum == 0 or shnum > 65_535 or shoff + shentsize * shnum > size:
-        return ""
+        return b""
     table = read(shoff, shentsize * shnum)
     sections = [entry.unpack_from(table, i * shentsize) for i in range(shnum)]
     if shstrndx >= shnum:
-        return ""
+        return b""
     # (name, type, flags, addr, offset, size, ...): offset and size sit at 4 and 5 in both classes.
     names_at, names_size = sections[shstrndx][4], sections[shstrndx][5]
     if names_at + names_size > size or names_size > 1 << 20:
-        return ""
+        return b""
     names = read(names_at, names_size)
     for sec in sections:
         end = names.find(b"\0", sec[0])
@@ -167,8 +195,6 @@ def _tkinfo_variant(read: Callable[[int, int], bytes], size: int, sm: int, is64:
             continue
         at, length = sec[4], sec[5]
         if at + length > size or length > 1 << 16:
-            return ""
-        for match in _TKINFO_ARCH.finditer(read(at, length)):
-            if int(match.group(1)) == sm:
-                return match.group(2).decode("ascii")
-    return ""
+            return b""
+        return read(at, length)
+    return b""

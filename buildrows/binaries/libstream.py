@@ -299,6 +299,7 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
     cubins: list[str] = []
     ptx: list[str] = []
     isa: list[tuple[int, int]] = []
+    toolkits: list[tuple[int, int]] = []
     for offset, size in ranges:
         code = scanner.device_code(offset, size)
         if code is None and not scanner.searched(offset, size):
@@ -312,7 +313,8 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
         cubins += code.cubins
         ptx += code.ptx
         isa += code.ptx_isa
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
+        toolkits += code.cubin_toolkits
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa), cubin_toolkits=tuple(toolkits))
 
 
 def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None = None) -> StreamedLibrary:

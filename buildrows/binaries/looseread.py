@@ -17,7 +17,8 @@ from buildrows.binaries.kernelfiles import (
     PREFIX,
     CubinError,
     KernelFile,
-    cubin_arch,
+    cubin_code,
+    ptx_isa,
     ptx_targets,
     sniff,
     worth_sniffing,
@@ -88,13 +89,14 @@ def _kernel(full: Path, rel: str) -> KernelFile | None:
         if kind is None:
             return None
         if kind == "ptx":
-            return KernelFile(rel, kind, size, ptx=ptx_targets(prefix))
+            return KernelFile(rel, kind, size, ptx=ptx_targets(prefix), ptx_isa=ptx_isa(prefix))
         data = full.read_bytes()
     except OSError as e:
         raise LooseError(f"{full}: cannot read: {e}") from e
     try:
         if kind == "cubin":
-            return KernelFile(rel, kind, size, cubins=(cubin_arch(lambda at, n: data[at:at + n], len(data)),))
+            arch, toolkit = cubin_code(lambda at, n: data[at:at + n], len(data))
+            return KernelFile(rel, kind, size, cubins=(arch,), cubin_toolkits=(toolkit,) if toolkit is not None else ())
         if kind == "fatbin":
             code = list_device_code(data)
         else:
@@ -104,10 +106,12 @@ def _kernel(full: Path, rel: str) -> KernelFile | None:
                 return None  # not a host binary the loader could map (a data file that starts like one)
             if not lib.has_device_code:
                 return None
-            return KernelFile(rel, kind, size, cubins=lib.cubins, ptx=lib.ptx)
+            return KernelFile(rel, kind, size, cubins=lib.cubins, ptx=lib.ptx, ptx_isa=lib.ptx_isa,
+                              cubin_toolkits=lib.cubin_toolkits)
     except (BinaryFormatError, FatbinError, CubinError) as e:
         raise LooseError(f"{full}: {kind}: {e}") from e
-    return KernelFile(rel, kind, size, cubins=code.cubins, ptx=code.ptx)
+    return KernelFile(rel, kind, size, cubins=code.cubins, ptx=code.ptx, ptx_isa=code.ptx_isa,
+                      cubin_toolkits=code.cubin_toolkits)
 
 
 def _describe(full: Path, rel: str, *, required: bool) -> LibraryInfo | None:

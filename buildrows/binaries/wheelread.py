@@ -39,7 +39,8 @@ from buildrows.binaries.kernelfiles import (
     CubinError,
     KernelFile,
     KernelKind,
-    cubin_arch,
+    cubin_code,
+    ptx_isa,
     ptx_targets,
     sniff,
 )
@@ -133,8 +134,11 @@ class LibraryInfo:
     # PTX that only the relocatable fat binary (``__nv_relfatbin``) holds while an executable one
     # exists: what separable compilation leaves, and what the runtime never JIT-compiles.
     relocatable_ptx: tuple[str, ...] = ()
-    # The PTX ISA version of each ``ptx`` entry (same order): which toolkit wrote it, which driver JITs it.
+    # The PTX ISA version of each ``ptx`` entry (same order; for kernel files judged as one unit, every file's,
+    # while ``ptx`` names each architecture once): which toolkit wrote it, which driver JITs it.
     ptx_isa: tuple[tuple[int, int], ...] = ()
+    # The toolkit release (12, 9) each uncompressed cubin's toolkit note records (those with one).
+    cubin_toolkits: tuple[tuple[int, int], ...] = ()
 
     @property
     def has_device_code(self) -> bool:
@@ -620,12 +624,14 @@ def _device_code(sections: tuple[memoryview, ...]) -> DeviceCode:
     cubins: list[str] = []
     ptx: list[str] = []
     isa: list[tuple[int, int]] = []
+    toolkits: list[tuple[int, int]] = []
     for section in sections:
         code = _fatbin_device_code(section)
         cubins.extend(code.cubins)
         ptx.extend(code.ptx)
         isa.extend(code.ptx_isa)
-    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa))
+        toolkits.extend(code.cubin_toolkits)
+    return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa), cubin_toolkits=tuple(toolkits))
 
 
 def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relocatable: DeviceCode) -> LibraryInfo:
@@ -637,6 +643,7 @@ def _describe(path: str, size: int, layout: BinaryLayout, code: DeviceCode, relo
         cubins=code.cubins,
         ptx=code.ptx,
         ptx_isa=code.ptx_isa,
+        cubin_toolkits=code.cubin_toolkits,
         needed=layout.needed,
         rpath=layout.rpath,
         runpath=layout.runpath,
@@ -778,8 +785,8 @@ def _inflate_prefix(fp: BinaryIO, compressed: int, want: int) -> bytes:
 def _kernel_file(wheel: Path, info: _Member, kind: KernelKind, prefix: bytes, max_size: int) -> KernelFile | None:
     """Read one member :func:`sniff` recognised; None for a host ELF without device code."""
     member = info.filename
-    if kind == "ptx":  # its header names the target; the text itself is not needed
-        return KernelFile(member, kind, info.file_size, ptx=ptx_targets(prefix))
+    if kind == "ptx":  # its header names the target and the ISA; the text itself is not needed
+        return KernelFile(member, kind, info.file_size, ptx=ptx_targets(prefix), ptx_isa=ptx_isa(prefix))
     stream = _member_stream(wheel, info, max_size)
     try:
         if kind == "elf":
@@ -789,16 +796,19 @@ def _kernel_file(wheel: Path, info: _Member, kind: KernelKind, prefix: bytes, ma
                 return None  # not a host binary the loader could map (a data file that starts like one)
             if not (lib.device_code.cubins or lib.device_code.ptx):
                 return None
-            return KernelFile(member, kind, info.file_size, cubins=lib.device_code.cubins, ptx=lib.device_code.ptx)
+            host = lib.device_code
+            return KernelFile(member, kind, info.file_size, cubins=host.cubins, ptx=host.ptx, ptx_isa=host.ptx_isa,
+                              cubin_toolkits=host.cubin_toolkits)
         if kind == "cubin":
             if info.file_size <= _WHOLE_CUBIN:
                 data = b"".join(piece for _, piece in stream.chunks())
-                arch = cubin_arch(lambda at, n: data[at:at + n], len(data))
+                arch, toolkit = cubin_code(lambda at, n: data[at:at + n], len(data))
             else:
                 for _ in stream.chunks():  # size and CRC checked, checkpoints kept
                     pass
-                arch = cubin_arch(stream.read, stream.size)
-            return KernelFile(member, kind, info.file_size, cubins=(arch,))
+                arch, toolkit = cubin_code(stream.read, stream.size)
+            return KernelFile(member, kind, info.file_size, cubins=(arch,),
+                              cubin_toolkits=(toolkit,) if toolkit is not None else ())
         scanner = FatbinScanner(stream.size)
         scanner.limit_to([(0, stream.size)])
         for pos, piece in stream.chunks():
@@ -809,7 +819,8 @@ def _kernel_file(wheel: Path, info: _Member, kind: KernelKind, prefix: bytes, ma
             if stream.size > _WHOLE_FATBIN:
                 raise FatbinError(f"not a well-formed fat binary ({stream.size} bytes its containers do not explain)")
             code = _fatbin_device_code(stream.read(0, stream.size))
-        return KernelFile(member, kind, info.file_size, cubins=code.cubins, ptx=code.ptx)
+        return KernelFile(member, kind, info.file_size, cubins=code.cubins, ptx=code.ptx, ptx_isa=code.ptx_isa,
+                          cubin_toolkits=code.cubin_toolkits)
     except InflateError as exc:
         raise WheelError(str(wheel), str(exc), member) from None
     except (BinaryFormatError, FatbinError, CubinError) as exc:

@@ -23,9 +23,12 @@ from buildrows.policy.model import LibraryRule
 
 def _train_hint(info: Artifact) -> str:
     """`--cuda`'s value for an untagged wheel, as far as its device code tells (the train of its newest PTX)."""
-    from buildrows.check.device_train import train_of_code
+    from buildrows.check.device_train import cubin_train, train_of_code
 
     found = train_of_code(info.libraries)
+    cubins = cubin_train(info.libraries)
+    if cubins is not None and (found is None or cubins > found[0]):
+        return f"{cubins} --archs LIST (its cubins' toolkit notes name CUDA {cubins})"
     if found is None:
         return "TRAIN --archs LIST"
     return f"{found[0]} --archs LIST (its newest PTX is ISA {found[1]}, first written by CUDA {found[0]})"

@@ -7,8 +7,11 @@ train's ISA, so PTX newer than the row's train breaks the row's promise on the d
 supports: GPUs without a cubin get CUDA_ERROR_UNSUPPORTED_PTX_VERSION there.
 
 Cubins load on any driver of their CUDA major (minor-version compatibility), from the major's first
-driver on. Their toolkit record (the cubin's `.note.nv.cuinfo`) sits inside the payload, which the
-reader does not decompress, so it is not judged here.
+driver on. Which toolkit wrote them is read where a cubin says so and is stored uncompressed: its
+`.note.nv.tkinfo` note (`Cuda compilation tools, release 12.9`, see `buildrows.binaries.fatbin`),
+which ptxas and nvlink write in CUDA 12.8's cubins and later (not in older ones, and not in every
+newer one). A compressed cubin is not inflated to look. A cubin newer than the row's train breaks
+the row's promise of the train that built it; of another CUDA major, its driver floor too.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ if TYPE_CHECKING:
     from buildrows.binaries.wheelread import LibraryInfo
     from buildrows.check.judging import Artifact, CheckResult, Expectation
 
-__all__ = ["check_device_train", "oldest_driver", "train_of_code"]
+__all__ = ["check_device_train", "cubin_train", "oldest_driver", "train_of_code"]
 
 NAME = "device-code-train"
 
@@ -66,18 +69,53 @@ def train_of_code(libraries: Iterable[LibraryInfo]) -> tuple[Train, str] | None:
     return (train, _isa(max(isas))) if train is not None else None
 
 
+def cubin_train(libraries: Iterable[LibraryInfo]) -> Train | None:
+    """The newest toolkit the libraries' cubins' toolkit notes name (None: no cubin carries one read)."""
+    found = [tk for lib in libraries for tk in lib.cubin_toolkits]
+    return Train(*max(found)) if found else None
+
+
+def _cubin_problem(path: str, wrote: Train, train: Train, label: str) -> str:
+    """Why cubins written by `wrote` break a claim of `train`, and what that costs."""
+    if wrote.major > train.major:
+        floor = driver_floor(wrote.major)
+        cost = (f"its cubins need CUDA {wrote.major}'s driver" + (f" (>= {floor} on Linux)" if floor else "")
+                + f", not the CUDA {train.major} drivers the row promises")
+    else:
+        cost = (f"they load on every CUDA {train.major} driver (minor-version compatibility), but the wheel is not "
+                f"the CUDA {train} build the row promises")
+    return (f"{path}: its cubins were written by CUDA {wrote} (their toolkit note), but {label} claims CUDA {train}: "
+            f"it was built by a newer toolkit; {cost}; fix: build it with the CUDA {train} toolkit, or check it against "
+            f"a CUDA {wrote} row")
+
+
+def _count(units: list[bool]) -> str:
+    """"2 libraries", "1 library and 1 kernel-file group" (True: a group of kernel files)."""
+    libs, groups = units.count(False), units.count(True)
+    parts = ([f"{libs} {'library' if libs == 1 else 'libraries'}"] if libs else []) + (
+        [f"{groups} kernel-file {'group' if groups == 1 else 'groups'}"] if groups else [])
+    return " and ".join(parts)
+
+
 def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     """Every library's PTX was written by the row's train or an older one; says the oldest driver."""
     from buildrows.check.judging import CheckResult, library_rule, train_of_digits
+    from buildrows.check.kernels import kernel_units
 
     assert exp.cuda is not None
     bad: list[str] = []
     seen: list[tuple[int, int]] = []
-    judged = 0
-    for lib in info.libraries:
-        if not lib.ptx_isa:
+    cubins_by: list[Train] = []
+    late: list[str] = []  # cubins newer than the claim (after the PTX lines)
+    own_trains: list[Train] = []  # per-train libraries' cubins: each held to its own train, apart from the row's
+    judged: list[bool] = []  # per library or kernel-file group with PTX: whether it is kernel files
+    dated: list[bool] = []  # the same, for cubins with a toolkit note
+    # Shared libraries, then kernel files (one unit per rule, as the device-code check groups them).
+    units = [(lib, *library_rule(exp, lib.path), False) for lib in info.libraries]
+    units += [(u.library, u.rule, u.digits, True) for u in kernel_units(exp, info)]
+    for lib, rule, digits, files in units:
+        if not lib.ptx_isa and not lib.cubin_toolkits:
             continue
-        rule, digits = library_rule(exp, lib.path)
         if rule is not None and rule.vendored:
             continue  # bundled from elsewhere: reported by the device-code check, not judged
         train, label = exp.cuda, "the row"
@@ -86,7 +124,18 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
             if own is None:
                 continue  # the device-code check names a per-train library without a train
             train, label = own, "its name"
-        judged += 1
+        if lib.cubin_toolkits:
+            newest = Train(*max(lib.cubin_toolkits))
+            if label == "the row":
+                dated.append(files)
+                cubins_by.append(newest)
+            else:
+                own_trains.append(newest)
+            if newest > train:
+                late.append(_cubin_problem(lib.path, newest, train, label))
+        if not lib.ptx_isa:
+            continue
+        judged.append(files)
         isa = max(lib.ptx_isa)
         seen.append(isa)
         if isa <= newest_ptx_isa(train):
@@ -107,16 +156,31 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                    f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the CUDA {train} toolkit, or check "
                    f"it against {other}")
     driver, why = oldest_driver(seen, exp.cuda.major)
+    top = max(cubins_by, default=None)
+    if top is not None and top.major > exp.cuda.major:  # cubins of a newer major load only on its drivers
+        top_floor = driver_floor(top.major)
+        if top_floor is not None and (driver is None or _driver_key(top_floor) > _driver_key(driver)):
+            driver, why = top_floor, f"CUDA {top.major}'s first driver, for its CUDA {top} cubins"
     where = " (Linux x86_64 numbering; Windows drivers are numbered apart)" if exp.platform.startswith("windows") else ""
     floor = driver_floor(exp.cuda.major)
     cubins = (f"; GPUs its cubins cover load it from {floor}, CUDA {exp.cuda.major}'s first driver"
-              if driver is not None and floor is not None and driver != floor and not bad else "")
+              if driver is not None and floor is not None and driver != floor and not bad and not late else "")
     summary = (f"oldest driver it loads on: {driver}, {why}{cubins}{where}" if driver is not None
                else f"oldest driver it loads on: not known for CUDA {exp.cuda}; {why}")
+    bad += late
     if bad:
         return CheckResult(NAME, False, [*bad, summary])
-    if not seen:
-        return CheckResult(NAME, True, [f"no PTX to date it (the cubins' toolkit records are not read); {summary}"])
-    return CheckResult(NAME, True, [f"PTX ISA {_isa(max(seen))} in {judged} "
-                                    f"{'library' if judged == 1 else 'libraries'}: no newer than CUDA {exp.cuda} "
-                                    f"writes; {summary}"])
+    apart = (f"the cubins of {len(own_trains)} per-train {'library' if len(own_trains) == 1 else 'libraries'} "
+           f"(CUDA {', '.join(str(tr) for tr in sorted(set(own_trains)))}, their toolkit notes) are no newer than "
+           "the train each name carries; " if own_trains else "")
+    if not seen and not cubins_by:
+        if apart:
+            return CheckResult(NAME, True, [f"{apart}nothing else carries PTX or a cubin toolkit note; {summary}"])
+        return CheckResult(NAME, True, ["no PTX, and no cubin with a toolkit note, to date it (ptxas writes that note "
+                                        f"in some CUDA 12.8+ cubins; compressed cubins are not inflated to look); {summary}"])
+    dating = []
+    if seen:
+        dating.append(f"PTX ISA {_isa(max(seen))} in {_count(judged)}")
+    if cubins_by:
+        dating.append(f"cubins of CUDA {max(cubins_by)} (their toolkit notes) in {_count(dated)}")
+    return CheckResult(NAME, True, [f"{' and '.join(dating)}: no newer than CUDA {exp.cuda} writes; {apart}{summary}"])

@@ -63,7 +63,10 @@ def union(path: str, files: tuple[KernelFile, ...]) -> LibraryInfo:
     """The files' device code as one library: each architecture once, in file order."""
     return LibraryInfo(path=path, format="elf", size=sum(k.size for k in files),
                        cubins=_ordered(a for k in files for a in k.cubins),
-                       ptx=_ordered(a for k in files for a in k.ptx))
+                       ptx=_ordered(a for k in files for a in k.ptx),
+                       # what dates them: every file's (not one per architecture)
+                       ptx_isa=tuple(isa for k in files for isa in k.ptx_isa),
+                       cubin_toolkits=tuple(tk for k in files for tk in k.cubin_toolkits))
 
 
 def kernel_units(exp: Expectation, info: object) -> list[KernelUnit]:
