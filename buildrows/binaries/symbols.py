@@ -196,9 +196,9 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
     by_type = {kind: i for i, (kind, *_rest) in reversed(list(enumerate(sections)))}
     # Every section needed, read in file order: a member inflated again from its checkpoints goes
     # forward once instead of jumping back and forth between the start and the end of the file.
-    wanted = {by_type[t] for t in (_SHT_DYNAMIC, _SHT_GNU_VERNEED, _SHT_GNU_VERDEF, _SHT_DYNSYM, _SHT_GNU_VERSYM)
-              if t in by_type}
-    wanted |= {sections[i][3] for i in wanted if i != by_type.get(_SHT_GNU_VERSYM) and 0 <= sections[i][3] < shnum}
+    needs = {by_type[t] for t in (_SHT_DYNAMIC, _SHT_GNU_VERNEED, _SHT_GNU_VERDEF, _SHT_DYNSYM, _SHT_GNU_VERSYM)
+             if t in by_type}
+    needs |= {sections[i][3] for i in needs if i != by_type.get(_SHT_GNU_VERSYM) and 0 <= sections[i][3] < shnum}
     got: dict[int, bytes] = {}
 
     def fetch(i: int) -> bytes:
@@ -207,7 +207,7 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
             raise BinaryFormatError(f"section {i} (type {kind:#x}) runs past the end of the file or is too large")
         return bytes(source.read(offset, size))
 
-    for i in sorted(wanted, key=lambda i: sections[i][1]):
+    for i in sorted(needs, key=lambda i: sections[i][1]):
         got[i] = fetch(i)
 
     def read(i: int) -> bytes:
