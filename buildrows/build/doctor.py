@@ -792,9 +792,8 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
                  for f in checked]
     if driver == "setup.py" and row.os == "linux":
-        linked = check_link_rpath(policy, env.get("LDSHARED") or interpreter_ldshared(python))
-        if linked is not None:
-            findings.append(linked)
+        linked = link_rpath_findings(policy, python, env)
+        findings += linked
     from buildrows.plan.torchenv import uses_torch
 
     if uses_torch(project, reqs):
@@ -809,13 +808,24 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
 _RPATH_FLAG = re.compile(r"-Wl,-(?:rpath|R)[,=](\S+)")
 
 
-def interpreter_ldshared(python: str) -> str:
-    """The link command the interpreter's sysconfig gives setuptools (LDSHARED), or ""."""
-    from buildrows.build.runner import capture
+def link_rpath_findings(policy: Policy, python: str, env: Mapping[str, str]) -> list[Finding]:
+    """What the link command a setup.py row's build uses writes as RPATH: the user's LDSHARED as
+    it is, else the interpreter's, less its own lib directory, which the build drops
+    (`buildrows.build.ldshared`: an ok finding says so)."""
+    if "LDSHARED" in env:
+        linked = check_link_rpath(policy, env["LDSHARED"])
+        return [linked] if linked is not None else []
+    from buildrows.build.ldshared import build_ldshared, interpreter_link, own_rpaths
 
-    got = capture([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LDSHARED') or '')"], timeout=60)
-    lines = got.output.strip().splitlines() if got.error is None and got.code == 0 else []
-    return lines[-1] if lines else ""
+    link = interpreter_link(python)
+    ldshared = build_ldshared(link, env)
+    out: list[Finding] = []
+    if ldshared is not None:
+        out.append(Finding("link rpath", "ok", f"the row's interpreter links extensions with -Wl,-rpath,"
+                           f"{', '.join(own_rpaths(link.ldshared, link.libdir))} (its own lib directory, in its "
+                           "LDSHARED): the build sets LDSHARED without it, so no extension carries that path"))
+    linked = check_link_rpath(policy, ldshared if ldshared is not None else link.ldshared)
+    return out + ([linked] if linked is not None else [])
 
 
 def check_link_rpath(policy: Policy, ldshared: str) -> Finding | None:
