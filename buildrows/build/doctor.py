@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -411,6 +411,26 @@ _DIR_VARIABLES = ("${CMAKE_CURRENT_SOURCE_DIR}", "${CMAKE_CURRENT_LIST_DIR}")
 _TOP_VARIABLES = ("${PROJECT_SOURCE_DIR}", "${CMAKE_SOURCE_DIR}")
 
 
+def row_live(row: Row, project: Path, driver: Driver, env: Mapping[str, str]) -> set[str]:
+    """The CMake variables the row's configure turns on (`cmake_conditions.turned_on`): its cache,
+    pyproject's [tool.scikit-build.cmake.define] for a scikit-build-core project, and CMAKE_ARGS."""
+    from buildrows.build.cmake_conditions import turned_on
+
+    defines: dict[str, object] = {}
+    if driver == "scikit-build-core":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover
+            import tomli as tomllib
+        try:
+            doc = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+            got = doc.get("tool", {}).get("scikit-build", {}).get("cmake", {}).get("define", {})
+            defines = got if isinstance(got, dict) else {}
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+            defines = {}
+    return turned_on(row.cache, env, defines)
+
+
 def cmake_source_dir(project: Path, driver: Driver) -> Path:
     """Where the project's CMakeLists.txt is: scikit-build-core's `cmake.source-dir`, else the project."""
     if driver != "scikit-build-core":
@@ -428,10 +448,16 @@ def cmake_source_dir(project: Path, driver: Driver) -> Path:
     return project / source if isinstance(source, str) else project
 
 
-def cmake_files(source: Path, limit: int = 400) -> Iterator[tuple[Path, str]]:
+def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = None) -> Iterator[tuple[Path, str]]:
     """The CMake files a configure of `source` reads, with their text: CMakeLists.txt, the
     directories it adds (add_subdirectory) and the files it includes (include, a path or a
-    module of the project's own), followed recursively. Conditions are not evaluated."""
+    module of the project's own), followed recursively. Conditions are not evaluated, except
+    with `live` (the variables the row's configure turns on): then a branch under an option that
+    is off by default and not turned on is blanked, and what it adds or includes not followed
+    (`buildrows.build.cmake_conditions`)."""
+    from buildrows.build.cmake_conditions import Reach
+
+    reach = Reach(live) if live is not None else None
     seen: set[Path] = set()
     todo = [source / "CMakeLists.txt"]
     modules: dict[str, Path] | None = None
@@ -445,6 +471,8 @@ def cmake_files(source: Path, limit: int = 400) -> Iterator[tuple[Path, str]]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        if reach is not None:
+            text = reach.live(text)
         yield path, text
         here = path.parent
 
@@ -480,11 +508,11 @@ def _where(path: Path, source: Path, text: str, at: int) -> str:
     return f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}"
 
 
-def cuda_components(source: Path) -> dict[str, str]:
+def cuda_components(source: Path, live: Collection[str] | None = None) -> dict[str, str]:
     """The CUDA::X targets the project's CMake names (`cmake_files`), each with where it is first
     named ("file:line"). A CUDA row turns the project's CUDA on, and the CUDA parts name them."""
     found: dict[str, str] = {}
-    for path, text in cmake_files(source):
+    for path, text in cmake_files(source, live=live):
         for m in _CUDA_TARGET.finditer(text):
             found.setdefault(m.group(1), _where(path, source, text, m.start()))
     return found
@@ -495,12 +523,12 @@ _FETCH = re.compile(r"^\s*(file\s*\(\s*DOWNLOAD\b|FetchContent_Declare\s*\(|CPMA
                     r"ExternalProject_Add\s*\()", re.MULTILINE | re.IGNORECASE)
 
 
-def check_network_fetches(source: Path) -> Finding | None:
+def check_network_fetches(source: Path, live: Collection[str] | None = None) -> Finding | None:
     """A note when the project's CMake fetches from the network while it configures (cufinufft
     2.5.1 downloads CPM.cmake and CCCL from GitHub): a builder without network access fails
     there, whatever doctor found. A note, not a refusal: most builders have the network."""
     sites = []
-    for path, text in cmake_files(source):
+    for path, text in cmake_files(source, live=live):
         for m in _FETCH.finditer(text):
             name = m.group(1).split("(")[0].strip()
             sites.append(f"{_where(path, source, text, m.start())} {'file(DOWNLOAD)' if name.lower() == 'file' else name}")
@@ -587,7 +615,7 @@ def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cache
 def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[str, str], host: HostOs,
                           driver: Driver, toolkit: str | None = None) -> list[Finding]:
     """The CUDA components the project's CMake links, judged against the root of the row's nvcc."""
-    used = cuda_components(cmake_source_dir(project, driver))
+    used = cuda_components(cmake_source_dir(project, driver), row_live(row, project, driver, env))
     if not used:
         return []
     from buildrows.plan.row import cached_toolkit, plan_row
@@ -741,7 +769,7 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
             findings += check_generator(row, env, host)
         findings += project_cmake
-        fetches = check_network_fetches(cmake_source_dir(project, driver))
+        fetches = check_network_fetches(cmake_source_dir(project, driver), row_live(row, project, driver, env))
         if fetches is not None:
             findings.append(fetches)
         if row.is_cuda:
