@@ -113,6 +113,11 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
             found = locate_cuda_compiler(env, host)
         except BadInput:
             found = None
+        hidden = [f"{k}={v}" for k, v in policy.project.cpu_cache
+                  if k.startswith("CMAKE_DISABLE_FIND_PACKAGE_CUDA") and v.upper() in ("ON", "TRUE", "1", "YES")]
+        if option is None and not policy.project.switches and hidden:
+            present = f"; this builder has nvcc ({found.path}), which CMake is told not to look for" if found else ""
+            return Finding("cuda", "ok", f"CPU row: {', '.join(hidden)} ([project.cpu-cache]){present}")
         if option is None and not policy.project.switches:
             # Nothing tells the project to leave CUDA off: a project that builds CUDA whenever it
             # finds nvcc (torchsort's setup.py does) puts device code into this CPU wheel, and the
@@ -122,7 +127,9 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
             return Finding("cuda", "note", "CPU row, but the policy names no cuda-option or env-switches, so nothing "
                            "tells the project to leave CUDA off" + present,
                            "set [project] cuda-option to the project's CMake CUDA switch (e.g. MYPROJ_BUILD_CUDA) "
-                           "or env-switches to its environment switches (e.g. FORCE_CUDA)")
+                           "or env-switches to its environment switches (e.g. FORCE_CUDA); a CMake project that "
+                           "builds CUDA whenever find_package(CUDAToolkit) finds it: [project.cpu-cache] "
+                           "CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = \"ON\"")
         present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
         # The values the build really gets (a "!NAME" switch means CPU: 1 on this row), as `env` gives them.
         names = {s.removeprefix("!") for s in policy.project.switches}
