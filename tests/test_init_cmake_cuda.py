@@ -84,3 +84,20 @@ def test_a_cmake_that_requires_cuda_or_links_the_shared_runtime_keeps_the_old_st
     assert "INSTALL_RPATH" in r.out + r.err  # the shared runtime must be reached: the advice stays
     r = cli("doctor", "linux-x86_64-cu130-py311")  # (no CPU row to judge)
     assert "linux-x86_64-cpu" not in r.out
+
+
+def test_a_cpu_env_of_the_policy_is_what_tells_the_project(cli: Callable[..., Result], tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyvkfft 2025.1.1's setup.py picks its backends from VKFFT_BACKEND: no switch init can
+    name, so the policy says it per kind of row; doctor said nothing told the project."""
+    (tmp_path / "setup.py").write_text("from setuptools import setup\nsetup(name='vk')\n")
+    (tmp_path / "buildrows.toml").write_text(
+        '[project]\nname = "vk"\ndriver = "setup.py"\n\n[project.cpu-env]\nVKFFT_BACKEND = "none"\n\n'
+        '[python]\nversions = ["3.11"]\n\n[platforms.linux-x86_64]\ncpu = true\n')
+    monkeypatch.chdir(tmp_path)
+    r = cli("doctor", "linux-x86_64-cpu-py311")
+    assert "[ok     ] cuda: CPU row: VKFFT_BACKEND=none ([project.cpu-env])" in r.out, r.out
+    (tmp_path / "buildrows.toml").write_text((tmp_path / "buildrows.toml").read_text().replace(
+        '[project.cpu-env]\nVKFFT_BACKEND = "none"\n\n', ""))
+    r = cli("doctor", "linux-x86_64-cpu-py311")
+    assert "nothing tells the project to leave CUDA off" in r.out

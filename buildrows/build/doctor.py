@@ -118,6 +118,13 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
         if option is None and not policy.project.switches and hidden:
             present = f"; this builder has nvcc ({found.path}), which CMake is told not to look for" if found else ""
             return Finding("cuda", "ok", f"CPU row: {', '.join(hidden)} ([project.cpu-cache]){present}")
+        if option is None and not policy.project.switches and policy.project.cpu_env:
+            # The policy gives CPU rows their own environment (pyvkfft 2025.1.1: VKFFT_BACKEND=none):
+            # that is how this project is told; the check still refuses device code in the wheel.
+            told = ", ".join(f"{k}={v}" for k, v in policy.project.cpu_env)
+            present = f"; this builder has nvcc ({found.path})" if found else ""
+            return Finding("cuda", "ok", f"CPU row: {told} ([project.cpu-env]){present}; the check refuses any "
+                           "device code the wheel would still carry")
         if option is None and not policy.project.switches:
             # Nothing tells the project to leave CUDA off: a project that builds CUDA whenever it
             # finds nvcc (torchsort's setup.py does) puts device code into this CPU wheel, and the
