@@ -137,3 +137,58 @@ def test_doctor_no_longer_refuses_the_cuda_row_for_an_unreached_driver_link(
     r = cli("doctor", row)
     assert r.code == 3
     assert "[MISSING] CUDA::cuda_driver: the project links CUDA::cuda_driver (external/nano/CMakeLists.txt:4)" in r.out
+
+
+VK_SETUP = """from setuptools import setup
+from distutils.extension import Extension
+ext = Extension('vk._vkfft_cuda', sources=['src/vkfft_cuda.cu'],
+                libraries=['nvrtc', 'cuda'],
+                extra_link_args=['--shared'])
+setup(name='vk', ext_modules=[ext])
+"""
+VK_POLICY = """[project]
+name = "vk"
+driver = "setup.py"
+
+[python]
+versions = ["3.11"]
+
+[cuda]
+trains = ["13.0"]
+
+[platforms.linux-x86_64]
+trains = ["13.0"]
+
+[[platforms.linux-x86_64.cuda]]
+trains = ["13.0"]
+archs = "9.0"
+"""
+
+
+def test_a_setup_py_that_links_cuda_libraries_by_name_is_judged_against_the_root(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyvkfft 2025.1.1 (nvcc through its own build_ext, `libraries=['nvrtc', 'cuda']`): doctor
+    said the CUDA row was ready on the nvcc-only toolkit, and nvcc stopped at nvrtc.h."""
+    from buildrows.build.doctor import setup_py_cuda_libraries
+
+    (tmp_path / "setup.py").write_text(VK_SETUP)
+    assert setup_py_cuda_libraries(tmp_path) == {"nvrtc": "setup.py:4 libraries=['nvrtc', 'cuda']",
+                                                 "cuda_driver": "setup.py:4 libraries=['nvrtc', 'cuda']"}
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("needs nvcc")
+    if any((Path(os.path.realpath(nvcc)).parent.parent / d / "include" / "nvrtc.h").exists() for d in ("", "cuda")):
+        pytest.skip("this machine's nvcc has NVRTC: the refusal is not seen here")
+    (tmp_path / "buildrows.toml").write_text(VK_POLICY)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CUDACXX", raising=False)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))  # no cached toolkit to offer
+    r = cli("doctor", "linux-x86_64-cu130-py311")
+    assert r.code == 3, r.out
+    assert ("[MISSING] CUDA::nvrtc: the project links CUDA::nvrtc (setup.py:4 libraries=['nvrtc', 'cuda']), and "
+            "the toolkit the build uses (") in r.out and ") lacks include/nvrtc.h, lib64/libnvrtc.so:" in r.out
+    assert "the compiler or the linker would stop at it" in r.out
+    assert "PyPI's nvidia-cuda-nvrtc for 13.0" in r.out
+    # Named nowhere: nothing judged.
+    (tmp_path / "setup.py").write_text(VK_SETUP.replace("'nvrtc', 'cuda'", "'m'"))
+    assert "CUDA::nvrtc" not in cli("doctor", "linux-x86_64-cu130-py311").out

@@ -573,7 +573,8 @@ def _has_header(root: str, name: str) -> bool:
                [os.path.join(root, "include"), *map(str, sorted(Path(root).glob("targets/*/include")))])
 
 
-def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cached: str | None = None) -> list[Finding]:
+def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cached: str | None = None,
+                             stops: str = "CMake would stop at it") -> list[Finding]:
     """Each CUDA::X target the project links (`used`: target -> where it is named) has its headers
     and libraries in the toolkit `root` the build compiles with: one finding per missing target,
     with the fix; one ok finding naming those found."""
@@ -620,7 +621,7 @@ def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cache
         else:
             fix = f"install NVIDIA's CUDA {train} toolkit with it (the full installer has every component)"
         out.append(Finding(f"CUDA::{target}", "missing", f"the project links CUDA::{target} ({where}), and the "
-                           f"toolkit the build uses ({root}) lacks {', '.join(missing)}: CMake would stop at it", fix))
+                           f"toolkit the build uses ({root}) lacks {', '.join(missing)}: {stops}", fix))
     if ok:
         out.insert(0, Finding("CUDA components", "ok", f"{', '.join(ok)} in {root}"))
     return out
@@ -628,8 +629,13 @@ def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cache
 
 def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[str, str], host: HostOs,
                           driver: Driver, toolkit: str | None = None) -> list[Finding]:
-    """The CUDA components the project's CMake links, judged against the root of the row's nvcc."""
-    used = cuda_components(cmake_source_dir(project, driver), row_live(row, project, driver, env))
+    """The CUDA components the project's CMake links (a setup.py that never runs CMake: the CUDA
+    libraries its extensions name), judged against the root of the row's nvcc."""
+    cmake = driver_runs_cmake(project, driver)
+    if cmake:
+        used = cuda_components(cmake_source_dir(project, driver), row_live(row, project, driver, env))
+    else:
+        used = setup_py_cuda_libraries(project)
     if not used:
         return []
     from buildrows.plan.row import cached_toolkit, plan_row
@@ -641,7 +647,38 @@ def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[
     root = plan.cuda_home
     if root is None:
         return []
-    return check_toolkit_components(row, root, used, cached=cached_toolkit(row, env))
+    return check_toolkit_components(row, root, used, cached=cached_toolkit(row, env),
+                                    stops="CMake would stop at it" if cmake else "the compiler or the linker would stop at it")
+
+
+#: The CUDA libraries a setup.py's extensions link by name (`libraries=[...]`, `-lNAME`), as the
+#: CUDA component each is (CUDA_COMPONENTS' keys).
+_SETUP_PY_LIBRARIES = {"cuda": "cuda_driver", "cudart": "cudart", "cudart_static": "cudart_static", "nvrtc": "nvrtc",
+                       "cublas": "cublas", "cublasLt": "cublasLt", "cufft": "cufft", "cufftw": "cufftw",
+                       "curand": "curand", "cusolver": "cusolver", "cusparse": "cusparse", "nvJitLink": "nvJitLink",
+                       "nvidia-ml": "nvml", "cupti": "cupti"}
+_LIBRARIES_ARG = re.compile(r"\blibraries\s*=\s*\[([^\]]*)\]")
+_LINK_FLAG = re.compile(r"""["']-l([A-Za-z0-9_-]+)["']""")
+
+
+def setup_py_cuda_libraries(project: Path) -> dict[str, str]:
+    """The CUDA libraries a setup.py links its extensions with, each with where it is first named
+    ("setup.py:LINE libraries=[...]"): pyvkfft 2025.1.1's `libraries=['nvrtc', 'cuda']`, whose
+    nvrtc.h the machine's nvcc-only toolkit lacked while doctor said the row was ready."""
+    try:
+        text = (project / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for m in _LIBRARIES_ARG.finditer(text):
+        for name in re.findall(r"""["']([^"']+)["']""", m.group(1)):
+            if name in _SETUP_PY_LIBRARIES:
+                line = text.count("\n", 0, m.start()) + 1
+                found.setdefault(_SETUP_PY_LIBRARIES[name], f"setup.py:{line} libraries=[{m.group(1).strip()}]")
+    for m in _LINK_FLAG.finditer(text):
+        if m.group(1) in _SETUP_PY_LIBRARIES:
+            found.setdefault(_SETUP_PY_LIBRARIES[m.group(1)], f"setup.py:{text.count(chr(10), 0, m.start()) + 1} -l{m.group(1)}")
+    return found
 
 
 class Probe(Protocol):
@@ -788,6 +825,8 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
             findings.append(fetches)
         if row.is_cuda:
             findings += check_cuda_components(row, project, policy, env, host, driver, toolkit)
+    elif row.is_cuda:
+        findings += check_cuda_components(row, project, policy, env, host, driver, toolkit)
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
