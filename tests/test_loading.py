@@ -433,3 +433,15 @@ def test_an_nvidia_library_of_a_declared_package_must_be_reached(tmp_path: Path,
     (tmp_path / "reach").mkdir()
     _, text = _check(cli, _wheel(d, tmp_path / "reach", CPU, {"pkg/_ext.so": "libreach.so"}, requires))
     assert "[PASS] libraries-load" in text and "NVIDIA packages: 1" in text, text
+    # A CUDA row whose runtime is linked in (mode static): the entry to the declared package's directory is
+    # accepted by runtime-reached too (it said "neither the wheel nor the CUDA runtime provides" it).
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text('[project]\nname = "pkg"\ndriver = "setup.py"\n\n[python]\nversions = ["3.12"]\n\n'
+                      '[cuda]\ntrains = ["13.0"]\n\n[cuda.runtime.13]\nmode = "static"\nrequirements = '
+                      '["nvidia-cuda-nvrtc==13.*"]\n\n[platforms.linux-x86_64]\ntrains = ["13.0"]\n\n'
+                      '[[platforms.linux-x86_64.cuda]]\ntrains = ["13.0"]\narchs = "9.0"\n', encoding="utf-8")
+    (tmp_path / "cu").mkdir()
+    wheel = _wheel(d, tmp_path / "cu", CU130, {"pkg/_ext.so": "libreach.so"}, requires)
+    _, text = _check(cli, wheel, "--config", str(policy), "--row", "linux-x86_64-cu130-py312")
+    assert "[PASS] runtime-reached" in text and "RPATH entries reach the directories of the declared nvidia-cuda-nvrtc" in text, text
+    assert "[PASS] libraries-load" in text, text
