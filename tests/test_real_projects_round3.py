@@ -50,9 +50,13 @@ pytestmark = [
 SDISTS = {
     ("torch_spline_conv", "1.2.2"): "ed45a81da29f774665dbdd4709d7e534cdf16d2e7006dbd06957f35bd09661b2",
     ("cufinufft", "2.5.1"): "f12849b91674d049543cb963c94c0ee60e8e34e1bbad5e32fefe12961b0621b4",
+    ("cuvec", "6.0.1"): "bd6c1e4f3704372e9e60fa9234e9c420620bef1376e774903ded004959ae0e29",
+    ("lightgbm", "4.7.0"): "f8e20f682c9aabd000bcf4a7ed8aa6f473c1adfecccae34ec24e823d156f4af0",
+    ("pyvkfft", "2025.1.1"): "359648e089cac0e3c82fc685dc7b8a9e1a249b338dcd7c94677d68207c9842bb",
 }
 #: torch_spline_conv's setup.py imports torch to give its metadata: read in this environment.
-DOWNLOAD_OPTIONS: dict[str, tuple[str, ...]] = {"torch_spline_conv": ("--no-build-isolation",), "cufinufft": ()}
+DOWNLOAD_OPTIONS: dict[str, tuple[str, ...]] = {"torch_spline_conv": ("--no-build-isolation",), "cufinufft": (),
+                                                "cuvec": (), "lightgbm": (), "pyvkfft": ()}
 
 
 @pytest.fixture(scope="session")
@@ -169,3 +173,104 @@ def test_cufinufft_links_cufft_and_doctor_names_it(cli: Callable[..., Result], s
     assert "[ok     ] CUDA components: CUDA::cudart, CUDA::cufft in " in r.out
     assert "[note   ] network: the project's CMake fetches from the network while it configures " \
            "(cmake/setupCPM.cmake:12 file(DOWNLOAD)" in r.out
+
+
+def _install(wheel: Path, target: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
+                    str(wheel)], check=True)
+
+
+def _run(code: str, *path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in path)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False,
+                          cwd=path[0].parent)
+
+
+def test_cuvec_finds_cuda_by_itself_and_links_the_runtime_statically(
+        cli: Callable[..., Result], sdist: Callable[[str, str], Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuvec 6.0.1: scikit-build-core (`cmake.source-dir = "cuvec"`), CUDA whenever
+    find_package(CUDAToolkit) finds a toolkit, no switch, CUDA::cudart_static only; swig, pybind11
+    and setuptools_scm from the registry (--provision)."""
+    src = sdist("cuvec", "6.0.1")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    assert "INSTALL_RPATH" not in r.out + r.err
+    text = (src / "buildrows.toml").read_text()
+    assert 'CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"' in text and 'mode = "static"' in text and "cpu = true" in text
+    # What init says to add (its version comes from setuptools_scm), and the one architecture 2 cores afford.
+    text = text.replace('source-dir = "."\n', 'source-dir = "."\nstamp = true\n', 1)
+    (src / "buildrows.toml").write_text(text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"'))
+    out = tmp_path / "dist"
+    r = cli("build", CPU, CUDA, "--provision", "--wheel-dir", str(out))
+    assert r.code == 0, r.out + r.err
+    (cpu,) = [w for w in out.glob("*.whl") if "+cu130" not in w.name]
+    (cuda,) = out.glob("*+cu130*.whl")
+    for wheel in (cpu, cuda):
+        _install(wheel, tmp_path / wheel.name)
+    code = "import cuvec, cuvec.pybind11, cuvec.swig; a = cuvec.zeros((2, 3), 'float32'); a[:] = 1.5; print(a.sum())"
+    ran = _run(code, tmp_path / cpu.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "9.0", ran.stderr
+    # The CUDA wheel imports without a GPU; its arrays are CUDA managed memory (a GPU machine's to run).
+    ran = _run("import cuvec, cuvec.pybind11, cuvec.swig, cuvec.cpython; print('ok')", tmp_path / cuda.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
+
+
+def test_pyvkfft_nvcc_through_its_own_build_ext(cli: Callable[..., Result], sdist: Callable[[str, str], Path],
+                                                libraries_root: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyvkfft 2025.1.1: a setup.py whose build_ext swaps in nvcc for its CUDA module, linking
+    `libraries=['nvrtc', 'cuda']` (VkFFT compiles its kernels at run time with NVRTC); backends
+    chosen by VKFFT_BACKEND. Its CPU row is the pure-Python package."""
+    from buildrows.provision.toolkit import write_driver_stub
+
+    src = sdist("pyvkfft", "2025.1.1")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    text = (src / "buildrows.toml").read_text().replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
+    # Doctor names what the nvcc-only toolkit lacks (it said ready; nvcc stopped at nvrtc.h).
+    (src / "buildrows.toml").write_text(text)
+    bare = Path(os.path.realpath(shutil.which("nvcc") or "")).parent.parent
+    if not (bare / "include" / "nvrtc.h").exists():
+        monkeypatch.delenv("CUDACXX", raising=False)
+        r = cli("doctor", CUDA)
+        assert r.code == 3 and "[MISSING] CUDA::nvrtc: the project links CUDA::nvrtc (setup.py:200" in r.out, r.out
+    # What the policy says for this project: a CPU row without either backend, the CUDA row's backend,
+    # the runtime linked in by nvcc, NVRTC declared, and nvcc's own NVCC_APPEND_FLAGS for the
+    # architecture list and the RPATH its setup.py never passes.
+    text = text.replace("[python]", '[project.cpu-env]\nVKFFT_BACKEND = "none"\n\n[project.cuda-env]\n'
+                        'VKFFT_BACKEND = "cuda"\nNVCC_APPEND_FLAGS = "-gencode=arch=compute_90,code=[sm_90,compute_90] '
+                        '-Xlinker=-rpath,$ORIGIN/../nvidia/cu13/lib"\n\n[python]', 1)
+    text = text.replace("[platforms.linux-x86_64]\n", '[cuda.runtime.13]\nmode = "static"\nrequirements = '
+                        '["nvidia-cuda-nvrtc>=13,<14; platform_system == \'Linux\'"]\n\n[platforms.linux-x86_64]\n'
+                        "cpu = true\n", 1)
+    (src / "buildrows.toml").write_text(text)
+    # -lcuda: the driver's link stub where setup.py's -L points (lib64), as a driver's dev package puts it.
+    stub = write_driver_stub(libraries_root, dict(os.environ))
+    if not (libraries_root / "lib64" / "libcuda.so").exists():
+        (libraries_root / "lib64" / "libcuda.so").symlink_to(stub)
+    monkeypatch.setenv("CUDACXX", str(libraries_root / "bin" / "nvcc"))
+    r = cli("doctor", CPU, CUDA)
+    assert r.code == 0, r.out + r.err
+    assert "[ok     ] cuda: CPU row: VKFFT_BACKEND=none ([project.cpu-env])" in r.out
+    out = tmp_path / "dist"
+    r = cli("build", CPU, CUDA, "--wheel-dir", str(out))
+    assert r.code == 0, r.out + r.err
+    (cpu,) = out.glob("*-py3-none-any.whl")
+    (cuda,) = out.glob("*+cu130*.whl")
+    assert _members(cuda) == ["_vkfft_cuda"] and _members(cpu) == []
+    for wheel in (cpu, cuda):
+        _install(wheel, tmp_path / wheel.name)
+    ran = _run("import pyvkfft, pyvkfft.version as v; print(v.__version__)", tmp_path / cpu.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "2025.1.1", ran.stderr
+    # The CUDA module loads with NVRTC from NVIDIA's package installed beside it (this environment's).
+    tree = nvidia_tree()
+    assert tree is not None
+    (tmp_path / cuda.name / "nvidia").symlink_to(tree.parent, target_is_directory=True)
+    code = "import ctypes, glob, pyvkfft; ctypes.CDLL(glob.glob(pyvkfft.__path__[0] + '/_vkfft_cuda*.so')[0]); print('ok')"
+    ran = _run(code, tmp_path / cuda.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
