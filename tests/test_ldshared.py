@@ -19,7 +19,12 @@ from pathlib import Path
 import pytest
 
 from buildrows.build.doctor import link_rpath_findings
-from buildrows.build.ldshared import InterpreterLink, build_ldshared, interpreter_link, without_own_rpath
+from buildrows.build.ldshared import (
+    InterpreterLink,
+    build_ldshared,
+    interpreter_link,
+    without_own_rpath,
+)
 from buildrows.policy.load import load_policy
 from tests.conftest import Result
 

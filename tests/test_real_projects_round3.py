@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import zipfile
 from collections.abc import Callable

@@ -39,7 +39,7 @@ def turned_on(cache: Iterable[tuple[str, str]], env: Mapping[str, str],
     SKBUILD_CMAKE_DEFINE."""
     on = {name for name, value in cache if truthy(value)}
     for name, value in (defines or {}).items():
-        if isinstance(value, bool) and value or isinstance(value, str) and truthy(value):
+        if (isinstance(value, bool) and value) or (isinstance(value, str) and truthy(value)):
             on.add(name)
     for var in ("CMAKE_ARGS", "SKBUILD_CMAKE_ARGS"):
         on |= {m.group(1) for m in _DEFINE.finditer(env.get(var, "")) if truthy(m.group(2))}

@@ -41,9 +41,9 @@ class InterpreterLink(Frozen):
 
 def interpreter_link(python: str) -> InterpreterLink:
     """The row's interpreter's LDSHARED, LIBDIR and CC (all "" when it cannot be asked)."""
-    from buildrows.build.runner import capture
-
     import json
+
+    from buildrows.build.runner import capture
 
     got = capture([python, "-c", _PROBE], timeout=60)
     for line in got.output.splitlines() if got.error is None and got.code == 0 else []:
