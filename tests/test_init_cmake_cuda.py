@@ -62,7 +62,7 @@ def test_a_cmake_that_finds_cuda_when_it_can_gets_cpu_rows_that_hide_it_and_a_st
     assert ('[project.cpu-cache]  # CMake cache variables for CPU rows only\n'
             'CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"  # its CMake builds CUDA whenever it finds a toolkit '
             '(cuvecish/CMakeLists.txt:7, not REQUIRED) and has no switch: CPU rows hide it\n') in text
-    assert ('[cuda.runtime.13]\nmode = "static"  # its CMake links CUDA::cudart_static (cuvecish/CMakeLists.txt:11) '
+    assert ('[cuda.runtime.13]\nmode = "static"  # its CMake links the runtime statically (cuvecish/CMakeLists.txt:11) '
             'and never CUDA::cudart: the runtime is in the libraries\n') in text
     assert "INSTALL_RPATH" not in r.out + r.err
     pol = load_policy(tmp_path / "p" / "buildrows.toml")
@@ -101,3 +101,18 @@ def test_a_cpu_env_of_the_policy_is_what_tells_the_project(cli: Callable[..., Re
         '[project.cpu-env]\nVKFFT_BACKEND = "none"\n\n', ""))
     r = cli("doctor", "linux-x86_64-cpu-py311")
     assert "nothing tells the project to leave CUDA off" in r.out
+
+
+@pytest.mark.parametrize(("extra", "static"), [
+    ("", True),  # LightGBM 4.7.0: enable_language(CUDA), no CUDA:: target: CMake links cudart statically
+    ('set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)\n', False),
+    ("target_link_libraries(lgb PRIVATE cudart)\n", False),
+    ("find_package(Torch REQUIRED)\n", False),
+])
+def test_a_cmake_that_enables_cuda_links_the_runtime_statically_by_default(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: str, static: bool) -> None:
+    cmake = ('cmake_minimum_required(VERSION 3.25)\nproject(lgb LANGUAGES CXX)\noption(USE_CUDA "CUDA" OFF)\n'
+             "if(USE_CUDA)\n  enable_language(CUDA)\nendif()\n" + extra)
+    _, text = _init(cli, tmp_path, monkeypatch, cmake)
+    assert ('mode = "static"  # its CMake links the runtime statically (cuvecish/CMakeLists.txt:5 enables CUDA; '
+            "CMake's default CMAKE_CUDA_RUNTIME_LIBRARY is Static)" in text) is static, text

@@ -154,6 +154,10 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
                         None if option else finds)
 
 
+_CUDA_LANGUAGE = re.compile(r"^[ \t]*(?:enable_language\s*\(\s*CUDA\b|project\s*\([^)]*\bLANGUAGES\b[^)]*\bCUDA\b)",
+                            re.MULTILINE | re.IGNORECASE)
+_SHARED_RUNTIME = re.compile(r"CUDA_RUNTIME_LIBRARY\s+\"?Shared|\bfind_package\s*\(\s*Torch\b|"
+                             r"target_link_libraries\s*\([^)]*(?<![\w:])(?:-l)?cudart\b(?!_static)", re.IGNORECASE)
 _FINDS_CUDA = re.compile(r"^[ \t]*find_package\s*\(\s*CUDAToolkit\b([^)]*)\)", re.MULTILINE | re.IGNORECASE)
 
 
@@ -169,8 +173,23 @@ def _cmake_cuda(project: Path, driver: Driver) -> tuple[str | None, str | None]:
     static = used.get("cudart_static") if "cudart" not in used else None
     if static is not None and source != project and source.is_relative_to(project):
         static = f"{source.relative_to(project).as_posix()}/{static}"
+    texts = [(path, text) for path, text in cmake_files(source)]
+    if static is None and "cudart" not in used:
+        # CMake links the runtime of a target with CUDA sources statically unless told otherwise
+        # (CMAKE_CUDA_RUNTIME_LIBRARY defaults to Static): LightGBM 4.7.0 enables CUDA and names
+        # no CUDA::cudart, so its CUDA wheel carries cudart. Not for a project that says Shared,
+        # links cudart by name, or builds against torch (whose targets bring the shared one).
+        for path, text in texts:
+            m = _CUDA_LANGUAGE.search(text)
+            if m is not None:
+                rel = path.relative_to(project) if path.is_relative_to(project) else path
+                static = (f"{rel.as_posix()}:{text.count(chr(10), 0, m.start()) + 1} enables CUDA; CMake's default "
+                          "CMAKE_CUDA_RUNTIME_LIBRARY is Static")
+                break
+        if static is not None and any(_SHARED_RUNTIME.search(text) for _, text in texts):
+            static = None
     finds = None
-    for path, text in cmake_files(source):
+    for path, text in texts:
         m = next((m for m in _FINDS_CUDA.finditer(text) if "REQUIRED" not in m.group(1).upper()), None)
         if m is not None:
             rel = path.relative_to(project) if path.is_relative_to(project) else path
@@ -230,7 +249,7 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
                       'mode = "torch"  # a PyTorch extension: torch brings the CUDA runtime; the wheel pins its torch']
         elif facts.cudart_static:
             lines += ["", f"[cuda.runtime.{cuda.train.major}]",
-                      f'mode = "static"  # its CMake links CUDA::cudart_static ({facts.cudart_static}) and never '
+                      f'mode = "static"  # its CMake links the runtime statically ({facts.cudart_static}) and never '
                       "CUDA::cudart: the runtime is in the libraries"]
     lines += ["", f"[platforms.{platform}]"]
     lines.append(f"trains = [{trains}]" if cuda is not None else
