@@ -276,3 +276,74 @@ def test_pyvkfft_nvcc_through_its_own_build_ext(cli: Callable[..., Result], sdis
     assert (ran.returncode == 0 and ran.stdout.strip() == "ok") or "libcuda.so.1: cannot open" in ran.stderr, ran.stderr
     ran = _run("import pyvkfft.base as b; print(b.calc_transform_axes((4, 8), axes=None))", tmp_path / cpu.name)
     assert ran.returncode == 0 and ran.stdout.strip() == "([8, 4], 1, [False, False], 2, [0, 1])", ran.stderr
+
+
+def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Result], sdist: Callable[[str, str], Path],
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LightGBM 4.7.0: scikit-build-core, `option(USE_CUDA OFF)`, a CUDA backend that links NCCL
+    (a CUDA library beyond the runtime; PyPI's nvidia-nccl-cu13, as torch's CUDA wheels install it),
+    the runtime linked statically by CMake's default, and OpenMP's libgomp, which only auditwheel
+    bundles. Doctor gives no finding for nanoarrow's `CUDA::cuda_driver` nor googletest's
+    FetchContent (under options the rows leave off); the check fails libgomp until the wheels are
+    repaired. ~30 minutes on 2 cores."""
+    from tests.cuda_root import nvidia_tree
+
+    tree = nvidia_tree()
+    nccl = tree.parent / "nccl" if tree is not None else None
+    if nccl is None or not (nccl / "include" / "nccl.h").is_file() or shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc and PyPI's nvidia-nccl-cu13 (site-packages/nvidia/nccl)")
+    src = sdist("lightgbm", "4.7.0")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    text = (src / "buildrows.toml").read_text()
+    assert 'cuda-option = "USE_CUDA"' in text and 'mode = "static"' in text and "cpu = true" in text
+    r = cli("doctor", CPU, CUDA)
+    assert r.code == 0, r.out + r.err
+    assert "CUDA::cuda_driver" not in r.out and "network" not in r.out
+    # NCCL as its FindNCCL takes it: the shared library (BUILD_WITH_SHARED_NCCL) under NCCL_ROOT with
+    # the libnccl.so link the wheel lacks; c_api.cpp includes nccl.h from a target without NCCL's
+    # include directory (CPATH); lib_lightgbm.so reaches the package through RPATH, declared.
+    root = tmp_path / "nccl"
+    (root / "lib").mkdir(parents=True)
+    (root / "include").symlink_to(nccl / "include", target_is_directory=True)
+    (root / "lib" / "libnccl.so").symlink_to(nccl / "lib" / "libnccl.so.2")
+    text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
+    text = text.replace('source-dir = "."\n', 'source-dir = "."\nstamp = true\n\n[project.cuda-cache]\n'
+                        'BUILD_WITH_SHARED_NCCL = "ON"\nCMAKE_INSTALL_RPATH = "$ORIGIN/../../nvidia/nccl/lib"\n\n'
+                        f'[project.cuda-env]\nNCCL_ROOT = "{root}"\nCPATH = "{root / "include"}"\n', 1)
+    text = text.replace('[cuda.runtime.13]\nmode = "static"',
+                        '[cuda.runtime.13]\nrequirements = ["nvidia-nccl-cu13>=2,<3; platform_system == \'Linux\'"]\n'
+                        'mode = "static"', 1)
+    (src / "buildrows.toml").write_text(text)
+    out = tmp_path / "dist"
+    r = cli("build", CPU, CUDA, "--wheel-dir", str(out))
+    assert r.code == 5, r.out + r.err  # both built; both fail the check for libgomp alone
+    assert "lightgbm/lib/lib_lightgbm.so: NEEDS libgomp.so.1, which neither the wheel" in r.out
+    assert not list(out.glob("*.whl"))
+    rejected = sorted((out / "rejected").glob("*.whl"))
+    assert [w.name for w in rejected] == ["lightgbm-4.7.0+cu130-py3-none-linux_x86_64.whl",
+                                          "lightgbm-4.7.0-py3-none-linux_x86_64.whl"]
+    auditwheel = shutil.which("auditwheel")
+    if auditwheel is None:
+        pytest.skip("auditwheel (with patchelf) repairs the wheels: not installed")
+    fixed = tmp_path / "fixed"
+    for wheel in rejected:
+        subprocess.run([auditwheel, "repair", "--exclude", "libnccl.so.2", "-w", str(fixed), str(wheel)], check=True,
+                       capture_output=True)
+    for wheel in sorted(fixed.glob("*.whl")):
+        r = cli("check", str(wheel), "--row", CUDA if "+cu130" in wheel.name else CPU)
+        assert r.code == 0 and "verdict: PASS" in r.out, r.out + r.err
+    (cpu,) = [w for w in fixed.glob("*.whl") if "+cu130" not in w.name]
+    _install(cpu, tmp_path / "cpu")
+    deps = tmp_path / "deps"
+    got = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(deps), "narwhals>=1.15"],
+                         capture_output=True, text=True, check=False)
+    if got.returncode != 0:
+        pytest.skip(f"narwhals (lightgbm's dependency) not installable: {got.stderr[-200:]}")
+    code = ("import numpy as np, lightgbm as lgb; rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); "
+            "y = (X[:, 0] > 0).astype(int); m = lgb.train({'objective': 'binary', 'verbose': -1, 'num_threads': 1}, "
+            "lgb.Dataset(X, y), num_boost_round=5); print(float(((m.predict(X) > 0.5) == y).mean()))")
+    ran = _run(code, tmp_path / "cpu", deps)
+    assert ran.returncode == 0 and ran.stdout.strip() == "1.0", ran.stderr
