@@ -14,6 +14,26 @@
   root with the libraries it passes, with a note that its CMake downloads CPM.cmake and CCCL from
   GitHub while it configures (why it is not built here: this builder reaches PyPI only).
 
+- cuvec 6.0.1 (round 2 wrote its policy by hand): `init --cuda 13.0`'s own policy now holds. Its
+  CMake finds CUDAToolkit without REQUIRED and has no switch, so init gives the CPU rows
+  `[project.cpu-cache] CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"`; it links only
+  CUDA::cudart_static, so runtime mode "static" (its CUDA wheel failed runtime-reached with mode
+  "dynamic"). Plus `stamp = true`, as init says. Both rows with --provision, both import.
+- pyvkfft 2025.1.1: a setup.py whose build_ext swaps in nvcc (`libraries=['nvrtc', 'cuda']`,
+  kernels compiled at run time by NVRTC), its backends picked by VKFFT_BACKEND. Doctor names
+  the missing nvrtc.h on the nvcc-only toolkit (it said ready); the policy gives the CPU row no
+  backend (a pure wheel) and the CUDA row cudart static, nvidia-cuda-nvrtc, and NVCC_APPEND_FLAGS
+  for the arch list and the RPATH its setup.py never passes. The check now fails NVRTC reached by
+  no RPATH (it passed once declared, and the library did not load) and accepts the RPATH into the
+  declared package's directory in static mode.
+- LightGBM 4.7.0: scikit-build-core, `option(USE_CUDA OFF)`, NCCL (PyPI's nvidia-nccl-cu13),
+  cudart static by CMake's default (init writes mode "static"), a device link that keeps no PTX
+  (ptx = "none"), `lib_lightgbm.so` linked into the source directory (the rows now build one at a
+  time and keep their own copy: its CPU wheel had shipped the CUDA one), a 4688-byte fat-binary
+  entry header (the reader refused the wheel as malformed), and libgomp, which the check fails
+  until auditwheel repairs the wheels. Doctor no longer refuses its CUDA row for nanoarrow's
+  CUDA::cuda_driver under an OFF option. ~30 minutes on 2 cores.
+
 Opt-in (BUILDROWS_REAL_PROJECTS=1): each builds for many minutes on 2 cores. The sdists are fetched
 once into $BUILDROWS_TEST_SDISTS (else a session directory) and checked against their sha256.
 """
