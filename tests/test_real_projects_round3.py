@@ -331,9 +331,10 @@ def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Resul
     (root / "lib" / "libnccl.so").symlink_to(nccl / "lib" / "libnccl.so.2")
     # Its device link (CUDA_SEPARABLE_COMPILATION, CUDA_RESOLVE_DEVICE_SYMBOLS) keeps cubins only: no PTX.
     text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"\nptx = "none"')
-    text = text.replace('source-dir = "."\n', 'source-dir = "."\nstamp = true\n\n[project.cuda-cache]\n'
-                        'BUILD_WITH_SHARED_NCCL = "ON"\nCMAKE_INSTALL_RPATH = "$ORIGIN/../../nvidia/nccl/lib"\n\n'
-                        f'[project.cuda-env]\nNCCL_ROOT = "{root}"\nCPATH = "{root / "include"}"\n', 1)
+    text = text.replace('source-dir = "."\n', 'source-dir = "."\nstamp = true\n', 1)
+    text = text.replace("[python]", '[project.cuda-cache]\nBUILD_WITH_SHARED_NCCL = "ON"\n'
+                        'CMAKE_INSTALL_RPATH = "$ORIGIN/../../nvidia/nccl/lib"\n\n'
+                        f'[project.cuda-env]\nNCCL_ROOT = "{root}"\nCPATH = "{root / "include"}"\n\n[python]', 1)
     text = text.replace('[cuda.runtime.13]\nmode = "static"',
                         '[cuda.runtime.13]\nrequirements = ["nvidia-nccl-cu13>=2,<3; platform_system == \'Linux\'"]\n'
                         'mode = "static"', 1)
