@@ -28,7 +28,7 @@ def _build(project: Path, row: str, lib: str) -> None:
         _write(project / "lib_x.so", lib)
     after = so.snapshot(project)
     assert after is not None
-    so.record(project, row, so.written(before, after))
+    so.record(project, row, so.written(before, after, project))
 
 
 def test_each_row_gets_its_own_output_back(tmp_path: Path) -> None:
@@ -60,3 +60,15 @@ def test_a_file_changed_since_or_never_seen_written_stays(tmp_path: Path) -> Non
     os.utime(project / "lib_x.so", ns=(1, 1))
     assert so.settle(project, "cu130") == []  # changed since the CPU row wrote it: not buildrows' to move
     assert (project / "lib_x.so").exists() and (project / "mine.txt").exists()
+
+
+def test_a_file_that_was_there_before_any_build_is_never_recorded(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    _write(project / "pkg" / "_version.py", "v = 1\n")  # shipped in the sdist; setuptools_scm rewrites it
+    before = so.snapshot(project)
+    assert before is not None
+    (project / "pkg" / "_version.py").write_text("v = 1  # rewritten by the build\n")
+    _write(project / "lib_x.so", "cpu library")
+    after = so.snapshot(project)
+    assert after is not None
+    assert sorted(so.written(before, after, project)) == ["lib_x.so"]

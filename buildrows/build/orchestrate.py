@@ -703,7 +703,7 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
             seeded = _build_seeded(state, row, bp, base_env, seeding, project, python, before)
         sources_after = source_outputs.snapshot(project, (wheel_dir, final_dir)) if sources_before is not None else None
         if sources_before is not None and sources_after is not None:
-            source_outputs.record(project, row.name, source_outputs.written(sources_before, sources_after))
+            source_outputs.record(project, row.name, source_outputs.written(sources_before, sources_after, project))
     finally:
         stats = _read_stats(cache)
         if stats is not None:

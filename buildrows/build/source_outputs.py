@@ -7,8 +7,8 @@ CPU row's reused tree found that file newer than its own objects, linked nothing
 CUDA row's library into the CPU wheel (the check failed it: device code and libnccl.so.2 in a CPU
 wheel).
 
-So the build records every file a row's build created or changed in the source tree (outside
-`build/` and the wheel directory), and before another row builds, moves each such file that is
+So the build records every file a row's build created in the source tree (outside `build/` and
+the wheel directory; and one it changed that a build created), and before another row builds, moves each such file that is
 still as that row left it to `build/source-outputs/ROW/` (never a file it did not see the build
 write; never a file changed since), and puts back the files this row left there earlier. The user's
 own files are never touched: only what buildrows saw a build of this checkout write.
@@ -50,9 +50,12 @@ def snapshot(project: Path, skip: Iterable[Path] = ()) -> Snapshot | None:
     return out
 
 
-def written(before: Snapshot, after: Snapshot) -> Snapshot:
-    """The files the build created or changed."""
-    return {p: st for p, st in after.items() if before.get(p) != st}
+def written(before: Snapshot, after: Snapshot, project: Path | None = None) -> Snapshot:
+    """The files the build created, and those it changed that a build created before (a relinked
+    library). A file that was there before any build (the sdist's egg-info, a tracked
+    `_version.py`) is the user's even when a build rewrites it: never recorded, never moved."""
+    known = {rel for files in _read(project).values() for rel in files} if project is not None else set()
+    return {p: st for p, st in after.items() if p not in before or (before[p] != st and p in known)}
 
 
 def _read(project: Path) -> dict[str, dict[str, list[int]]]:
