@@ -341,10 +341,11 @@ def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Resul
     (src / "buildrows.toml").write_text(text)
     out = tmp_path / "dist"
     r = cli("build", CPU, CUDA, "--keep-going", "--wheel-dir", str(out))
-    assert r.code == 5, r.out + r.err  # both built; both fail the check for libgomp alone
-    assert "rows build one at a time: the project's build writes into its source tree (CMakeLists.txt:392" in r.out
-    assert "lightgbm/lib/lib_lightgbm.so: NEEDS libgomp.so.1, which neither the wheel" in r.out
-    assert r.out.count("[FAIL]") == 2 and r.out.count("[FAIL] libraries-load") == 2, r.out
+    said = r.out + r.err
+    assert r.code == 5, said  # both built; both fail the check for libgomp alone
+    assert "rows build one at a time: the project's build writes into its source tree (CMakeLists.txt:392" in said
+    assert "lightgbm/lib/lib_lightgbm.so: NEEDS libgomp.so.1, which neither the wheel" in said
+    assert said.count("[FAIL]") == 2 and said.count("[FAIL] libraries-load") == 2, said
     assert not list(out.glob("*.whl"))
     rejected = sorted((out / "rejected").glob("*.whl"))
     assert [w.name for w in rejected] == ["lightgbm-4.7.0+cu130-py3-none-linux_x86_64.whl",
