@@ -172,7 +172,7 @@ MALFORMED = [
         _patch(GOOD, 8, "<Q", 40)[:56],
         "truncated entry header at offset 0x10: 40 bytes left in the container, need 64",
     ),
-    (_patch(GOOD, 16 + 4, "<I", 8), "has header size 8 (expected 64..4096)"),
+    (_patch(GOOD, 16 + 4, "<I", 8), "has header size 8 (expected 64..1048576)"),
     (_patch(GOOD, 16 + 4, "<I", 2**31), "has header size 2147483648"),
     (
         _patch(GOOD, 16 + 8, "<Q", 2**64 - 1),
@@ -203,3 +203,18 @@ def test_every_truncation_fails_cleanly() -> None:
         except FatbinError:
             continue
         pytest.fail(f"truncation at {cut} parsed")
+
+
+def test_a_device_linked_cubin_with_a_long_inline_name_is_read() -> None:
+    """nvlink names the cubin of a device link (-rdc, CUDA_RESOLVE_DEVICE_SYMBOLS) after every object
+    it links: LightGBM 4.7.0's entry header is 4688 bytes, and the wheel was refused as malformed."""
+    from buildrows.binaries.fatscan import FatbinScanner
+
+    blob = fatbin_container([fatbin_entry(sm=90, header_size=4688, payload=b"\x7fELF" + b"\0" * 4)])
+    (entry,) = parse_fatbin(blob)
+    assert entry.kind == "elf" and entry.sm == 90
+    scanner = FatbinScanner(len(blob))
+    scanner.feed(0, blob)
+    scanner.finish()
+    found = scanner.device_code(0, len(blob))
+    assert found is not None and found.cubins == ("sm_90",)

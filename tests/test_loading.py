@@ -409,3 +409,39 @@ def test_nvidia_libraries_beside_the_torch_are_read(tmp_path: Path, cli: Callabl
     _gcc(d, "-o", str(site / "nvidia" / "cu13" / "lib" / "libcudart.so.13"), "-Wl,-soname,libcudart.so.13", "rt.c")
     _, text = _check(cli, wheel, "--torch", str(site))  # (a CPU row declaring NVIDIA fails runtime-declared)
     assert "[PASS] libraries-load" in text and "NVIDIA packages: 1" in text, text
+
+
+def test_an_nvidia_library_of_a_declared_package_must_be_reached(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    """pyvkfft 2025.1.1's CUDA extension NEEDS libnvrtc.so.13 and has no RPATH: declaring
+    nvidia-cuda-nvrtc made libraries-load pass, yet the library failed to load with the package
+    installed (the loader never looks in site-packages/nvidia/cu13/lib). Reached, it passes."""
+    d = tmp_path / "src"
+    d.mkdir()
+    (d / "rtc.c").write_text("int nvrtcVersion(int *a, int *b) { *a = 13; *b = 0; return 0; }\n", encoding="utf-8")
+    (d / "use.c").write_text("int nvrtcVersion(int *, int *);\nint f(void) { int a, b; return nvrtcVersion(&a, &b); }\n",
+                             encoding="utf-8")
+    _gcc(d, "-o", "libnvrtc.so.13", "-Wl,-soname,libnvrtc.so.13", "rtc.c")
+    _gcc(d, "-o", "libbare.so", "use.c", "-L.", "-l:libnvrtc.so.13")
+    _gcc(d, "-o", "libreach.so", "use.c", "-L.", "-l:libnvrtc.so.13", "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib")
+    requires = ("nvidia-cuda-nvrtc==13.*",)
+    code, text = _check(cli, _wheel(d, tmp_path, CPU, {"pkg/_ext.so": "libbare.so"}, requires))
+    assert code == 5 and "[FAIL] libraries-load" in text, text
+    assert ("pkg/_ext.so: NEEDS libnvrtc.so.13, which nvidia-cuda-nvrtc installs in site-packages/nvidia/cu13/lib, but "
+            "no RPATH/RUNPATH entry of it reaches there (has: none): `import` fails with 'libnvrtc.so.13: cannot open "
+            "shared object file' even where the package is installed, unless something loaded it first; fix: add the "
+            "RPATH entry $ORIGIN/../nvidia/cu13/lib") in text, text
+    (tmp_path / "reach").mkdir()
+    _, text = _check(cli, _wheel(d, tmp_path / "reach", CPU, {"pkg/_ext.so": "libreach.so"}, requires))
+    assert "[PASS] libraries-load" in text and "NVIDIA packages: 1" in text, text
+    # A CUDA row whose runtime is linked in (mode static): the entry to the declared package's directory is
+    # accepted by runtime-reached too (it said "neither the wheel nor the CUDA runtime provides" it).
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text('[project]\nname = "pkg"\ndriver = "setup.py"\n\n[python]\nversions = ["3.12"]\n\n'
+                      '[cuda]\ntrains = ["13.0"]\n\n[cuda.runtime.13]\nmode = "static"\nrequirements = '
+                      '["nvidia-cuda-nvrtc==13.*"]\n\n[platforms.linux-x86_64]\ntrains = ["13.0"]\n\n'
+                      '[[platforms.linux-x86_64.cuda]]\ntrains = ["13.0"]\narchs = "9.0"\n', encoding="utf-8")
+    (tmp_path / "cu").mkdir()
+    wheel = _wheel(d, tmp_path / "cu", CU130, {"pkg/_ext.so": "libreach.so"}, requires)
+    _, text = _check(cli, wheel, "--config", str(policy), "--row", "linux-x86_64-cu130-py312")
+    assert "[PASS] runtime-reached" in text and "RPATH entries reach the directories of the declared nvidia-cuda-nvrtc" in text, text
+    assert "[PASS] libraries-load" in text, text

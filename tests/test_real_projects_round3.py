@@ -14,6 +14,26 @@
   root with the libraries it passes, with a note that its CMake downloads CPM.cmake and CCCL from
   GitHub while it configures (why it is not built here: this builder reaches PyPI only).
 
+- cuvec 6.0.1 (round 2 wrote its policy by hand): `init --cuda 13.0`'s own policy now holds. Its
+  CMake finds CUDAToolkit without REQUIRED and has no switch, so init gives the CPU rows
+  `[project.cpu-cache] CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"`; it links only
+  CUDA::cudart_static, so runtime mode "static" (its CUDA wheel failed runtime-reached with mode
+  "dynamic"). Plus `stamp = true`, as init says. Both rows with --provision, both import.
+- pyvkfft 2025.1.1: a setup.py whose build_ext swaps in nvcc (`libraries=['nvrtc', 'cuda']`,
+  kernels compiled at run time by NVRTC), its backends picked by VKFFT_BACKEND. Doctor names
+  the missing nvrtc.h on the nvcc-only toolkit (it said ready); the policy gives the CPU row no
+  backend (a pure wheel) and the CUDA row cudart static, nvidia-cuda-nvrtc, and NVCC_APPEND_FLAGS
+  for the arch list and the RPATH its setup.py never passes. The check now fails NVRTC reached by
+  no RPATH (it passed once declared, and the library did not load) and accepts the RPATH into the
+  declared package's directory in static mode.
+- LightGBM 4.7.0: scikit-build-core, `option(USE_CUDA OFF)`, NCCL (PyPI's nvidia-nccl-cu13),
+  cudart static by CMake's default (init writes mode "static"), a device link that keeps no PTX
+  (ptx = "none"), `lib_lightgbm.so` linked into the source directory (the rows now build one at a
+  time and keep their own copy: its CPU wheel had shipped the CUDA one), a 4688-byte fat-binary
+  entry header (the reader refused the wheel as malformed), and libgomp, which the check fails
+  until auditwheel repairs the wheels. Doctor no longer refuses its CUDA row for nanoarrow's
+  CUDA::cuda_driver under an OFF option. ~30 minutes on 2 cores.
+
 Opt-in (BUILDROWS_REAL_PROJECTS=1): each builds for many minutes on 2 cores. The sdists are fetched
 once into $BUILDROWS_TEST_SDISTS (else a session directory) and checked against their sha256.
 """
@@ -22,11 +42,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import zipfile
 from collections.abc import Callable
@@ -50,9 +68,13 @@ pytestmark = [
 SDISTS = {
     ("torch_spline_conv", "1.2.2"): "ed45a81da29f774665dbdd4709d7e534cdf16d2e7006dbd06957f35bd09661b2",
     ("cufinufft", "2.5.1"): "f12849b91674d049543cb963c94c0ee60e8e34e1bbad5e32fefe12961b0621b4",
+    ("cuvec", "6.0.1"): "bd6c1e4f3704372e9e60fa9234e9c420620bef1376e774903ded004959ae0e29",
+    ("lightgbm", "4.7.0"): "f8e20f682c9aabd000bcf4a7ed8aa6f473c1adfecccae34ec24e823d156f4af0",
+    ("pyvkfft", "2025.1.1"): "359648e089cac0e3c82fc685dc7b8a9e1a249b338dcd7c94677d68207c9842bb",
 }
 #: torch_spline_conv's setup.py imports torch to give its metadata: read in this environment.
-DOWNLOAD_OPTIONS: dict[str, tuple[str, ...]] = {"torch_spline_conv": ("--no-build-isolation",), "cufinufft": ()}
+DOWNLOAD_OPTIONS: dict[str, tuple[str, ...]] = {"torch_spline_conv": ("--no-build-isolation",), "cufinufft": (),
+                                                "cuvec": (), "lightgbm": (), "pyvkfft": ()}
 
 
 @pytest.fixture(scope="session")
@@ -111,10 +133,7 @@ def test_torch_spline_conv_cpu_and_cuda_rows_into_one_directory(
     assert "cpu = true" in text and "cuda-option" not in text.replace("# cuda-option", "")
     # What the shared 2-core builder affords: one architecture.
     text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
-    rpath = re.search(r"-Wl,-rpath,(\S+)", sysconfig.get_config_var("LDSHARED") or "")
-    if rpath:  # a pyenv interpreter links every extension with its own lib directory (seen: the check fails it)
-        text += (f'\n[[check.rpath-exceptions]]\nentry = "{rpath.group(1)}"\n'
-                 'reason = "the builder interpreter\'s LDSHARED (-Wl,-rpath); not in a manylinux build"\n')
+    # No [[check.rpath-exceptions]] for a pyenv interpreter's own -rpath: the build drops it.
     (src / "buildrows.toml").write_text(text)
     monkeypatch.setenv("CUDACXX", str(libraries_root / "bin" / "nvcc"))
     r = cli("doctor", CUDA, CPU)
@@ -172,3 +191,184 @@ def test_cufinufft_links_cufft_and_doctor_names_it(cli: Callable[..., Result], s
     assert "[ok     ] CUDA components: CUDA::cudart, CUDA::cufft in " in r.out
     assert "[note   ] network: the project's CMake fetches from the network while it configures " \
            "(cmake/setupCPM.cmake:12 file(DOWNLOAD)" in r.out
+
+
+def _install(wheel: Path, target: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--target", str(target),
+                    str(wheel)], check=True)
+
+
+def _run(code: str, *path: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in path)}
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False,
+                          cwd=path[0].parent)
+
+
+def test_cuvec_finds_cuda_by_itself_and_links_the_runtime_statically(
+        cli: Callable[..., Result], sdist: Callable[[str, str], Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """cuvec 6.0.1: scikit-build-core (`cmake.source-dir = "cuvec"`), CUDA whenever
+    find_package(CUDAToolkit) finds a toolkit, no switch, CUDA::cudart_static only; swig, pybind11
+    and setuptools_scm from the registry (--provision)."""
+    src = sdist("cuvec", "6.0.1")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    assert "INSTALL_RPATH" not in r.out + r.err
+    text = (src / "buildrows.toml").read_text()
+    assert 'CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"' in text and 'mode = "static"' in text and "cpu = true" in text
+    # What init says to add (its version comes from setuptools_scm), and the one architecture 2 cores afford.
+    text = text.replace('source-dir = "."\n', 'source-dir = "."\nstamp = true\n', 1)
+    (src / "buildrows.toml").write_text(text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"'))
+    out = tmp_path / "dist"
+    r = cli("build", CPU, CUDA, "--provision", "--wheel-dir", str(out))
+    assert r.code == 0, r.out + r.err
+    (cpu,) = [w for w in out.glob("*.whl") if "+cu130" not in w.name]
+    (cuda,) = out.glob("*+cu130*.whl")
+    for wheel in (cpu, cuda):
+        _install(wheel, tmp_path / wheel.name)
+    code = "import cuvec, cuvec.pybind11, cuvec.swig; a = cuvec.zeros((2, 3), 'float32'); a[:] = 1.5; print(a.sum())"
+    ran = _run(code, tmp_path / cpu.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "9.0", ran.stderr
+    # The CUDA wheel imports without a GPU; its arrays are CUDA managed memory (a GPU machine's to run).
+    ran = _run("import cuvec, cuvec.pybind11, cuvec.swig, cuvec.cpython; print('ok')", tmp_path / cuda.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "ok", ran.stderr
+
+
+def test_pyvkfft_nvcc_through_its_own_build_ext(cli: Callable[..., Result], sdist: Callable[[str, str], Path],
+                                                libraries_root: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """pyvkfft 2025.1.1: a setup.py whose build_ext swaps in nvcc for its CUDA module, linking
+    `libraries=['nvrtc', 'cuda']` (VkFFT compiles its kernels at run time with NVRTC); backends
+    chosen by VKFFT_BACKEND. Its CPU row is the pure-Python package."""
+    from buildrows.provision.toolkit import write_driver_stub
+
+    src = sdist("pyvkfft", "2025.1.1")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    text = (src / "buildrows.toml").read_text().replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
+    # Doctor names what the nvcc-only toolkit lacks (it said ready; nvcc stopped at nvrtc.h).
+    (src / "buildrows.toml").write_text(text)
+    bare = Path(os.path.realpath(shutil.which("nvcc") or "")).parent.parent
+    if not (bare / "include" / "nvrtc.h").exists():
+        monkeypatch.delenv("CUDACXX", raising=False)
+        r = cli("doctor", CUDA)
+        assert r.code == 3 and "[MISSING] CUDA::nvrtc: the project links CUDA::nvrtc (setup.py:200" in r.out, r.out
+    # What the policy says for this project: a CPU row without either backend, the CUDA row's backend,
+    # the runtime linked in by nvcc, NVRTC declared, and nvcc's own NVCC_APPEND_FLAGS for the
+    # architecture list and the RPATH its setup.py never passes.
+    text = text.replace("[python]", '[project.cpu-env]\nVKFFT_BACKEND = "none"\n\n[project.cuda-env]\n'
+                        'VKFFT_BACKEND = "cuda"\nNVCC_APPEND_FLAGS = "-gencode=arch=compute_90,code=[sm_90,compute_90] '
+                        '-Xlinker=-rpath,$ORIGIN/../nvidia/cu13/lib"\n\n[python]', 1)
+    text = text.replace("[platforms.linux-x86_64]\n", '[cuda.runtime.13]\nmode = "static"\nrequirements = '
+                        '["nvidia-cuda-nvrtc>=13,<14; platform_system == \'Linux\'"]\n\n[platforms.linux-x86_64]\n'
+                        "cpu = true\n", 1)
+    (src / "buildrows.toml").write_text(text)
+    # -lcuda: the driver's link stub where setup.py's -L points (lib64), as a driver's dev package puts it.
+    stub = write_driver_stub(libraries_root, dict(os.environ))
+    if not (libraries_root / "lib64" / "libcuda.so").exists():
+        (libraries_root / "lib64" / "libcuda.so").symlink_to(stub)
+    monkeypatch.setenv("CUDACXX", str(libraries_root / "bin" / "nvcc"))
+    r = cli("doctor", CPU, CUDA)
+    assert r.code == 0, r.out + r.err
+    assert "[ok     ] cuda: CPU row: VKFFT_BACKEND=none ([project.cpu-env])" in r.out
+    out = tmp_path / "dist"
+    r = cli("build", CPU, CUDA, "--wheel-dir", str(out))
+    assert r.code == 0, r.out + r.err
+    (cpu,) = out.glob("*-py3-none-any.whl")
+    (cuda,) = out.glob("*+cu130*.whl")
+    assert _members(cuda) == ["_vkfft_cuda"] and _members(cpu) == []
+    for wheel in (cpu, cuda):
+        _install(wheel, tmp_path / wheel.name)
+    ran = _run("import pyvkfft, pyvkfft.version as v; print(v.__version__)", tmp_path / cpu.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "2025.1.1", ran.stderr
+    # The CUDA module loads with NVRTC from NVIDIA's package installed beside it (this environment's).
+    tree = nvidia_tree()
+    assert tree is not None
+    (tmp_path / cuda.name / "nvidia").symlink_to(tree.parent, target_is_directory=True)
+    code = "import ctypes, glob, pyvkfft; ctypes.CDLL(glob.glob(pyvkfft.__path__[0] + '/_vkfft_cuda*.so')[0]); print('ok')"
+    ran = _run(code, tmp_path / cuda.name)
+    # NVRTC resolves through the RPATH; without a GPU driver, libcuda.so.1 is what is left to load.
+    assert "libnvrtc" not in ran.stderr, ran.stderr
+    assert (ran.returncode == 0 and ran.stdout.strip() == "ok") or "libcuda.so.1: cannot open" in ran.stderr, ran.stderr
+    ran = _run("import pyvkfft.base as b; print(b.calc_transform_axes((4, 8), axes=None))", tmp_path / cpu.name)
+    assert ran.returncode == 0 and ran.stdout.strip() == "([8, 4], 1, [False, False], 2, [0, 1])", ran.stderr
+
+
+def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Result], sdist: Callable[[str, str], Path],
+                                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LightGBM 4.7.0: scikit-build-core, `option(USE_CUDA OFF)`, a CUDA backend that links NCCL
+    (a CUDA library beyond the runtime; PyPI's nvidia-nccl-cu13, as torch's CUDA wheels install it),
+    the runtime linked statically by CMake's default, and OpenMP's libgomp, which only auditwheel
+    bundles. Doctor gives no finding for nanoarrow's `CUDA::cuda_driver` nor googletest's
+    FetchContent (under options the rows leave off); the check fails libgomp until the wheels are
+    repaired. ~30 minutes on 2 cores."""
+    from tests.cuda_root import nvidia_tree
+
+    tree = nvidia_tree()
+    nccl = tree.parent / "nccl" if tree is not None else None
+    if nccl is None or not (nccl / "include" / "nccl.h").is_file() or shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc and PyPI's nvidia-nccl-cu13 (site-packages/nvidia/nccl)")
+    src = sdist("lightgbm", "4.7.0")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    text = (src / "buildrows.toml").read_text()
+    assert 'cuda-option = "USE_CUDA"' in text and 'mode = "static"' in text and "cpu = true" in text
+    r = cli("doctor", CPU, CUDA)
+    assert r.code == 0, r.out + r.err
+    assert "CUDA::cuda_driver" not in r.out and "network" not in r.out
+    # NCCL as its FindNCCL takes it: the shared library (BUILD_WITH_SHARED_NCCL) under NCCL_ROOT with
+    # the libnccl.so link the wheel lacks; c_api.cpp includes nccl.h from a target without NCCL's
+    # include directory (CPATH); lib_lightgbm.so reaches the package through RPATH, declared.
+    root = tmp_path / "nccl"
+    (root / "lib").mkdir(parents=True)
+    (root / "include").symlink_to(nccl / "include", target_is_directory=True)
+    (root / "lib" / "libnccl.so").symlink_to(nccl / "lib" / "libnccl.so.2")
+    # Its device link (CUDA_SEPARABLE_COMPILATION, CUDA_RESOLVE_DEVICE_SYMBOLS) keeps cubins only: no PTX.
+    text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"\nptx = "none"')
+    text = text.replace('source-dir = "."\n', 'source-dir = "."\nstamp = true\n', 1)
+    text = text.replace("[python]", '[project.cuda-cache]\nBUILD_WITH_SHARED_NCCL = "ON"\n'
+                        'CMAKE_INSTALL_RPATH = "$ORIGIN/../../nvidia/nccl/lib"\n\n'
+                        f'[project.cuda-env]\nNCCL_ROOT = "{root}"\nCPATH = "{root / "include"}"\n\n[python]', 1)
+    text = text.replace('[cuda.runtime.13]\nmode = "static"',
+                        '[cuda.runtime.13]\nrequirements = ["nvidia-nccl-cu13>=2,<3; platform_system == \'Linux\'"]\n'
+                        'mode = "static"', 1)
+    (src / "buildrows.toml").write_text(text)
+    out = tmp_path / "dist"
+    r = cli("build", CPU, CUDA, "--keep-going", "--wheel-dir", str(out))
+    said = r.out + r.err
+    assert r.code == 5, said  # both built; both fail the check for libgomp alone
+    assert "rows build one at a time: the project's build writes into its source tree (CMakeLists.txt:392" in said
+    assert "lightgbm/lib/lib_lightgbm.so: NEEDS libgomp.so.1, which neither the wheel" in said
+    assert said.count("[FAIL]") == 2 and said.count("[FAIL] libraries-load") == 2, said
+    assert not list(out.glob("*.whl"))
+    rejected = sorted((out / "rejected").glob("*.whl"))
+    assert [w.name for w in rejected] == ["lightgbm-4.7.0+cu130-py3-none-linux_x86_64.whl",
+                                          "lightgbm-4.7.0-py3-none-linux_x86_64.whl"]
+    auditwheel = shutil.which("auditwheel")
+    if auditwheel is None:
+        pytest.skip("auditwheel (with patchelf) repairs the wheels: not installed")
+    fixed = tmp_path / "fixed"
+    for wheel in rejected:
+        subprocess.run([auditwheel, "repair", "--exclude", "libnccl.so.2", "-w", str(fixed), str(wheel)], check=True,
+                       capture_output=True)  # NCCL stays nvidia-nccl-cu13's, reached through the RPATH
+    for wheel in sorted(fixed.glob("*.whl")):
+        r = cli("check", str(wheel), "--row", CUDA if "+cu130" in wheel.name else CPU)
+        assert r.code == 0 and "verdict: PASS" in r.out, r.out + r.err
+    (cpu,) = [w for w in fixed.glob("*.whl") if "+cu130" not in w.name]
+    _install(cpu, tmp_path / "cpu")
+    deps = tmp_path / "deps"
+    got = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(deps), "narwhals>=1.15"],
+                         capture_output=True, text=True, check=False)
+    if got.returncode != 0:
+        pytest.skip(f"narwhals (lightgbm's dependency) not installable: {got.stderr[-200:]}")
+    code = ("import numpy as np, lightgbm as lgb; rng = np.random.default_rng(0); X = rng.normal(size=(200, 3)); "
+            "y = (X[:, 0] > 0).astype(int); m = lgb.train({'objective': 'binary', 'verbose': -1, 'num_threads': 1}, "
+            "lgb.Dataset(X, y), num_boost_round=5); print(float(((m.predict(X) > 0.5) == y).mean()))")
+    ran = _run(code, tmp_path / "cpu", deps)
+    assert ran.returncode == 0 and ran.stdout.strip() == "1.0", ran.stderr

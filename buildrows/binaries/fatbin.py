@@ -14,7 +14,8 @@ Layout (little endian; reverse-engineered by comparing nvcc 13.0 output with cuo
       6  u16  header size (16)
       8  u64  size of the entries that follow
 
-    entry header, ``header size`` bytes (64, 80, 112, 120 seen)
+    entry header, ``header size`` bytes (64, 80, 112, 120 seen; 4688 for a device-linked cubin
+    named after ~70 objects)
       0  u16  kind: 1 PTX, 2 ELF (cubin), 8 LTO IR
       2  u16  entry version (0x0101)
       4  u32  header size
@@ -82,9 +83,12 @@ FLAG_ZSTD: Final = 0x8000
 FLAG_ARCH_SPECIFIC: Final = 0x100000
 FLAG_FAMILY: Final = 0x200000
 
-# A real container never gets near these; they bound the work a hostile input can cause.
+# A real container never gets near these; they bound the work a hostile input can cause. An entry
+# header holds the entry's name inline: nvlink's device-linked cubin is named after every object
+# it links, joined by "-" (LightGBM 4.7.0's lib_lightgbm.so: a 4688-byte header naming ~70 files,
+# which a 4096 bound refused as a malformed wheel). Only the 64 fixed bytes are ever read.
 MAX_ENTRIES: Final = 1_000_000
-MAX_ENTRY_HEADER: Final = 4096
+MAX_ENTRY_HEADER: Final = 1 << 20
 _MIN_ENTRY_HEADER: Final = 64
 
 _CONTAINER = struct.Struct("<IHHQ")

@@ -48,7 +48,12 @@ LABELS: dict[str, str] = {
     "cmake": "CMake",
     "generator": "generator",
     "variables": "build variables",
+    "flags": "compile and link flags",
 }
+#: What setuptools compiles and links a setup.py row's extensions with beyond the compilers: it
+#: skips an extension whose output is newer than its sources, so a change here must start afresh
+#: (the build's own LDSHARED, `buildrows.build.ldshared`, is one).
+SETUPTOOLS_FLAGS = ("LDSHARED", "LDFLAGS", "CFLAGS", "CPPFLAGS", "CXXFLAGS")
 
 #: An isolated build (`--isolation`) gets its torch from a fresh environment only the frontend
 #: sees: unknown here, so the tree of a project that builds against torch is never reused.
@@ -173,6 +178,9 @@ def facts(plan: RowPlan, bp: BuildPlan, python: str | None, project: Path, env: 
         out["generator"] = " ".join(x for x in (g.generator, g.toolset, g.architecture) if x)
     if bp.driver == "setup.py":
         out["variables"] = json.dumps(dict(sorted(plan.environment)), sort_keys=True)
+        flags = {k: env[k] for k in SETUPTOOLS_FLAGS if k in env}
+        if flags:
+            out["flags"] = json.dumps(flags, sort_keys=True)
     return out
 
 
@@ -213,7 +221,7 @@ def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
         if a == b:
             continue
         label = LABELS.get(key, key)
-        if key == "variables":
+        if key in ("variables", "flags"):
             out.append(f"{label} {_variables_change(a, b)}")
         elif key == "torch" and b == ISOLATED:
             out.append("torch of an isolated build (not known before it runs)")

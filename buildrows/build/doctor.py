@@ -13,7 +13,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -113,6 +113,18 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
             found = locate_cuda_compiler(env, host)
         except BadInput:
             found = None
+        hidden = [f"{k}={v}" for k, v in policy.project.cpu_cache
+                  if k.startswith("CMAKE_DISABLE_FIND_PACKAGE_CUDA") and v.upper() in ("ON", "TRUE", "1", "YES")]
+        if option is None and not policy.project.switches and hidden:
+            present = f"; this builder has nvcc ({found.path}), which CMake is told not to look for" if found else ""
+            return Finding("cuda", "ok", f"CPU row: {', '.join(hidden)} ([project.cpu-cache]){present}")
+        if option is None and not policy.project.switches and policy.project.cpu_env:
+            # The policy gives CPU rows their own environment (pyvkfft 2025.1.1: VKFFT_BACKEND=none):
+            # that is how this project is told; the check still refuses device code in the wheel.
+            told = ", ".join(f"{k}={v}" for k, v in policy.project.cpu_env)
+            present = f"; this builder has nvcc ({found.path})" if found else ""
+            return Finding("cuda", "ok", f"CPU row: {told} ([project.cpu-env]){present}; the check refuses any "
+                           "device code the wheel would still carry")
         if option is None and not policy.project.switches:
             # Nothing tells the project to leave CUDA off: a project that builds CUDA whenever it
             # finds nvcc (torchsort's setup.py does) puts device code into this CPU wheel, and the
@@ -122,7 +134,9 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
             return Finding("cuda", "note", "CPU row, but the policy names no cuda-option or env-switches, so nothing "
                            "tells the project to leave CUDA off" + present,
                            "set [project] cuda-option to the project's CMake CUDA switch (e.g. MYPROJ_BUILD_CUDA) "
-                           "or env-switches to its environment switches (e.g. FORCE_CUDA)")
+                           "or env-switches to its environment switches (e.g. FORCE_CUDA); a CMake project that "
+                           "builds CUDA whenever find_package(CUDAToolkit) finds it: [project.cpu-cache] "
+                           "CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = \"ON\"")
         present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
         # The values the build really gets (a "!NAME" switch means CPU: 1 on this row), as `env` gives them.
         names = {s.removeprefix("!") for s in policy.project.switches}
@@ -411,6 +425,26 @@ _DIR_VARIABLES = ("${CMAKE_CURRENT_SOURCE_DIR}", "${CMAKE_CURRENT_LIST_DIR}")
 _TOP_VARIABLES = ("${PROJECT_SOURCE_DIR}", "${CMAKE_SOURCE_DIR}")
 
 
+def row_live(row: Row, project: Path, driver: Driver, env: Mapping[str, str]) -> set[str]:
+    """The CMake variables the row's configure turns on (`cmake_conditions.turned_on`): its cache,
+    pyproject's [tool.scikit-build.cmake.define] for a scikit-build-core project, and CMAKE_ARGS."""
+    from buildrows.build.cmake_conditions import turned_on
+
+    defines: dict[str, object] = {}
+    if driver == "scikit-build-core":
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover
+            import tomli as tomllib
+        try:
+            doc = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+            got = doc.get("tool", {}).get("scikit-build", {}).get("cmake", {}).get("define", {})
+            defines = got if isinstance(got, dict) else {}
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+            defines = {}
+    return turned_on(row.cache, env, defines)
+
+
 def cmake_source_dir(project: Path, driver: Driver) -> Path:
     """Where the project's CMakeLists.txt is: scikit-build-core's `cmake.source-dir`, else the project."""
     if driver != "scikit-build-core":
@@ -428,10 +462,16 @@ def cmake_source_dir(project: Path, driver: Driver) -> Path:
     return project / source if isinstance(source, str) else project
 
 
-def cmake_files(source: Path, limit: int = 400) -> Iterator[tuple[Path, str]]:
+def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = None) -> Iterator[tuple[Path, str]]:
     """The CMake files a configure of `source` reads, with their text: CMakeLists.txt, the
     directories it adds (add_subdirectory) and the files it includes (include, a path or a
-    module of the project's own), followed recursively. Conditions are not evaluated."""
+    module of the project's own), followed recursively. Conditions are not evaluated, except
+    with `live` (the variables the row's configure turns on): then a branch under an option that
+    is off by default and not turned on is blanked, and what it adds or includes not followed
+    (`buildrows.build.cmake_conditions`)."""
+    from buildrows.build.cmake_conditions import Reach
+
+    reach = Reach(live) if live is not None else None
     seen: set[Path] = set()
     todo = [source / "CMakeLists.txt"]
     modules: dict[str, Path] | None = None
@@ -445,6 +485,8 @@ def cmake_files(source: Path, limit: int = 400) -> Iterator[tuple[Path, str]]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
+        if reach is not None:
+            text = reach.live(text)
         yield path, text
         here = path.parent
 
@@ -480,11 +522,11 @@ def _where(path: Path, source: Path, text: str, at: int) -> str:
     return f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}"
 
 
-def cuda_components(source: Path) -> dict[str, str]:
+def cuda_components(source: Path, live: Collection[str] | None = None) -> dict[str, str]:
     """The CUDA::X targets the project's CMake names (`cmake_files`), each with where it is first
     named ("file:line"). A CUDA row turns the project's CUDA on, and the CUDA parts name them."""
     found: dict[str, str] = {}
-    for path, text in cmake_files(source):
+    for path, text in cmake_files(source, live=live):
         for m in _CUDA_TARGET.finditer(text):
             found.setdefault(m.group(1), _where(path, source, text, m.start()))
     return found
@@ -495,12 +537,12 @@ _FETCH = re.compile(r"^\s*(file\s*\(\s*DOWNLOAD\b|FetchContent_Declare\s*\(|CPMA
                     r"ExternalProject_Add\s*\()", re.MULTILINE | re.IGNORECASE)
 
 
-def check_network_fetches(source: Path) -> Finding | None:
+def check_network_fetches(source: Path, live: Collection[str] | None = None) -> Finding | None:
     """A note when the project's CMake fetches from the network while it configures (cufinufft
     2.5.1 downloads CPM.cmake and CCCL from GitHub): a builder without network access fails
     there, whatever doctor found. A note, not a refusal: most builders have the network."""
     sites = []
-    for path, text in cmake_files(source):
+    for path, text in cmake_files(source, live=live):
         for m in _FETCH.finditer(text):
             name = m.group(1).split("(")[0].strip()
             sites.append(f"{_where(path, source, text, m.start())} {'file(DOWNLOAD)' if name.lower() == 'file' else name}")
@@ -531,7 +573,8 @@ def _has_header(root: str, name: str) -> bool:
                [os.path.join(root, "include"), *map(str, sorted(Path(root).glob("targets/*/include")))])
 
 
-def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cached: str | None = None) -> list[Finding]:
+def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cached: str | None = None,
+                             stops: str = "CMake would stop at it") -> list[Finding]:
     """Each CUDA::X target the project links (`used`: target -> where it is named) has its headers
     and libraries in the toolkit `root` the build compiles with: one finding per missing target,
     with the fix; one ok finding naming those found."""
@@ -578,7 +621,7 @@ def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cache
         else:
             fix = f"install NVIDIA's CUDA {train} toolkit with it (the full installer has every component)"
         out.append(Finding(f"CUDA::{target}", "missing", f"the project links CUDA::{target} ({where}), and the "
-                           f"toolkit the build uses ({root}) lacks {', '.join(missing)}: CMake would stop at it", fix))
+                           f"toolkit the build uses ({root}) lacks {', '.join(missing)}: {stops}", fix))
     if ok:
         out.insert(0, Finding("CUDA components", "ok", f"{', '.join(ok)} in {root}"))
     return out
@@ -586,8 +629,13 @@ def check_toolkit_components(row: Row, root: str, used: Mapping[str, str], cache
 
 def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[str, str], host: HostOs,
                           driver: Driver, toolkit: str | None = None) -> list[Finding]:
-    """The CUDA components the project's CMake links, judged against the root of the row's nvcc."""
-    used = cuda_components(cmake_source_dir(project, driver))
+    """The CUDA components the project's CMake links (a setup.py that never runs CMake: the CUDA
+    libraries its extensions name), judged against the root of the row's nvcc."""
+    cmake = driver_runs_cmake(project, driver)
+    if cmake:
+        used = cuda_components(cmake_source_dir(project, driver), row_live(row, project, driver, env))
+    else:
+        used = setup_py_cuda_libraries(project)
     if not used:
         return []
     from buildrows.plan.row import cached_toolkit, plan_row
@@ -599,7 +647,38 @@ def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[
     root = plan.cuda_home
     if root is None:
         return []
-    return check_toolkit_components(row, root, used, cached=cached_toolkit(row, env))
+    return check_toolkit_components(row, root, used, cached=cached_toolkit(row, env),
+                                    stops="CMake would stop at it" if cmake else "the compiler or the linker would stop at it")
+
+
+#: The CUDA libraries a setup.py's extensions link by name (`libraries=[...]`, `-lNAME`), as the
+#: CUDA component each is (CUDA_COMPONENTS' keys).
+_SETUP_PY_LIBRARIES = {"cuda": "cuda_driver", "cudart": "cudart", "cudart_static": "cudart_static", "nvrtc": "nvrtc",
+                       "cublas": "cublas", "cublasLt": "cublasLt", "cufft": "cufft", "cufftw": "cufftw",
+                       "curand": "curand", "cusolver": "cusolver", "cusparse": "cusparse", "nvJitLink": "nvJitLink",
+                       "nvidia-ml": "nvml", "cupti": "cupti"}
+_LIBRARIES_ARG = re.compile(r"\blibraries\s*=\s*\[([^\]]*)\]")
+_LINK_FLAG = re.compile(r"""["']-l([A-Za-z0-9_-]+)["']""")
+
+
+def setup_py_cuda_libraries(project: Path) -> dict[str, str]:
+    """The CUDA libraries a setup.py links its extensions with, each with where it is first named
+    ("setup.py:LINE libraries=[...]"): pyvkfft 2025.1.1's `libraries=['nvrtc', 'cuda']`, whose
+    nvrtc.h the machine's nvcc-only toolkit lacked while doctor said the row was ready."""
+    try:
+        text = (project / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for m in _LIBRARIES_ARG.finditer(text):
+        for name in re.findall(r"""["']([^"']+)["']""", m.group(1)):
+            if name in _SETUP_PY_LIBRARIES:
+                line = text.count("\n", 0, m.start()) + 1
+                found.setdefault(_SETUP_PY_LIBRARIES[name], f"setup.py:{line} libraries=[{m.group(1).strip()}]")
+    for m in _LINK_FLAG.finditer(text):
+        if m.group(1) in _SETUP_PY_LIBRARIES:
+            found.setdefault(_SETUP_PY_LIBRARIES[m.group(1)], f"setup.py:{text.count(chr(10), 0, m.start()) + 1} -l{m.group(1)}")
+    return found
 
 
 class Probe(Protocol):
@@ -741,11 +820,13 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
             findings += check_generator(row, env, host)
         findings += project_cmake
-        fetches = check_network_fetches(cmake_source_dir(project, driver))
+        fetches = check_network_fetches(cmake_source_dir(project, driver), row_live(row, project, driver, env))
         if fetches is not None:
             findings.append(fetches)
         if row.is_cuda:
             findings += check_cuda_components(row, project, policy, env, host, driver, toolkit)
+    elif row.is_cuda:
+        findings += check_cuda_components(row, project, policy, env, host, driver, toolkit)
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
@@ -792,9 +873,8 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     findings += [Finding(f.check, f.status, f.seen, f.fix + provision) if f.failed and not provided else f
                  for f in checked]
     if driver == "setup.py" and row.os == "linux":
-        linked = check_link_rpath(policy, env.get("LDSHARED") or interpreter_ldshared(python))
-        if linked is not None:
-            findings.append(linked)
+        linked = link_rpath_findings(policy, python, env)
+        findings += linked
     from buildrows.plan.torchenv import uses_torch
 
     if uses_torch(project, reqs):
@@ -809,13 +889,24 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
 _RPATH_FLAG = re.compile(r"-Wl,-(?:rpath|R)[,=](\S+)")
 
 
-def interpreter_ldshared(python: str) -> str:
-    """The link command the interpreter's sysconfig gives setuptools (LDSHARED), or ""."""
-    from buildrows.build.runner import capture
+def link_rpath_findings(policy: Policy, python: str, env: Mapping[str, str]) -> list[Finding]:
+    """What the link command a setup.py row's build uses writes as RPATH: the user's LDSHARED as
+    it is, else the interpreter's, less its own lib directory, which the build drops
+    (`buildrows.build.ldshared`: an ok finding says so)."""
+    if "LDSHARED" in env:
+        linked = check_link_rpath(policy, env["LDSHARED"])
+        return [linked] if linked is not None else []
+    from buildrows.build.ldshared import build_ldshared, interpreter_link, own_rpaths
 
-    got = capture([python, "-c", "import sysconfig; print(sysconfig.get_config_var('LDSHARED') or '')"], timeout=60)
-    lines = got.output.strip().splitlines() if got.error is None and got.code == 0 else []
-    return lines[-1] if lines else ""
+    link = interpreter_link(python)
+    ldshared = build_ldshared(link, env)
+    out: list[Finding] = []
+    if ldshared is not None:
+        out.append(Finding("link rpath", "ok", f"the row's interpreter links extensions with -Wl,-rpath,"
+                           f"{', '.join(own_rpaths(link.ldshared, link.libdir))} (its own lib directory, in its "
+                           "LDSHARED): the build sets LDSHARED without it, so no extension carries that path"))
+    linked = check_link_rpath(policy, ldshared if ldshared is not None else link.ldshared)
+    return out + ([linked] if linked is not None else [])
 
 
 def check_link_rpath(policy: Policy, ldshared: str) -> Finding | None:

@@ -138,6 +138,17 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
         notes = ["generator: left to CMake's default (setup.py runs `make` itself; the policy fixes none)"]
     if provider_path is not None:
         values["PYTHONPATH"] = provider_path
+    if plan.row.os == "linux":
+        from buildrows.build.ldshared import build_ldshared, interpreter_link, own_rpaths
+
+        link = interpreter_link(python)
+        ldshared = build_ldshared(link, {**base_env, **values})
+        if ldshared is not None:
+            # The interpreter's own -rpath (pyenv's) would put the builder's path in every extension.
+            values["LDSHARED"] = ldshared
+            notes.append(f"LDSHARED: the interpreter's link command without -Wl,-rpath,"
+                         f"{', '.join(own_rpaths(link.ldshared, link.libdir))} (its own lib directory: no "
+                         "extension needs it, and a wheel must not carry the builder's path)")
     config, text = setuptools_config(plan.row, project, base_env)
     values["DIST_EXTRA_CONFIG"] = str(config)
     argv = _frontend(python, project, wheel_dir, isolation)

@@ -144,6 +144,18 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     from buildrows.build.prepare import driver_of
 
     jobs = _jobs(args, len(ready), driver_of(pol, args), ui)
+    if jobs > 1:
+        from buildrows.build import source_outputs
+        from buildrows.build.doctor import cmake_source_dir
+        from buildrows.build.prepare import project_of
+
+        project = project_of(pol, args)
+        into = source_outputs.writes_into_source(project, cmake_source_dir(project, driver_of(pol, args)))
+        if into is not None:
+            # Rows building at once would write the same files (LightGBM's lib_lightgbm.so) and pack each other's.
+            ui.info(f"  rows build one at a time: the project's build writes into its source tree ({into}); each "
+                    "row's files there are moved aside while another row builds")
+            jobs = 1
     leaders, followers = _leaders_and_followers(ready) if jobs > 1 else (ready, [])
     if len(leaders) > 1 and jobs > 1:  # rows that share nothing build beside each other
         _build_together(state, leaders, number, len(ready), provided, outcomes, jobs, followers=False)
@@ -675,6 +687,11 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     _tie_tree(state, plan, bp, python, project, base_env)
+    from buildrows.build import source_outputs
+
+    for line in source_outputs.settle(project, row.name):  # another row's outputs in the source tree
+        ui.info(f"  {line}")
+    sources_before = source_outputs.snapshot(project, (wheel_dir, final_dir))
     before = drivers.snapshot(wheel_dir)
     seeded = False
     try:
@@ -684,6 +701,9 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
                 run_step(ui, cmd, base_env, doctor=doctor_command(pol, row))
         else:
             seeded = _build_seeded(state, row, bp, base_env, seeding, project, python, before)
+        sources_after = source_outputs.snapshot(project, (wheel_dir, final_dir)) if sources_before is not None else None
+        if sources_before is not None and sources_after is not None:
+            source_outputs.record(project, row.name, source_outputs.written(sources_before, sources_after, project))
     finally:
         stats = _read_stats(cache)
         if stats is not None:

@@ -326,6 +326,9 @@ class _Resolver:
             return _Provider("torch", name, inputs.torch_symbols(name)), ""
         if nvidia_soname(name):
             if name in self.carriers:
+                unreached = self._unreached(member, name, rpaths)
+                if unreached:
+                    return None, unreached
                 return self._nvidia(name, self.carriers[name]), ""
             if exp.mode == "preload" and optional(name, exp.optional_sonames):
                 return _Provider("optional", name, opaque=True), ""
@@ -343,6 +346,30 @@ class _Resolver:
                       "nor the system's base libraries (the manylinux allowlist) provide: `import` fails with "
                       f"'{name}: cannot open shared object file' wherever it is not installed by hand; fix: bundle "
                       "it into the wheel (auditwheel repair) or link it statically")
+
+    def _unreached(self, member: str, name: str, rpaths: tuple[str, ...]) -> str:
+        """The problem when `name`, carried by a declared NVIDIA package, is reached by no RPATH
+        entry of `member` in a mode where nothing else loads it (dynamic, static, without torch):
+        the loader does not look in site-packages/nvidia/*/lib, so `import` fails even where the
+        package is installed (pyvkfft 2025.1.1's libnvrtc.so.13). The runtime (libcudart) is
+        runtime-reached's to judge; "" when reached or not to be judged here."""
+        from buildrows.check.nvidia import packages
+
+        exp = self.exp
+        if (exp.mode not in ("dynamic", "static") or self.torch_required or exp.loose
+                or not exp.platform.startswith("linux") or name.startswith("libcudart.so")):
+            return ""
+        pkg = packages().get(self.carriers[name].split(" ", 1)[0])
+        if pkg is None or pkg.dir in _search_dirs(member, rpaths):
+            return ""
+        origin = _install_dir(member) or ""
+        up = "/".join([".."] * len([p for p in origin.split("/") if p])) or "."
+        entry = f"$ORIGIN/{up}/{pkg.dir}" if up != "." else f"$ORIGIN/{pkg.dir}"
+        return (f"NEEDS {name}, which {self.carriers[name]} installs in site-packages/{pkg.dir}, but no RPATH/RUNPATH "
+                f"entry of it reaches there (has: {list(rpaths) or 'none'}): `import` fails with '{name}: cannot open "
+                "shared object file' even where the package is installed, unless something loaded it first; fix: "
+                f"add the RPATH entry {entry} (CMake: INSTALL_RPATH; setup.py: runtime_library_dirs), or, if the "
+                "project loads it itself, say so with mode = \"preload\" and its reason")
 
     def _system(self, member: str, name: str) -> LibraryRule | None:
         """The [[check.libraries]] rule that says the system provides `name` for `member`, if any."""

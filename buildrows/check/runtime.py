@@ -103,7 +103,7 @@ def _nvidia_needed(info: Artifact) -> dict[str, list[str]]:
 
 
 def _declared_dirs(exp: Expectation, info: Artifact) -> dict[str, str]:
-    """Preload mode: library directory -> the declared NVIDIA package that installs it."""
+    """Library directory -> the declared NVIDIA package that installs it (modes preload, dynamic, static)."""
     from buildrows.check.nvidia import declared_nvidia, packages
 
     assert exp.cuda is not None
@@ -249,9 +249,11 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
 
     dirs = _wheel_dirs(info)
     target = exp.library_dir.strip("/") if exp.mode == "dynamic" and exp.library_dir else None
-    # Preload mode: an entry landing in a declared NVIDIA package's directory is how the project
-    # finds the libraries it loads, so it is reached on purpose.
-    preload_dirs = _declared_dirs(exp, info) if exp.mode == "preload" else {}
+    # An entry landing in a declared NVIDIA package's directory is reached on purpose: how a preload
+    # project finds the libraries it loads, and how a dynamic or static one's loader finds the
+    # package's libraries it NEEDS (pyvkfft's libnvrtc.so.13 beside a cudart linked in statically;
+    # libraries-load asks for exactly that entry).
+    preload_dirs = _declared_dirs(exp, info) if exp.mode in ("preload", "dynamic", "static") else {}
     reached_packages: set[str] = set()
     for lib in elf:
         origin = _install_dir(lib.path)

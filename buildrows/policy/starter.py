@@ -46,6 +46,8 @@ class ProjectFacts:
     name_from: str = "the directory's name"
     torch: bool = False  # a torch.utils.cpp_extension setup.py: runtime mode torch, stamp
     switches: tuple[str, ...] = ()  # environment switches the setup.py reads ("!NAME": one that means CPU)
+    cudart_static: str | None = None  # where its CMake links CUDA::cudart_static, naming no CUDA::cudart
+    finds_cuda: str | None = None  # where its CMake looks for CUDA without requiring it (no switch of its own)
 
 
 #: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
@@ -147,7 +149,53 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
         m = _OPTION.search(cmakelists.read_text(encoding="utf-8", errors="replace"))
         if m:
             option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
-    return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches)
+    static, finds = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None)
+    return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches, static,
+                        None if option else finds)
+
+
+_CUDA_LANGUAGE = re.compile(r"^[ \t]*(?:enable_language\s*\(\s*CUDA\b|project\s*\([^)]*\bLANGUAGES\b[^)]*\bCUDA\b)",
+                            re.MULTILINE | re.IGNORECASE)
+_SHARED_RUNTIME = re.compile(r"CUDA_RUNTIME_LIBRARY\s+\"?Shared|\bfind_package\s*\(\s*Torch\b|"
+                             r"target_link_libraries\s*\([^)]*(?<![\w:])(?:-l)?cudart\b(?!_static)", re.IGNORECASE)
+_FINDS_CUDA = re.compile(r"^[ \t]*find_package\s*\(\s*CUDAToolkit\b([^)]*)\)", re.MULTILINE | re.IGNORECASE)
+
+
+def _cmake_cuda(project: Path, driver: Driver) -> tuple[str | None, str | None]:
+    """How the project's CMake (every file a configure may read) takes CUDA: where it links
+    CUDA::cudart_static when it names no CUDA::cudart (the runtime is linked in statically), and
+    where it calls find_package(CUDAToolkit) without REQUIRED (CUDA whenever a toolkit is found:
+    cuvec 6.0.1, whose CPU rows then need CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit)."""
+    from buildrows.build.doctor import cmake_files, cmake_source_dir, cuda_components
+
+    source = cmake_source_dir(project, driver)
+    used = cuda_components(source)
+    static = used.get("cudart_static") if "cudart" not in used else None
+    if static is not None and source != project and source.is_relative_to(project):
+        static = f"{source.relative_to(project).as_posix()}/{static}"
+    texts = [(path, text) for path, text in cmake_files(source)]
+    if static is None and "cudart" not in used:
+        # CMake links the runtime of a target with CUDA sources statically unless told otherwise
+        # (CMAKE_CUDA_RUNTIME_LIBRARY defaults to Static): LightGBM 4.7.0 enables CUDA and names
+        # no CUDA::cudart, so its CUDA wheel carries cudart. Not for a project that says Shared,
+        # links cudart by name, or builds against torch (whose targets bring the shared one).
+        for path, text in texts:
+            m = _CUDA_LANGUAGE.search(text)
+            if m is not None:
+                rel = path.relative_to(project) if path.is_relative_to(project) else path
+                static = (f"{rel.as_posix()}:{text.count(chr(10), 0, m.start()) + 1} enables CUDA; CMake's default "
+                          "CMAKE_CUDA_RUNTIME_LIBRARY is Static")
+                break
+        if static is not None and any(_SHARED_RUNTIME.search(text) for _, text in texts):
+            static = None
+    finds = None
+    for path, text in texts:
+        m = next((m for m in _FINDS_CUDA.finditer(text) if "REQUIRED" not in m.group(1).upper()), None)
+        if m is not None:
+            rel = path.relative_to(project) if path.is_relative_to(project) else path
+            finds = f"{rel.as_posix()}:{text.count(chr(10), 0, m.start()) + 1}"
+            break
+    return static, finds
 
 
 @dataclass(frozen=True)
@@ -199,11 +247,20 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
         elif facts.torch:
             lines += ["", f"[cuda.runtime.{cuda.train.major}]",
                       'mode = "torch"  # a PyTorch extension: torch brings the CUDA runtime; the wheel pins its torch']
+        elif facts.cudart_static:
+            lines += ["", f"[cuda.runtime.{cuda.train.major}]",
+                      f'mode = "static"  # its CMake links the runtime statically ({facts.cudart_static}) and never '
+                      "CUDA::cudart: the runtime is in the libraries"]
     lines += ["", f"[platforms.{platform}]"]
     lines.append(f"trains = [{trains}]" if cuda is not None else
                  "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")
     if keeps_cpu(facts, cuda, cpu):
         lines.append("cpu = true  # CPU rows too (CUDA off)")
+        if facts.finds_cuda:
+            at = lines.index("[python]") - 1
+            lines[at:at] = ["", "[project.cpu-cache]  # CMake cache variables for CPU rows only",
+                            'CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"  # its CMake builds CUDA whenever it finds '
+                            f"a toolkit ({facts.finds_cuda}, not REQUIRED) and has no switch: CPU rows hide it"]
     if cuda is not None:
         lines += ["", f"# {cuda.source}", f"[[platforms.{platform}.cuda]]", f"trains = [{_q(cuda.train.dotted)}]",
                   f"archs = {_q(cuda.text)}"]
@@ -220,9 +277,10 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
 
 def keeps_cpu(facts: ProjectFacts, cuda: CudaStart | None, cpu: bool) -> bool:
     """Whether the starting policy has CPU rows: asked for, no CUDA train, or a project that turns
-    CUDA off itself (a cuda-option, env-switches, a torch extension). `init --cuda 13.0` keeps the
+    CUDA off itself (a cuda-option, env-switches, a torch extension) or that CPU rows can keep from
+    finding CUDA (`finds_cuda`). `init --cuda 13.0` keeps the
     CPU rows plain `init` writes for such a project, and adds the train (issue 28)."""
-    return cpu or cuda is None or bool(facts.cuda_option or facts.switches or facts.torch)
+    return cpu or cuda is None or bool(facts.cuda_option or facts.switches or facts.torch or facts.finds_cuda)
 
 
 class InitRequest(Protocol):
