@@ -71,10 +71,11 @@ SDISTS = {
     ("cuvec", "6.0.1"): "bd6c1e4f3704372e9e60fa9234e9c420620bef1376e774903ded004959ae0e29",
     ("lightgbm", "4.7.0"): "f8e20f682c9aabd000bcf4a7ed8aa6f473c1adfecccae34ec24e823d156f4af0",
     ("pyvkfft", "2025.1.1"): "359648e089cac0e3c82fc685dc7b8a9e1a249b338dcd7c94677d68207c9842bb",
+    ("pycuda", "2026.1"): "759516160628ba06f32ce7e563e3f5b9214691dc9528a03ea99ea1073f4e14ba",
 }
 #: torch_spline_conv's setup.py imports torch to give its metadata: read in this environment.
 DOWNLOAD_OPTIONS: dict[str, tuple[str, ...]] = {"torch_spline_conv": ("--no-build-isolation",), "cufinufft": (),
-                                                "cuvec": (), "lightgbm": (), "pyvkfft": ()}
+                                                "cuvec": (), "lightgbm": (), "pyvkfft": (), "pycuda": ()}
 
 
 @pytest.fixture(scope="session")
@@ -372,3 +373,50 @@ def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Resul
             "lgb.Dataset(X, y), num_boost_round=5); print(float(((m.predict(X) > 0.5) == y).mean()))")
     ran = _run(code, tmp_path / "cpu", deps)
     assert ran.returncode == 0 and ran.stdout.strip() == "1.0", ran.stderr
+
+
+def test_pycuda_host_only_cuda_through_its_own_configure(cli: Callable[..., Result], sdist: Callable[[str, str], Path],
+                                                         libraries_root: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """pycuda 2026.1: a setup.py with its own configure step (aksetup's siteconf schema: the CUDA
+    root is the parent of the `nvcc` first on PATH, never CUDA_HOME), a bundled Boost.Python subset,
+    and one CUDA extension of host code only: `_driver` links the driver API (`-lcuda`, from
+    `lib64/stubs`) and cuRAND, and includes cudaProfiler.h; no device code, no CPU build."""
+    from buildrows.provision.toolkit import write_driver_stub
+
+    src = sdist("pycuda", "2026.1")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    text = (src / "buildrows.toml").read_text()
+    assert "stamp = true" in text and "cpu = true" not in text  # pycuda has no CPU build
+    # cudaProfiler.h is in no package `toolkit install --libraries` assembles: NVIDIA's own.
+    profiler = tmp_path / "profiler"
+    got = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(profiler),
+                          "nvidia-cuda-profiler-api>=13.0,<13.1"], capture_output=True, text=True, check=False)
+    if got.returncode != 0:
+        pytest.skip(f"nvidia-cuda-profiler-api 13.0 not installable: {got.stderr[-200:]}")
+    # What the policy says for this project: the RPATH to cuRAND's package (pycuda sets none; its
+    # configure passes LDFLAGS on), the header's directory, and cuRAND declared.
+    text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
+    text = text.replace("[python]", '[project.cuda-env]\nLDFLAGS = "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib"\n'
+                        f'CPATH = "{profiler / "nvidia" / "cu13" / "include"}"\n\n[cuda.runtime.13]\nrequirements = '
+                        '["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'", '
+                        '"nvidia-curand>=10,<11; platform_system == \'Linux\'"]\n\n[python]', 1)
+    (src / "buildrows.toml").write_text(text)
+    write_driver_stub(libraries_root, dict(os.environ))  # lib64/stubs/libcuda.so, where pycuda's configure looks
+    # pycuda's configure takes the root of the nvcc first on PATH (CUDACXX and CUDA_HOME play no part).
+    monkeypatch.setenv("PATH", f"{libraries_root / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("CUDACXX", str(libraries_root / "bin" / "nvcc"))
+    r = cli("doctor", CUDA)
+    assert r.code == 0, r.out + r.err
+    out = tmp_path / "dist"
+    r = cli("build", CUDA, "--wheel-dir", str(out))
+    assert r.code == 0, r.out + r.err
+    (cuda,) = out.glob("*+cu130*.whl")
+    assert _members(cuda) == ["_driver", "_pvt_struct"]
+    _install(cuda, tmp_path / "cuda")
+    ran = _run("import pycuda, pycuda._pvt_struct as s; print(pycuda.VERSION_TEXT, s.calcsize('iid'))",
+               tmp_path / "cuda")
+    assert ran.returncode == 0 and ran.stdout.strip() == "2026.1 16", ran.stderr
