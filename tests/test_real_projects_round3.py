@@ -33,6 +33,16 @@
   entry header (the reader refused the wheel as malformed), and libgomp, which the check fails
   until auditwheel repairs the wheels. Doctor no longer refuses its CUDA row for nanoarrow's
   CUDA::cuda_driver under an OFF option. ~30 minutes on 2 cores.
+- pycuda 2026.1: a setup.py with its own configure step (aksetup: the CUDA root is the parent of
+  the first `nvcc` on PATH; no CPU build), a bundled Boost.Python subset, and one CUDA extension of
+  host code only: `_driver` links the driver API (`-lcuda` from `lib64/stubs`) and cuRAND and
+  includes cudaProfiler.h (NVIDIA's nvidia-cuda-profiler-api: `toolkit install --libraries` lacks
+  it, so CPATH). The policy gives LDFLAGS for the RPATH to nvidia-curand, mode "static" with
+  cuRAND declared (no CUDA runtime linked: runtime-reached says so in mode "dynamic"), and a
+  host-only rule (cuda-libraries-present and device-code-covers-row fail without it); the wheel
+  passes and its `_pvt_struct` runs. Doctor says the row is ready on the nvcc-only toolkit, where
+  the build stops at cuda.h: it reads neither aksetup's `Libraries("CUDADRV", ["cuda"])` nor the
+  root pycuda takes from PATH (written down in i28four's note). ~3 minutes on 2 cores.
 
 Opt-in (BUILDROWS_REAL_PROJECTS=1): each builds for many minutes on 2 cores. The sdists are fetched
 once into $BUILDROWS_TEST_SDISTS (else a session directory) and checked against their sha256.
@@ -398,12 +408,14 @@ def test_pycuda_host_only_cuda_through_its_own_configure(cli: Callable[..., Resu
     if got.returncode != 0:
         pytest.skip(f"nvidia-cuda-profiler-api 13.0 not installable: {got.stderr[-200:]}")
     # What the policy says for this project: the RPATH to cuRAND's package (pycuda sets none; its
-    # configure passes LDFLAGS on), the header's directory, and cuRAND declared.
+    # setuptools passes LDFLAGS on), the header's directory, no CUDA runtime linked (mode "static",
+    # as the check's runtime-reached advises) and cuRAND declared, and `_driver` stated host-only.
     text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
     text = text.replace("[python]", '[project.cuda-env]\nLDFLAGS = "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib"\n'
-                        f'CPATH = "{profiler / "nvidia" / "cu13" / "include"}"\n\n[cuda.runtime.13]\nrequirements = '
-                        '["nvidia-cuda-runtime>=13,<14; platform_system == \'Linux\'", '
-                        '"nvidia-curand>=10,<11; platform_system == \'Linux\'"]\n\n[python]', 1)
+                        f'CPATH = "{profiler / "nvidia" / "cu13" / "include"}"\n\n[cuda.runtime.13]\nmode = "static"\n'
+                        'requirements = ["nvidia-curand>=10,<11; platform_system == \'Linux\'"]\n\n[python]', 1)
+    text += ('\n[[check.libraries]]\nfiles = ["pycuda/_driver*.so"]\nhost-only = true\nreason = "the driver API '
+             'wrapper: links libcuda and cuRAND, no kernels of its own"\n')
     (src / "buildrows.toml").write_text(text)
     write_driver_stub(libraries_root, dict(os.environ))  # lib64/stubs/libcuda.so, where pycuda's configure looks
     # pycuda's configure takes the root of the nvcc first on PATH (CUDACXX and CUDA_HOME play no part).
@@ -414,8 +426,13 @@ def test_pycuda_host_only_cuda_through_its_own_configure(cli: Callable[..., Resu
     out = tmp_path / "dist"
     r = cli("build", CUDA, "--wheel-dir", str(out))
     assert r.code == 0, r.out + r.err
+    said = r.out + r.err
+    assert "host-only, as stated: pycuda/_driver" in said and "RPATH entries reach the directories of the " \
+        "declared nvidia-curand" in said, said
     (cuda,) = out.glob("*+cu130*.whl")
     assert _members(cuda) == ["_driver", "_pvt_struct"]
+    r = cli("check", str(cuda), "--row", CUDA)
+    assert r.code == 0 and "verdict: PASS" in r.out, r.out + r.err
     _install(cuda, tmp_path / "cuda")
     ran = _run("import pycuda, pycuda._pvt_struct as s; print(pycuda.VERSION_TEXT, s.calcsize('iid'))",
                tmp_path / "cuda")
