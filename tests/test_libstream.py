@@ -342,3 +342,30 @@ def test_reads_further_on_go_on_from_where_the_last_stopped(tmp_path: Path) -> N
     next(pieces)
     pieces.close()  # a reader that stops early leaves the cursor at the end of the piece it took
     assert stream.read((2 << 20) + 5, 1 << 15) == data[(2 << 20) + 5:(2 << 20) + 5 + (1 << 15)]
+
+
+def test_pass_inflater_without_copy_reads_again_from_the_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ISA-L's inflater cannot be copied: a stream inflated with it keeps no checkpoint but the
+    start, and a range asked for afterwards still comes back right (inflated again from the start,
+    or on from where the last read stopped)."""
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    assert inflate.pass_inflater() is isal_zlib
+    monkeypatch.setitem(sys.modules, "isal", None)  # not installed: the copyable inflater
+    assert inflate.pass_inflater() is inflate.inflater_module()
+    with pytest.raises(ImportError):
+        inflate.pass_inflater("isal")
+    monkeypatch.setenv("BUILDROWS_INFLATER", "zlib")
+    assert inflate.pass_inflater() is zlib
+    monkeypatch.undo()
+    rng = random.Random(27)
+    data = bytes(rng.getrandbits(8) if i % 7 == 0 else 65 + i % 23 for i in range(300_000))
+    packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+    path = tmp_path / "member"
+    path.write_bytes(packer.compress(data) + packer.flush())
+    stream = MemberStream(lambda: path.open("rb"), 0, path.stat().st_size, len(data), zlib.crc32(data),
+                          deflated=True, module=isal_zlib, out_chunk=3000, in_chunk=1000, checkpoint_interval=50000)
+    assert b"".join(piece for _, piece in stream.chunks()) == data
+    assert len(stream.checkpoints) == 1  # nothing to copy
+    for start in sorted(rng.randrange(len(data)) for _ in range(10)):
+        assert stream.read(start, 5000) == data[start : start + 5000]
+    assert stream.read(100, 10) == data[100:110]  # behind the cursor: from the start again
