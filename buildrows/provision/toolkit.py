@@ -269,6 +269,7 @@ def _finish_layout(root: Path, layout: str, triple: str, windows: bool = False) 
 #: CUDA_ERROR_STUB_LIBRARY: what every function of NVIDIA's own stub returns when run.
 STUB_RESULT = 34
 _DRIVER_FUNCTION = re.compile(r"\bCUresult\s+(?:CUDAAPI\s+)?(cu[A-Za-z0-9_]+)\s*\(")
+_RENAME = re.compile(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+(cu[A-Za-z0-9_]+)\s*$", re.MULTILINE)
 #: The toolkit's headers that declare driver API entry points (libcuda.so.1 exports them all): cuda.h
 #: (required), then the profiler API (cuProfilerStart, cuProfilerStop, cuProfilerInitialize) and the
 #: graphics interop APIs, each read where the toolkit has it.
@@ -339,15 +340,22 @@ def write_driver_stub(root: Path, env: Mapping[str, str]) -> Path:
             (stand_ins / rel).write_text("/* buildrows: stand-in for the driver stub's preprocessing */\n")
         for name in headers:
             path = include / name
+            raw = path.read_text(encoding="utf-8", errors="replace")
             texts = []
             for defines in ((), ("-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1",)):
                 got = subprocess.run([cc, "-E", "-P", *defines, "-I", str(include), "-idirafter", str(stand_ins),
                                       "-x", "c", str(path)], capture_output=True, text=True, check=False)
-                if got.returncode != 0:
+                if got.returncode != 0 and name == "cuda.h":
                     raise Refused(f"{cc} could not preprocess {path} for the driver stub: {got.stderr.strip()[:300]}\n"
                                   "    fix: check the C compiler (or set CC to one that works)")
+                if got.returncode != 0:
+                    # An interop header that includes what neither the system nor a stand-in has: its
+                    # declarations as written, and the versioned names its #defines map them to.
+                    texts = [" ".join(f"CUresult {b}(" for a, b in _RENAME.findall(raw)
+                                      if re.search(rf"\b{a}\s*\(", raw))]
+                    break
                 texts.append(got.stdout)
-            found = driver_functions(path.read_text(encoding="utf-8", errors="replace"), texts)
+            found = driver_functions(raw, texts)
             if name == "cuda.h" and "cuInit" not in found:
                 raise Refused(f"{header} declares no cuInit: not the driver API's header, no stub written\n"
                               "    fix: check the toolkit's include/cuda.h")
