@@ -128,7 +128,7 @@ def _policy(tmp_path: Path) -> Path:
     return path
 
 
-def test_init_writes_mode_none_and_doctor_names_the_path_lookup(tmp_path: Path, cli: Callable[..., Result],
+def test_init_writes_mode_none_for_a_project_that_links_no_runtime(tmp_path: Path, cli: Callable[..., Result],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     src = _project(tmp_path)
     monkeypatch.chdir(src)
@@ -212,7 +212,7 @@ def _exported(stub: Path) -> set[str]:
 def test_toolkit_libraries_bring_the_profiler_header_and_a_stub_of_every_driver_header(
         tmp_path: Path, mirror: tuple[str, Path]) -> None:  # noqa: F811 (the fixture)
     url, root = mirror
-    comps = {k: list(v) for k, v in MINIMAL.items()}
+    comps: dict[str, list[tuple[str, bytes | None, str | None, bytes]]] = {k: list(v) for k, v in MINIMAL.items()}
     comps["cuda_cudart"] += [("include/cuda.h", DRIVER_H, None, b"file"), ("include/cudaGL.h", GL_H, None, b"file")]
     for lib in ("libcublas", "libcusparse", "libcusolver", "libcurand", "libcufft"):
         comps[lib] = [(f"include/{lib.removeprefix('lib')}.h", b"//", None, b"file")]
