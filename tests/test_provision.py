@@ -460,7 +460,8 @@ def test_pypi_pins_make_a_compiler_at_one_release() -> None:
         assert all(rel.release in a.filename for a in rel.artifacts if a.component in
                    ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-runtime"))
         libs = {a.component for a in sources.pypi_release(train, "linux-x86_64", libraries=True).artifacts} - names
-        assert libs == {"nvidia-cublas", "nvidia-cusparse", "nvidia-cusolver", "nvidia-curand", "nvidia-cufft"}
+        assert libs == {"nvidia-cublas", "nvidia-cusparse", "nvidia-cusolver", "nvidia-curand", "nvidia-cufft",
+                        "nvidia-cuda-profiler-api"}  # cudaProfiler.h, beside cuda.h (pycuda 2026.1 includes it)
 
 
 def test_cuda_12_has_no_pypi_compiler() -> None:

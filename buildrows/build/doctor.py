@@ -636,7 +636,8 @@ def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[
         used = cuda_components(cmake_source_dir(project, driver), row_live(row, project, driver, env))
     else:
         used = setup_py_cuda_libraries(project)
-    if not used:
+    on_path = None if cmake else setup_py_nvcc_from_path(project)
+    if not used and on_path is None:
         return []
     from buildrows.plan.row import cached_toolkit, plan_row
 
@@ -647,8 +648,34 @@ def check_cuda_components(row: Row, project: Path, policy: Policy, env: Mapping[
     root = plan.cuda_home
     if root is None:
         return []
-    return check_toolkit_components(row, root, used, cached=cached_toolkit(row, env),
-                                    stops="CMake would stop at it" if cmake else "the compiler or the linker would stop at it")
+    out: list[Finding] = []
+    if on_path is not None:
+        out.append(Finding("nvcc on PATH", "note", f"setup.py takes its CUDA root from the first nvcc on PATH "
+                           f"({on_path}), not from CUDA_HOME or CUDACXX: `buildrows build` puts {root}/bin first on "
+                           "the build's PATH, so it builds with the toolkit judged here",
+                           f"building it another way (pip with `buildrows env`), put {os.path.join(root, 'bin')} "
+                           "first on PATH yourself"))
+    if used:
+        out += check_toolkit_components(row, root, used, cached=cached_toolkit(row, env),
+                                        stops="CMake would stop at it" if cmake else
+                                        "the compiler or the linker would stop at it")
+    return out
+
+
+_NVCC_ON_PATH = re.compile(r"""\b(?:search_on_path|which|find_executable)\s*\(\s*\[?\s*["']nvcc[^)\n]*\)""")
+
+
+def setup_py_nvcc_from_path(project: Path) -> str | None:
+    """Where a setup.py looks nvcc up on PATH to find its CUDA root ("setup.py:LINE ..."): pycuda's
+    `search_on_path(["nvcc", "nvcc.exe"])`, `shutil.which("nvcc")`; None when it does not."""
+    try:
+        text = (project / "setup.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    m = _NVCC_ON_PATH.search(text)
+    if m is None:
+        return None
+    return f"setup.py:{text.count(chr(10), 0, m.start()) + 1} {m.group(0)}"
 
 
 #: The CUDA libraries a setup.py's extensions link by name (`libraries=[...]`, `-lNAME`), as the
@@ -659,17 +686,70 @@ _SETUP_PY_LIBRARIES = {"cuda": "cuda_driver", "cudart": "cudart", "cudart_static
                        "nvidia-ml": "nvml", "cupti": "cupti"}
 _LIBRARIES_ARG = re.compile(r"\blibraries\s*=\s*\[([^\]]*)\]")
 _LINK_FLAG = re.compile(r"""["']-l([A-Za-z0-9_-]+)["']""")
+#: aksetup's configure schema (pycuda, pyopencl): `Libraries("CURAND", ["curand"])` declares the
+#: option CURAND_LIBNAME with its default; the build links it where setup.py reads conf["CURAND_LIBNAME"].
+_AKSETUP_LIBRARIES = re.compile(r"""\bLibraries\s*\(\s*["']([A-Za-z0-9_]+)["']\s*,\s*\[([^\]]*)\]""")
+#: A siteconf.py (aksetup's configure output) or setup.cfg value that replaces a default.
+_SITECONF_LIBNAME = re.compile(r"^\s*([A-Za-z0-9_]+)_LIBNAME\s*=\s*\[([^\]]*)\]", re.MULTILINE)
+
+
+def _names(text: str) -> list[str]:
+    return re.findall(r"""["']([^"']+)["']""", text)
+
+
+def _setup_cfg_libraries(project: Path) -> tuple[list[str], str] | None:
+    """setup.cfg's [build_ext] libraries (distutils' option: names separated by spaces or commas)."""
+    import configparser
+
+    path = project / "setup.cfg"
+    if not path.is_file():
+        return None
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read(path, encoding="utf-8")
+        if parser.has_option("build_ext", "libraries"):
+            value = parser.get("build_ext", "libraries")
+            return [n for n in re.split(r"[\s,]+", value) if n], value.strip()
+    except configparser.Error:
+        return None
+    return None
 
 
 def setup_py_cuda_libraries(project: Path) -> dict[str, str]:
     """The CUDA libraries a setup.py links its extensions with, each with where it is first named
     ("setup.py:LINE libraries=[...]"): pyvkfft 2025.1.1's `libraries=['nvrtc', 'cuda']`, whose
-    nvrtc.h the machine's nvcc-only toolkit lacked while doctor said the row was ready."""
+    nvrtc.h the machine's nvcc-only toolkit lacked while doctor said the row was ready; `-lNAME`
+    flags; setup.cfg's [build_ext] libraries; and an aksetup configure schema's
+    `Libraries("CUDADRV", ["cuda"])` whose CUDADRV_LIBNAME the setup.py reads (pycuda 2026.1: the
+    driver API and cuRAND; its Libraries("CUDART", ["cudart"]) is declared and never read, so not
+    linked), with the value a siteconf.py gives it instead of the default."""
     try:
         text = (project / "setup.py").read_text(encoding="utf-8", errors="replace")
     except OSError:
         return {}
     found: dict[str, str] = {}
+    try:
+        siteconf = (project / "siteconf.py").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        siteconf = ""
+    configured = {m.group(1): (_names(m.group(2)), m.group(0).strip()) for m in _SITECONF_LIBNAME.finditer(siteconf)}
+    for m in _AKSETUP_LIBRARIES.finditer(text):
+        option = m.group(1)
+        rest = text[:m.start()] + text[m.end():]
+        if not re.search(rf"""["']{option}_LIBNAME["']""", rest):
+            continue  # declared, never read: not linked
+        line = text.count("\n", 0, m.start()) + 1
+        names, where = _names(m.group(2)), f"setup.py:{line} {m.group(0).strip()}) ({option}_LIBNAME)"
+        if option in configured:
+            names, where = configured[option][0], f"siteconf.py {configured[option][1]}"
+        for name in names:
+            if name in _SETUP_PY_LIBRARIES:
+                found.setdefault(_SETUP_PY_LIBRARIES[name], where)
+    cfg = _setup_cfg_libraries(project)
+    if cfg is not None:
+        for name in cfg[0]:
+            if name in _SETUP_PY_LIBRARIES:
+                found.setdefault(_SETUP_PY_LIBRARIES[name], f"setup.cfg [build_ext] libraries = {cfg[1]}")
     for m in _LIBRARIES_ARG.finditer(text):
         for name in re.findall(r"""["']([^"']+)["']""", m.group(1)):
             if name in _SETUP_PY_LIBRARIES:

@@ -226,6 +226,28 @@ def with_environment_bin(bp: BuildPlan, python: str, base_env: Mapping[str, str]
     return replace(bp, commands=tuple(commands))
 
 
+def with_cuda_bin_on_path(bp: BuildPlan, plan: RowPlan, base_env: Mapping[str, str]) -> BuildPlan:
+    """A setup.py build of a CUDA row with the row's CUDA root's `bin` first on every command's PATH:
+    a setup.py that takes its toolkit from the first `nvcc` on PATH (pycuda 2026.1's aksetup
+    configure: CUDA_ROOT is that nvcc's parent; CUDA_HOME and CUDACXX play no part) builds with the
+    row's toolkit, the one doctor judged, not with whatever nvcc the machine's PATH has first
+    (/usr/local/bin/nvcc, a wrapper whose parent /usr/local has no cuda.h). Unchanged when the
+    root has no bin/nvcc."""
+    from dataclasses import replace
+
+    root = plan.cuda_home
+    if root is None or plan.compiler is None:
+        return bp
+    cuda_bin = os.path.join(root, "bin")
+    if not os.path.isfile(os.path.join(cuda_bin, os.path.basename(plan.compiler.path))):
+        return bp
+    commands = []
+    for cmd in bp.commands:
+        path = cmd.environment(base_env).get("PATH", "")
+        commands.append(replace(cmd, env=(*cmd.env, ("PATH", os.pathsep.join(p for p in (cuda_bin, path) if p)))))
+    return replace(bp, commands=tuple(commands))
+
+
 def with_ccache_on_path(bp: BuildPlan, cache: CompilerCache, base_env: Mapping[str, str]) -> BuildPlan:
     """A setup.py build with `ccache` (the row's compiler cache) first on every command's PATH,
     where torch.utils.cpp_extension looks for it (CompilerCache.on_path)."""

@@ -683,6 +683,11 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         ui.info(f"  {epoch}")
     if cache is not None and driver == "setup.py":
         bp = drivers.with_ccache_on_path(bp, cache, base_env)
+    if driver == "setup.py" and row.is_cuda:
+        unchanged = bp
+        bp = drivers.with_cuda_bin_on_path(bp, plan, base_env)  # a setup.py that finds nvcc on PATH (pycuda)
+        if bp is not unchanged:
+            ui.info(f"  PATH: {plan.cuda_home}/bin first, so a setup.py that finds nvcc on PATH builds with the row's toolkit")
     for path, text in bp.files:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")

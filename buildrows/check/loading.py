@@ -349,14 +349,14 @@ class _Resolver:
 
     def _unreached(self, member: str, name: str, rpaths: tuple[str, ...]) -> str:
         """The problem when `name`, carried by a declared NVIDIA package, is reached by no RPATH
-        entry of `member` in a mode where nothing else loads it (dynamic, static, without torch):
+        entry of `member` in a mode where nothing else loads it (dynamic, static, none, without torch):
         the loader does not look in site-packages/nvidia/*/lib, so `import` fails even where the
         package is installed (pyvkfft 2025.1.1's libnvrtc.so.13). The runtime (libcudart) is
         runtime-reached's to judge; "" when reached or not to be judged here."""
         from buildrows.check.nvidia import packages
 
         exp = self.exp
-        if (exp.mode not in ("dynamic", "static") or self.torch_required or exp.loose
+        if (exp.mode not in ("dynamic", "static", "none") or self.torch_required or exp.loose
                 or not exp.platform.startswith("linux") or name.startswith("libcudart.so")):
             return ""
         pkg = packages().get(self.carriers[name].split(" ", 1)[0])
@@ -633,6 +633,25 @@ def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None)
     return None
 
 
+def _runtime_linked_in(exp: Expectation, info: Artifact, inputs: LoadInputs) -> list[str]:
+    """Runtime mode "none" (the wheel links no CUDA runtime): each library that carries the CUDA
+    runtime's entry points or its fat-binary registration (cudart linked in statically, nvcc's
+    default when it links) contradicts it. runtime-reached judges a libcudart it NEEDS."""
+    assert exp.cuda is not None
+    out = []
+    for lib in info.libraries:
+        syms = inputs.libraries.get(lib.path)
+        if lib.format != "elf" or syms is None:
+            continue
+        found = sorted((set(syms.cuda_markers) | set(syms.exported)) & _RUNTIME_SYMBOLS)
+        if found:
+            out.append(f"{lib.path} carries the CUDA runtime's entry points ({', '.join(found)}): cudart is linked in "
+                       f"statically, but [cuda.runtime.{exp.cuda.major}] mode is \"none\" (the wheel links no CUDA "
+                       "runtime); fix: set mode = \"static\", or build it without the runtime (nvcc -cudart none, "
+                       "CMake CUDA_RUNTIME_LIBRARY None)")
+    return out
+
+
 def check_host_code(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckResult | None:
     """CPU row: no library needs a GPU runtime. CUDA row: a host-only rule names libraries that are
     CUDA host code indeed; unstated host CUDA libraries are listed. None when there is nothing to say."""
@@ -655,7 +674,7 @@ def check_host_code(exp: Expectation, info: Artifact, inputs: LoadInputs) -> Che
             "row with the project's CUDA switch off, or check the wheel as the CUDA row it is (--cuda TRAIN)"
             for p, why in found])
     stated: list[str] = []
-    problems: list[str] = []
+    problems: list[str] = _runtime_linked_in(exp, info, inputs) if exp.mode == "none" else []
     evidence = dict(found)
     for lib in info.libraries:
         rule, _ = library_rule(exp, lib.path)
@@ -672,9 +691,12 @@ def check_host_code(exp: Expectation, info: Artifact, inputs: LoadInputs) -> Che
     if problems:
         return CheckResult(name, False, problems)
     unstated = [f"{p} ({why})" for p, why in found if not any(s.startswith(p + " ") for s in stated)]
-    if not stated and not unstated:
+    read = sum(1 for lib in info.libraries if lib.format == "elf" and lib.path in inputs.libraries)
+    none = [f"runtime mode none: none of the {read} libraries read carries the CUDA runtime's entry points "
+            "(no cudart linked in)"] if exp.mode == "none" else []
+    if not stated and not unstated and not none:
         return None
-    details = [f"host-only, as stated: {s}" for s in stated]
+    details = none + [f"host-only, as stated: {s}" for s in stated]
     if unstated:
         details.append("CUDA host code without device code (state it with [[check.libraries]] host-only = true and "
                        "its reason if it is meant): " + ", ".join(unstated))

@@ -253,7 +253,7 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
     # project finds the libraries it loads, and how a dynamic or static one's loader finds the
     # package's libraries it NEEDS (pyvkfft's libnvrtc.so.13 beside a cudart linked in statically;
     # libraries-load asks for exactly that entry).
-    preload_dirs = _declared_dirs(exp, info) if exp.mode in ("preload", "dynamic", "static") else {}
+    preload_dirs = _declared_dirs(exp, info) if exp.mode in ("preload", "dynamic", "static", "none") else {}
     reached_packages: set[str] = set()
     for lib in elf:
         origin = _install_dir(lib.path)
@@ -315,8 +315,9 @@ def _runtime_mode_problems(exp: Expectation, elf: list[LibraryInfo], found: list
             found.append(("the wheel" if not exp.loose else "these files",
                           f"no shipped library links the CUDA runtime (libcudart.so.{major}) dynamically, yet {where} "
                           f"is \"dynamic\" ({len(elf)} libraries inspected); if the libraries link cudart statically "
-                          f"(CMake's CUDA::cudart_static, CUDA_RUNTIME_LIBRARY Static) set mode = \"static\", if torch "
-                          "brings it set mode = \"torch\""))
+                          f"(CMake's CUDA::cudart_static, CUDA_RUNTIME_LIBRARY Static) set mode = \"static\", if they "
+                          "link no CUDA runtime at all (the driver API, NVRTC or CUDA libraries only) set mode = "
+                          "\"none\", if torch brings it set mode = \"torch\""))
         for lib in linking:
             if target is not None and not _reaches(lib, target):
                 found.append((lib.path, f"links {', '.join(_links_cudart(lib))} but no RPATH/RUNPATH entry reaches "
@@ -327,6 +328,12 @@ def _runtime_mode_problems(exp: Expectation, elf: list[LibraryInfo], found: list
             found.append((lib.path, f"links {', '.join(_links_cudart(lib))} dynamically, but {where} is \"static\": "
                                     "no runtime is declared for it to load; link cudart statically "
                                     "(CUDA_RUNTIME_LIBRARY Static), or set mode = \"dynamic\""))
+    elif exp.mode == "none":
+        for lib in linking:
+            found.append((lib.path, f"links {', '.join(_links_cudart(lib))}, but {where} is \"none\" (the wheel "
+                                    "links no CUDA runtime): nothing declares the runtime for it to load; fix: set "
+                                    "mode = \"dynamic\" (the runtime package is then declared and reached), or build "
+                                    "it without cudart (setup.py: drop 'cudart' from libraries; nvcc: -cudart none)"))
 
 
 def _rpath_fix(path: str, target: str) -> str:
@@ -356,6 +363,9 @@ def _mode_summary(exp: Expectation, elf: list[LibraryInfo], target: str | None) 
     linking = [lib for lib in elf if _links_cudart(lib)]
     if exp.mode == "static":
         return f"runtime mode static: none of the {len(elf)} libraries links libcudart dynamically"
+    if exp.mode == "none":
+        return (f"runtime mode none: none of the {len(elf)} libraries links libcudart (the static runtime is "
+                "judged by cuda-host-code)")
     if exp.mode == "torch":
         return (f"runtime mode torch: {len(linking)} libraries link the CUDA runtime, which importing torch loads; "
                 "no entry points outside the wheel")

@@ -79,5 +79,7 @@ def _wheel_metadata(project: Path, policy_path: Path, ui: UI) -> None:
         ui.print(str(target))
     if cuda is not None and cuda.runtime is not None and cuda.runtime.mode == "dynamic" and cuda.runtime.library_dir:
         advice += adopt.rpath_advice(project, pol.project.driver, cuda.runtime.library_dir)
+    elif cuda is not None and cuda.runtime is not None and cuda.runtime.mode == "none" and cuda.runtime.requirements:
+        advice += adopt.library_rpath_advice(project, pol.project.driver, cuda.runtime.requirements)
     for line in advice:
         ui.info(line)

@@ -152,8 +152,10 @@ def _below_one(version: str) -> bool:
         return False
 
 
-def rpath_advice(project: Path, driver: str, library_dir: str) -> list[str]:
-    """What to set so a CUDA row's library reaches the runtime wheel's directory, when the build
+def rpath_advice(project: Path, driver: str, library_dir: str, what: str = "libcudart",
+                 by: str = "the runtime requirement") -> list[str]:
+    """What to set so a CUDA row's library reaches the runtime wheel's directory (or, `what` and
+    `by`, the directory of the NVIDIA packages carrying the CUDA libraries it links), when the build
     files set no RPATH at all (one printed hint; `buildrows check` names the entry per library)."""
     entry = f"$ORIGIN/../{library_dir}"
     if driver in ("scikit-build-core", "cmake-presets"):
@@ -161,8 +163,8 @@ def rpath_advice(project: Path, driver: str, library_dir: str) -> list[str]:
                  if "build" not in p.relative_to(project).parts[:1]]
         if any("INSTALL_RPATH" in t for t in texts):
             return []
-        return [f"CMakeLists.txt sets no INSTALL_RPATH: a CUDA row's extension must find libcudart in "
-                f"site-packages/{library_dir}, where the runtime requirement installs it. For a module installed one "
+        return [f"CMakeLists.txt sets no INSTALL_RPATH: a CUDA row's extension must find {what} in "
+                f"site-packages/{library_dir}, where {by} installs it. For a module installed one "
                 f"directory below site-packages, add set_target_properties(TARGET PROPERTIES INSTALL_RPATH "
                 f"\"{entry}\") (`buildrows check` names the entry each library needs)"]
     if driver == "setup.py":
@@ -172,8 +174,32 @@ def rpath_advice(project: Path, driver: str, library_dir: str) -> list[str]:
             return []
         if "$ORIGIN" in text or "runtime_library_dirs" in text:
             return []
-        return [f"setup.py sets no RPATH: a CUDA row's extension must find libcudart in site-packages/{library_dir}, "
-                f"where the runtime requirement installs it. For an extension one directory below site-packages, pass "
-                f"Extension(..., runtime_library_dirs=[\"{entry}\"]) (`buildrows check` names the entry each library "
+        return [f"setup.py sets no RPATH: a CUDA row's extension must find {what} in site-packages/{library_dir}, "
+                f"where {by} installs it. For an extension one directory below site-packages, pass "
+                f"Extension(..., runtime_library_dirs=[\"{entry}\"]), or, leaving setup.py as it is, give the policy "
+                f"[project.cuda-env] LDFLAGS = \"-Wl,-rpath,{entry}\" (`buildrows check` names the entry each library "
                 "needs)"]
     return []
+
+
+def library_rpath_advice(project: Path, driver: str, requirements: tuple[str, ...]) -> list[str]:
+    """Runtime mode "none" with NVIDIA library packages declared (pycuda's nvidia-curand): the RPATH
+    hint for the directory each installs its libraries in."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    from buildrows.check.nvidia import packages
+
+    known = packages()
+    by_dir: dict[str, list[str]] = {}
+    for text in requirements:
+        try:
+            name = Requirement(text).name
+        except InvalidRequirement:
+            continue
+        if name in known:
+            by_dir.setdefault(known[name].dir, []).append(name)
+    out: list[str] = []
+    for directory, names in sorted(by_dir.items()):
+        sonames = ", ".join(so for n in names for so in known[n].sonames)
+        out += rpath_advice(project, driver, directory, what=sonames, by=" and ".join(names))
+    return out

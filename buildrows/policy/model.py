@@ -11,8 +11,8 @@ from buildrows.policy.archs import ArchList, Train
 Os = Literal["linux", "windows"]
 Machine = Literal["x86_64", "aarch64", "amd64"]
 Driver = Literal["cmake-presets", "scikit-build-core", "setup.py"]
-RuntimeMode = Literal["dynamic", "static", "torch", "preload", "torch-runtime"]
-RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "torch", "preload", "torch-runtime")
+RuntimeMode = Literal["dynamic", "static", "none", "torch", "preload", "torch-runtime"]
+RUNTIME_MODES: tuple[RuntimeMode, ...] = ("dynamic", "static", "none", "torch", "preload", "torch-runtime")
 #: Modes that describe how a project loads CUDA itself: the policy says why (`reason`).
 MODES_WITH_REASON: tuple[RuntimeMode, ...] = ("preload", "torch-runtime")
 
@@ -22,7 +22,8 @@ DOCS: dict[str, str] = {
     "runtime.mode": (
         "How the CUDA runtime reaches the libraries: \"dynamic\" (default: at least one library links it, the "
         "requirement is declared, RPATH reaches library-dir), \"static\" (linked in: nothing links it dynamically, "
-        "no requirement), \"torch\" (a PyTorch extension: requires the torch it was built against, recorded in the "
+        "no requirement), \"none\" (no CUDA runtime at all: the libraries call the driver API, NVRTC or CUDA "
+        "libraries only, e.g. pycuda; none links libcudart or carries the static runtime), \"torch\" (a PyTorch extension: requires the torch it was built against, recorded in the "
         "wheel or given with `check --torch`), \"preload\" (the project loads NVIDIA's library wheels itself: "
         "ctypes, a path finder, dlopen; the declared NVIDIA packages must carry the sonames the libraries NEED) or "
         "\"torch-runtime\" (a kernel library loaded with ctypes that uses torch's CUDA runtime but is not compiled "
@@ -64,7 +65,8 @@ class Runtime(Frozen):
 
     `mode` is how the CUDA runtime reaches the libraries: `dynamic` (linked from the runtime
     wheel, which is declared and reached through RPATH), `static` (linked in; nothing links it
-    dynamically) or `torch` (a PyTorch extension: torch brings the runtime, and the wheel pins the
+    dynamically), `none` (no CUDA runtime at all, linked or linked in: the driver API, NVRTC or CUDA
+    libraries only) or `torch` (a PyTorch extension: torch brings the runtime, and the wheel pins the
     torch it was built against); `preload` and `torch-runtime` see DOCS["runtime.mode"].
     `library_dir` is empty unless the mode is dynamic.
     """

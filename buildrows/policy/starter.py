@@ -48,6 +48,11 @@ class ProjectFacts:
     switches: tuple[str, ...] = ()  # environment switches the setup.py reads ("!NAME": one that means CPU)
     cudart_static: str | None = None  # where its CMake links CUDA::cudart_static, naming no CUDA::cudart
     finds_cuda: str | None = None  # where its CMake looks for CUDA without requiring it (no switch of its own)
+    #: What it links when it links the driver API, NVRTC or CUDA libraries and no CUDA runtime (runtime
+    #: mode "none"), with where each is named; None otherwise.
+    no_runtime: str | None = None
+    #: The CUDA components it links then (doctor's names: cuda_driver, curand, ...).
+    linked: tuple[str, ...] = ()
 
 
 #: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
@@ -150,8 +155,85 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
         if m:
             option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
     static, finds = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None)
+    linked = {} if torch else _links_without_runtime(project, driver, runs_cmake)
     return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches, static,
-                        None if option else finds)
+                        None if option else finds, _linked_text(linked) if linked else None, tuple(linked))
+
+
+#: How init's comment names what a project links (the CUDA components of buildrows.build.doctor).
+_COMPONENT_NAMES = {"cuda_driver": "the driver API", "nvrtc": "NVRTC", "curand": "cuRAND", "cublas": "cuBLAS",
+                    "cublasLt": "cuBLASLt", "cufft": "cuFFT", "cufftw": "cuFFTW", "cusolver": "cuSOLVER",
+                    "cusparse": "cuSPARSE", "nvJitLink": "nvJitLink", "nvml": "NVML", "cupti": "CUPTI"}
+#: Components the driver installs (libcuda, libnvidia-ml) or that are headers only: no package to declare.
+_NOT_PACKAGED = ("cuda_driver", "nvml", "nvtx3", "toolkit")
+#: A setup.py that compiles CUDA with nvcc (a .cu source, torch's CUDAExtension, a compiler swapped in):
+#: nvcc links cudart statically by default, so it has a runtime.
+_COMPILES_CUDA = re.compile(r"""\.cu["']|\bCUDAExtension\b|\bsrc_extensions\b|\bcompiler_so\b""")
+
+
+def _links_without_runtime(project: Path, driver: Driver, runs_cmake: bool) -> dict[str, str]:
+    """The CUDA components (with where each is named) of a project that links the driver API,
+    NVRTC or CUDA libraries and no CUDA runtime: pycuda 2026.1's setup.py (aksetup's
+    Libraries("CUDADRV", ["cuda"]) and Libraries("CURAND", ["curand"]), only .cpp compiled by the
+    host compiler); a CMake project naming CUDA::cuda_driver or CUDA::nvrtc, no CUDA::cudart*, and
+    no CUDA language (whose targets link cudart, statically by default). Empty otherwise."""
+    from buildrows.build.doctor import (
+        cmake_files,
+        cmake_source_dir,
+        cuda_components,
+        setup_py_cuda_libraries,
+    )
+
+    if driver == "setup.py" and not runs_cmake:
+        used = setup_py_cuda_libraries(project)
+        try:
+            text = (project / "setup.py").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return {}
+        if _COMPILES_CUDA.search(text):
+            return {}
+    elif driver != "setup.py":
+        source = cmake_source_dir(project, driver)
+        used = cuda_components(source)
+        if any(_CUDA_LANGUAGE.search(text) for _, text in cmake_files(source)):
+            return {}
+    else:
+        return {}  # a setup.py that runs CMake: its CMake is not read here
+    used = {k: v for k, v in used.items() if k in _COMPONENT_NAMES or k.removesuffix("_static") in _COMPONENT_NAMES}
+    if not used or any(k.startswith("cudart") for k in used):
+        return {}
+    return used
+
+
+def _linked_text(linked: dict[str, str]) -> str:
+    return "; ".join(f"{_COMPONENT_NAMES.get(k.removesuffix('_static'), k)} ({where})" for k, where in linked.items())
+
+
+def library_requirements(linked: Sequence[str], major: int) -> tuple[str, ...]:
+    """The NVIDIA packages (of CUDA `major`) that carry the shared CUDA libraries a project links, as
+    requirements pinned to the soname's major ("nvidia-curand>=10,<11; platform_system == 'Linux'")."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    from buildrows.check.nvidia import carriers
+    from buildrows.resources import data_file
+
+    majors = tomllib.loads(data_file("cuda_sonames.toml").read_text(encoding="utf-8")).get("libraries", {})
+    out: list[str] = []
+    for comp in linked:
+        if comp in _NOT_PACKAGED or comp.endswith("_static"):
+            continue
+        soname_major = majors.get(f"lib{comp}", {}).get("majors", {}).get(str(major))
+        if soname_major is None:
+            continue
+        offer = [p for p in carriers(f"lib{comp}.so.{soname_major}")
+                 if not re.search(r"-cu\d+$", p) or p.endswith(f"-cu{major}")]
+        if offer:
+            req = f"{offer[0]}>={soname_major},<{soname_major + 1}; platform_system == 'Linux'"
+            if req not in out:
+                out.append(req)
+    return tuple(out)
 
 
 _CUDA_LANGUAGE = re.compile(r"^[ \t]*(?:enable_language\s*\(\s*CUDA\b|project\s*\([^)]*\bLANGUAGES\b[^)]*\bCUDA\b)",
@@ -251,6 +333,14 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
             lines += ["", f"[cuda.runtime.{cuda.train.major}]",
                       f'mode = "static"  # its CMake links the runtime statically ({facts.cudart_static}) and never '
                       "CUDA::cudart: the runtime is in the libraries"]
+        elif facts.no_runtime:
+            lines += ["", f"[cuda.runtime.{cuda.train.major}]",
+                      f'mode = "none"  # it links {facts.no_runtime}, and no CUDA runtime'
+                      + (" (compiles no CUDA with nvcc)" if facts.driver == "setup.py" else " (no CUDA language)")]
+            reqs = library_requirements(facts.linked, cuda.train.major)
+            if reqs:
+                lines.append("requirements = [" + ", ".join(_q(r) for r in reqs) + "]  # the NVIDIA packages that "
+                             "carry the CUDA libraries it links")
     lines += ["", f"[platforms.{platform}]"]
     lines.append(f"trains = [{trains}]" if cuda is not None else
                  "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")

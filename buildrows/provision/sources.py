@@ -1,7 +1,8 @@
 """Where a train's toolkit comes from, as a list of verified artifacts:
 
 - ``pypi``: NVIDIA's wheels on PyPI, pinned by URL and sha256 in `buildrows/data/toolkits.toml`
-  (13.x: nvidia-cuda-nvcc, -crt, nvidia-nvvm, -runtime, -cccl, nvidia-nvtx at one release;
+  (13.x: nvidia-cuda-nvcc, -crt, nvidia-nvvm, -runtime, -cccl, nvidia-nvtx at one release, and with
+  the libraries nvidia-cublas, -cusparse, -cusolver, -curand, -cufft and nvidia-cuda-profiler-api;
   no 12.x package carries nvcc);
 - ``redist``: NVIDIA's redistributable archives, described by `redistrib_X.Y.Z.json` manifests
   (per component and platform: relative_path, sha256, size) under a mirror URL (default NVIDIA's
@@ -40,6 +41,9 @@ COMPILER_COMPONENTS = (("cuda_nvcc", True), ("cuda_crt", False), ("libnvvm", Fal
                        ("cuda_cccl", True), ("cuda_nvtx", False))
 #: The libraries whose headers a PyTorch extension includes (torch/cuda headers pull them in).
 LIBRARY_COMPONENTS = ("libcublas", "libcusparse", "libcusolver", "libcurand", "libcufft")
+#: With the libraries when a release ships them: the driver API's profiler header (cudaProfiler.h,
+#: beside cuda.h in the full installer; pycuda 2026.1 includes it).
+OPTIONAL_LIBRARY_COMPONENTS = ("cuda_profiler_api",)
 _RELEASE = re.compile(r"redistrib_(\d+)\.(\d+)\.(\d+)\.json")
 
 
@@ -164,6 +168,7 @@ def _manifest_artifacts(manifest: dict[str, Any], url: str, mirror: str, platfor
     if key is None:
         raise BadInput(f"buildrows does not know NVIDIA's name for platform {platform}")
     wanted = list(COMPILER_COMPONENTS) + ([(c, True) for c in LIBRARY_COMPONENTS] if libraries else [])
+    wanted += [(c, False) for c in OPTIONAL_LIBRARY_COMPONENTS] if libraries else []
     out: list[Artifact] = []
     for name, required in wanted:
         entry = manifest.get(name)

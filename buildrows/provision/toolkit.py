@@ -3,14 +3,19 @@
 torch.utils.cpp_extension (CUDA_HOME) accept: bin/nvcc, nvvm, include (runtime, crt, CCCL, NVTX,
 and with `libraries` the cuBLAS/cuSPARSE/cuSOLVER/cuRAND/cuFFT headers), lib64 with libcudart.
 
-With `libraries` on Linux it also gets lib64/stubs/libcuda.so, the driver API's link stub that
+With `libraries` it also gets the driver API's profiler header (cudaProfiler.h: nvidia-cuda-profiler-api,
+or the cuda_profiler_api archive) and, on Linux, lib64/stubs/libcuda.so, the driver API's link stub that
 FindCUDAToolkit's CUDA::cuda_driver needs. NVIDIA's redistributable cuda_cudart archive ships one;
 none of PyPI's CUDA 13 wheels does (nvidia-cuda-runtime 13.0.88, 13.0.96 and 13.5.37 carry
 libcudart, libcudart_static and libcudadevrt only; nvidia-nvml-dev carries nvml.h only), so
-buildrows writes it: every function the toolkit's own cuda.h declares (plain and per-thread-stream
-names, as the preprocessor gives them), each returning CUDA_ERROR_STUB_LIBRARY, linked with the
-soname libcuda.so.1. It is for linking only, as NVIDIA's is: at run time the driver's libcuda.so.1
-is loaded.
+buildrows writes it: every function the toolkit's driver API headers declare (`DRIVER_HEADERS`:
+cuda.h, and cudaProfiler.h, cudaGL.h, cudaEGL.h, cudaVDPAU.h where the toolkit has them; plain and
+per-thread-stream names, as the preprocessor gives them), each returning CUDA_ERROR_STUB_LIBRARY,
+linked with the soname libcuda.so.1, as the driver's libcuda exports them all. It is for linking
+only, as NVIDIA's is: at run time the driver's libcuda.so.1 is loaded.
+
+A toolkit assembled from PyPI's pins before a package joined the `--libraries` set (the profiler
+header) gets the missing pinned wheels added when `--libraries` is asked again, not a stale reuse.
 
 It is assembled in a staging directory, checked (its nvcc must run and report the train), given a
 receipt, and only then renamed into place: a toolkit with a receipt is complete, so reusing one is
@@ -129,9 +134,11 @@ def install(train: Train, platform: str, env: Mapping[str, str], *, source: sour
     for), else fetched, verified, unpacked and checked."""
     have = installed(train, platform, env)
     if have is not None and not force and (have.libraries or not libraries):
-        if libraries and have.libraries and platform in TARGETS and _stub_missing(have.root):
-            with _locked(have.root.parent / f".{train.dotted}.lock"):  # assembled before buildrows wrote stubs
-                write_driver_stub(have.root, env)
+        if libraries and have.libraries and platform in TARGETS:
+            with _locked(have.root.parent / f".{train.dotted}.lock"):
+                _add_missing_pins(have, env, progress)  # assembled before a package joined --libraries
+                if _stub_missing(have.root) or _stub_stale(have.root):  # before buildrows wrote (all of) the stub
+                    write_driver_stub(have.root, env)
         return have
     chosen = choose_release(train, platform, env, source=source, libraries=libraries, mirror=mirror, release=release)
     root = toolkit_root(train, platform, env)
@@ -184,6 +191,42 @@ def install(train: Train, platform: str, env: Mapping[str, str], *, source: sour
     return done
 
 
+def _add_missing_pins(have: Toolkit, env: Mapping[str, str], progress: Callable[[str], None] | None) -> None:
+    """A --libraries toolkit from PyPI's pins whose receipt lacks a pinned libraries package (one
+    assembled before nvidia-cuda-profiler-api joined the set): fetch, check and unpack the missing
+    wheels into it, and record them in the receipt. Nothing for another release or source."""
+    if have.source != "pypi":
+        return
+    receipt_path = have.root / RECEIPT
+    try:
+        receipt = json.loads(receipt_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    try:
+        pinned = sources.pypi_release(have.train, have.platform, True,
+                                      env.get(sources.WHEELS_VARIABLE, "").strip() or None)
+    except Refused:
+        return  # the train is no longer pinned: the toolkit is what it was
+    if pinned.release != have.release:
+        return
+    got = {str(a.get("component")) for a in receipt.get("artifacts", []) if isinstance(a, dict)}
+    missing = [a for a in pinned.artifacts if a.component not in got]
+    if not missing:
+        return
+    for art in missing:
+        path = fetch(art, downloads_dir(env), progress)
+        if progress:
+            progress(f"unpack {art.filename} ({art.component}): pinned for --libraries since this toolkit was assembled")
+        unpack(path, art, have.root)
+        receipt.setdefault("artifacts", []).append({"component": art.component, "filename": art.filename,
+                                                    "sha256": art.sha256})
+        if env.get("BUILDROWS_KEEP_DOWNLOADS", "").strip() not in ("1", "true", "yes"):
+            path.unlink(missing_ok=True)
+    tmp = receipt_path.with_name(receipt_path.name + f".{os.getpid()}")
+    tmp.write_text(json.dumps(receipt, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, receipt_path)
+
+
 def _into_targets(art: Artifact, triple: str) -> Artifact:
     """Installer layout for the redistributable archives: headers and libraries under
     targets/<triple>/ (where their nvcc.profile looks: $(TOP)/$(_TARGET_DIR_)/include)."""
@@ -226,15 +269,44 @@ def _finish_layout(root: Path, layout: str, triple: str, windows: bool = False) 
 #: CUDA_ERROR_STUB_LIBRARY: what every function of NVIDIA's own stub returns when run.
 STUB_RESULT = 34
 _DRIVER_FUNCTION = re.compile(r"\bCUresult\s+(?:CUDAAPI\s+)?(cu[A-Za-z0-9_]+)\s*\(")
+_RENAME = re.compile(r"^\s*#\s*define\s+(cu[A-Za-z0-9_]+)\s+(cu[A-Za-z0-9_]+)\s*$", re.MULTILINE)
+#: The toolkit's headers that declare driver API entry points (libcuda.so.1 exports them all): cuda.h
+#: (required), then the profiler API (cuProfilerStart, cuProfilerStop, cuProfilerInitialize) and the
+#: graphics interop APIs, each read where the toolkit has it.
+DRIVER_HEADERS = ("cuda.h", "cudaProfiler.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h")
+#: What the interop headers include from the system (OpenGL, EGL): only names are read, never
+#: types, so where the system lacks them an empty stand-in lets the preprocessor through.
+_SYSTEM_INCLUDES = ("GL/gl.h", "EGL/egl.h", "EGL/eglext.h", "vdpau/vdpau.h")
+#: Beside the stub: the headers it was written from, so a stub written from fewer (an older
+#: buildrows read cuda.h only) is written again.
+_STUB_SOURCES = "buildrows-stub-headers.txt"
 
 
 def _stub_missing(root: Path) -> bool:
     return not (root / "lib64" / "stubs" / "libcuda.so").exists()
 
 
+def _stub_stale(root: Path) -> bool:
+    """A stub buildrows wrote from fewer driver headers than the toolkit has now: its record beside
+    it names fewer, or (written before the record was) it lacks cuProfilerStart where the toolkit
+    has cudaProfiler.h. NVIDIA's own stub (from its archive) exports the profiler API: kept."""
+    stubs = root / "lib64" / "stubs"
+    have = [h for h in DRIVER_HEADERS if (root / "include" / h).is_file()]
+    try:
+        return (stubs / _STUB_SOURCES).read_text(encoding="utf-8").split() != have
+    except OSError:
+        pass
+    if "cudaProfiler.h" not in have:
+        return False
+    try:
+        return b"cuProfilerStart" not in (stubs / "libcuda.so").read_bytes()
+    except OSError:
+        return False
+
+
 def driver_functions(cuda_h: str, preprocessed: Sequence[str] = ()) -> list[str]:
-    """The driver API's function names: those cuda.h declares, and those its declarations become
-    after the preprocessor (cuCtxCreate -> cuCtxCreate_v4, cuMemcpy -> cuMemcpy_ptds), sorted."""
+    """The driver API's function names: those a driver header declares, and those its declarations
+    become after the preprocessor (cuCtxCreate -> cuCtxCreate_v4, cuMemcpy -> cuMemcpy_ptds), sorted."""
     names = set(_DRIVER_FUNCTION.findall(cuda_h))
     for text in preprocessed:
         names.update(_DRIVER_FUNCTION.findall(text))
@@ -242,11 +314,13 @@ def driver_functions(cuda_h: str, preprocessed: Sequence[str] = ()) -> list[str]
 
 
 def write_driver_stub(root: Path, env: Mapping[str, str]) -> Path:
-    """Write root/lib64/stubs/libcuda.so (see the module's docstring) with the host C compiler."""
+    """Write root/lib64/stubs/libcuda.so (see the module's docstring) with the host C compiler, from
+    every header of `DRIVER_HEADERS` the toolkit has (cuda.h must be one)."""
     import subprocess
     import tempfile
 
-    header = root / "include" / "cuda.h"
+    include = root / "include"
+    header = include / "cuda.h"
     cc = shutil.which(env.get("CC") or "cc", path=env.get("PATH")) or shutil.which("gcc", path=env.get("PATH"))
     if not header.is_file():
         raise Refused(f"the toolkit in {root} has no include/cuda.h, so no driver stub (lib64/stubs/libcuda.so) can "
@@ -255,24 +329,42 @@ def write_driver_stub(root: Path, env: Mapping[str, str]) -> Path:
         raise Refused("no C compiler (cc, or $CC) to write the driver stub lib64/stubs/libcuda.so with\n"
                       "    fix: install a C compiler (nvcc needs one as its host compiler too), then run "
                       "`buildrows toolkit install TRAIN --libraries` again")
-    texts = []
-    for defines in ((), ("-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1",)):
-        got = subprocess.run([cc, "-E", "-P", *defines, "-I", str(root / "include"), "-x", "c", str(header)],
-                             capture_output=True, text=True, check=False)
-        if got.returncode != 0:
-            raise Refused(f"{cc} could not preprocess {header} for the driver stub: {got.stderr.strip()[:300]}\n"
-                          "    fix: check the C compiler (or set CC to one that works)")
-        texts.append(got.stdout)
-    names = driver_functions(header.read_text(encoding="utf-8", errors="replace"), texts)
-    if "cuInit" not in names:
-        raise Refused(f"{header} declares no cuInit: not the driver API's header, no stub written\n"
-                      "    fix: check the toolkit's include/cuda.h")
+    headers = [h for h in DRIVER_HEADERS if (include / h).is_file()]
+    names: set[str] = set()
     stubs = root / "lib64" / "stubs"
     stubs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=stubs) as tmp:
+        stand_ins = Path(tmp) / "system"  # searched after the system's own directories (-idirafter)
+        for rel in _SYSTEM_INCLUDES:
+            (stand_ins / rel).parent.mkdir(parents=True, exist_ok=True)
+            (stand_ins / rel).write_text("/* buildrows: stand-in for the driver stub's preprocessing */\n")
+        for name in headers:
+            path = include / name
+            raw = path.read_text(encoding="utf-8", errors="replace")
+            texts = []
+            for defines in ((), ("-DCUDA_API_PER_THREAD_DEFAULT_STREAM=1",)):
+                got = subprocess.run([cc, "-E", "-P", *defines, "-I", str(include), "-idirafter", str(stand_ins),
+                                      "-x", "c", str(path)], capture_output=True, text=True, check=False)
+                if got.returncode != 0 and name == "cuda.h":
+                    raise Refused(f"{cc} could not preprocess {path} for the driver stub: {got.stderr.strip()[:300]}\n"
+                                  "    fix: check the C compiler (or set CC to one that works)")
+                if got.returncode != 0:
+                    # An interop header that includes what neither the system nor a stand-in has: its
+                    # declarations as written, and the versioned names its #defines map them to.
+                    texts = [" ".join(f"CUresult {b}(" for a, b in _RENAME.findall(raw)
+                                      if re.search(rf"\b{a}\s*\(", raw))]
+                    break
+                texts.append(got.stdout)
+            found = driver_functions(raw, texts)
+            if name == "cuda.h" and "cuInit" not in found:
+                raise Refused(f"{header} declares no cuInit: not the driver API's header, no stub written\n"
+                              "    fix: check the toolkit's include/cuda.h")
+            names.update(found)
         source = Path(tmp) / "libcuda_stub.c"
-        source.write_text("/* buildrows: link stub of the CUDA driver API (not loaded at run time) */\n"
-                          + "".join(f"int {n}(void) {{ return {STUB_RESULT}; }}\n" for n in names), encoding="utf-8")
+        source.write_text("/* buildrows: link stub of the CUDA driver API (not loaded at run time), from "
+                          + ", ".join(headers) + " */\n"
+                          + "".join(f"int {n}(void) {{ return {STUB_RESULT}; }}\n" for n in sorted(names)),
+                          encoding="utf-8")
         out = Path(tmp) / "libcuda.so"
         got = subprocess.run([cc, "-shared", "-fPIC", "-O0", "-Wl,-soname,libcuda.so.1", "-o", str(out), str(source)],
                              capture_output=True, text=True, check=False)
@@ -280,6 +372,7 @@ def write_driver_stub(root: Path, env: Mapping[str, str]) -> Path:
             raise Refused(f"{cc} could not link the driver stub: {got.stderr.strip()[:300]}\n"
                           "    fix: check the C compiler (or set CC to one that works)")
         os.replace(out, stubs / "libcuda.so")
+    (stubs / _STUB_SOURCES).write_text(" ".join(headers) + "\n", encoding="utf-8")
     return stubs / "libcuda.so"
 
 
