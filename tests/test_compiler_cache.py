@@ -286,3 +286,29 @@ def test_a_c_compile_hits_across_build_dirs_and_misses_with_other_flags(tmp_path
                        cwd=build, env=env, check=True)
         results.append(cc.read_stats_log(c.stats_log.read_text(encoding="utf-8")).hit("a.c"))
     assert results == [False, True, False]
+
+
+def test_setup_py_nvcc_not_cached_says_why_from_the_build_log(tmp_path: Path) -> None:
+    """A setup.py whose build_ext runs nvcc by its full path (pyvkfft 2025.1.1 does) never meets the
+    ccache first on PATH: the summary says that, from the commands the build's log shows, instead
+    of a torch reason that does not apply; a log with no nvcc command says nothing was compiled."""
+    from buildrows.build.compiler_cache import CacheStats
+    from buildrows.build.orchestrate import _nvcc_runs, _setup_py_cache_text
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "01-build-setup-py-wheel.log").write_text(
+        "running build_ext\n"
+        "/opt/cuda-13.0/bin/nvcc -O3 -gencode arch=compute_90,code=sm_90 -c src/cuda_module.cu -o build/cuda_module.o\n"
+        "/opt/cuda-13.0/bin/nvcc -O3 -c src/other.cu -o build/other.o\n"
+        "x86_64-linux-gnu-g++ -shared build/cuda_module.o -o build/_vkfft_cuda.so\n")
+    runs = _nvcc_runs(logs)
+    assert runs == (2, "/opt/cuda-13.0/bin/nvcc")
+    text = _setup_py_cache_text(CacheStats(compiles=()), True, runs)
+    assert text.startswith("nvcc not cached (2 compiles ran /opt/cuda-13.0/bin/nvcc by its full path, which the "
+                           "ccache first on PATH never sees"), text
+    # Through ccache, the command is not counted as one that bypassed it.
+    (logs / "01-build-setup-py-wheel.log").write_text("/usr/bin/ccache /opt/cuda-13.0/bin/nvcc -c a.cu -o a.o\n")
+    assert _nvcc_runs(logs) == (0, "")
+    assert _setup_py_cache_text(CacheStats(compiles=()), True, (0, "")).startswith(
+        "nvcc not cached (the build's log shows no nvcc command: nothing was compiled by nvcc)")

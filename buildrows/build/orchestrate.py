@@ -4,6 +4,7 @@ its arguments into `BuildOptions` and calls `build_rows`."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -720,7 +721,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
                         f"    fix: check the store; export BUILDROWS_CACHE_REMOTE=off to build without it")
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
-        cache_text = _setup_py_cache_text(stats, row.is_cuda)
+        logs = getattr(ui, "logs", None)
+        cache_text = _setup_py_cache_text(stats, row.is_cuda, _nvcc_runs(logs.directory) if logs is not None else None)
         ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension finds it "
                 "for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); setuptools compiles a plain Extension's "
                 "C/C++ itself")
@@ -763,9 +765,25 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
                       f"kept apart in {wheel.parent}")
 
 
-def _setup_py_cache_text(stats: CacheStats | None, cuda: bool) -> str:
+# A compile command as setuptools and build_ext print it: the compiler first on its line.
+_NVCC_LINE = re.compile(r"^(\S*ccache\s+)?(\S*nvcc)\s+\S", re.MULTILINE)
+
+
+def _nvcc_runs(log_dir: Path) -> tuple[int, str] | None:
+    """How many nvcc commands the row's step logs show that did not go through ccache, and the
+    nvcc they named (None when the logs cannot be read)."""
+    try:
+        text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(log_dir.glob("[0-9]*.log")))
+    except OSError:
+        return None
+    runs = [m.group(2) for m in _NVCC_LINE.finditer(text) if not m.group(1)]
+    return (len(runs), runs[0]) if runs else (0, "")
+
+
+def _setup_py_cache_text(stats: CacheStats | None, cuda: bool, nvcc_runs: tuple[int, str] | None = None) -> str:
     """A setup.py row's cache column: nvcc's compiles and the C/C++ ones apart, and, where none
-    went through the cache, why ("no compiles" after a build that compiled would mislead)."""
+    went through the cache, why ("no compiles" after a build that compiled would mislead): the
+    build's log says whether nvcc ran at all, and by what name (``nvcc_runs``)."""
     compiles = stats.compiles if stats is not None else ()
     nvcc = [c for c in compiles if c[0].lower().endswith(".cu")]
     other = [c for c in compiles if not c[0].lower().endswith(".cu")]
@@ -776,6 +794,12 @@ def _setup_py_cache_text(stats: CacheStats | None, cuda: bool) -> str:
     parts = []
     if nvcc:
         parts.append(f"nvcc {hits(nvcc)}")
+    elif cuda and nvcc_runs is not None and nvcc_runs[0] and "/" in nvcc_runs[1]:
+        count, name = nvcc_runs
+        parts.append(f"nvcc not cached ({count} compile{'s' if count != 1 else ''} ran {name} by its full path, "
+                     "which the ccache first on PATH never sees: the project's build picks nvcc itself)")
+    elif cuda and nvcc_runs is not None and not nvcc_runs[0]:
+        parts.append("nvcc not cached (the build's log shows no nvcc command: nothing was compiled by nvcc)")
     elif cuda:
         parts.append("nvcc not cached (none went through ccache: nothing to compile, TORCH_NO_COMPILER_WRAPPER set, "
                      "or a torch whose cpp_extension runs CUDA_HOME/bin/nvcc itself without ninja)")
