@@ -116,3 +116,11 @@ def test_a_fetchcontent_the_row_serves_from_a_directory_is_no_network_fetch(tmp_
     note = check_network_fetches(tmp_path, given={"FETCHCONTENT_SOURCE_DIR_PYBIND11": str(tmp_path)})
     assert note is not None and note.status == "note" and "file(DOWNLOAD)" in note.seen
     assert "FetchContent_Declare" not in note.seen
+    # Included by a subdirectory as ../cmake/Get.cmake (qsim's pybind_interface/*/): named by its own path.
+    (tmp_path / "cmake").mkdir()
+    (tmp_path / "cmake" / "Get.cmake").write_text(CMAKE.split("include(FetchContent)\n", 1)[1])
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "CMakeLists.txt").write_text("include(../cmake/Get.cmake)\n")
+    (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.25)\nproject(q)\nadd_subdirectory(sub)\n")
+    note = check_network_fetches(tmp_path)
+    assert note is not None and "(cmake/Get.cmake:1 FetchContent_Declare)" in note.seen, note.seen

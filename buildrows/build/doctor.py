@@ -573,7 +573,8 @@ def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = N
 
 def _where(path: Path, source: Path, text: str, at: int) -> str:
     line = text.count("\n", 0, at) + 1
-    return f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}"
+    # normpath: a file a subdirectory includes as ../x.cmake is named once, as x.cmake (qsimcirq 0.22.0)
+    return f"{os.path.normpath(path.relative_to(source) if path.is_relative_to(source) else path)}:{line}"
 
 
 def cuda_components(source: Path, live: Collection[str] | None = None) -> dict[str, str]:
