@@ -111,7 +111,8 @@ def test_a_fetchcontent_the_row_serves_from_a_directory_is_no_network_fetch(tmp_
     assert ok.seen == ("the project's CMake declares FetchContent content the row's cache serves from a directory: "
                        "pybind11 (FETCHCONTENT_SOURCE_DIR_PYBIND11)")
     # Another content's directory serves nothing here; a file(DOWNLOAD) stays a fetch whatever is given.
-    assert check_network_fetches(tmp_path, given={"FETCHCONTENT_SOURCE_DIR_EIGEN": "/x"}).status == "note"  # type: ignore[union-attr]
+    other = check_network_fetches(tmp_path, given={"FETCHCONTENT_SOURCE_DIR_EIGEN": "/x"})
+    assert other is not None and other.status == "note"
     (tmp_path / "CMakeLists.txt").write_text(CMAKE + "file(DOWNLOAD https://example.invalid/x.cmake x.cmake)\n")
     note = check_network_fetches(tmp_path, given={"FETCHCONTENT_SOURCE_DIR_PYBIND11": str(tmp_path)})
     assert note is not None and note.status == "note" and "file(DOWNLOAD)" in note.seen
