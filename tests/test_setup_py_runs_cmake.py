@@ -7,16 +7,21 @@ and its setup.py lists `setup_requires` that `build --no-isolation` refuses to g
 gave it no CPU rows; a CPU row's `CMAKE_CUDA_COMPILER = "NOTFOUND"` was dropped from CMAKE_ARGS
 without a word (the CPU wheel got CUDA, and the module guard stopped it); doctor said "everything
 the row needs is here" where the build stopped at "Unmet dependencies", and kept calling the
-FetchContent a network fetch after the policy served it from a directory.
+FetchContent a network fetch after the policy served it from a directory; the summary said its
+nvcc compiles (of .cpp files CMake compiles as CUDA) never went through ccache.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from buildrows.build import compiler_cache as cc
 from buildrows.build.doctor import check_network_fetches, setup_requires
 from buildrows.policy.load import load_policy
 from tests.conftest import Result
@@ -125,3 +130,32 @@ def test_a_fetchcontent_the_row_serves_from_a_directory_is_no_network_fetch(tmp_
     (tmp_path / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.25)\nproject(q)\nadd_subdirectory(sub)\n")
     note = check_network_fetches(tmp_path)
     assert note is not None and "(cmake/Get.cmake:1 FetchContent_Declare)" in note.seen, note.seen
+
+
+@pytest.mark.skipif(shutil.which("c++") is None or cc.find_ccache(dict(os.environ)) is None,
+                    reason="needs c++ and ccache")
+def test_a_setup_py_rows_nvcc_compiles_are_counted_by_the_launcher_that_ran_them(tmp_path: Path) -> None:
+    """qsimcirq's CMake compiles pybind_main_cuda.cpp and decide.cpp as CUDA: the summary said
+    "nvcc not cached (none went through ccache ...)" and counted them as C/C++, because it told
+    nvcc's compiles by a `.cu` name. The CUDA launcher now writes a stats log of its own."""
+    from buildrows.build.orchestrate import _setup_py_cache_text
+
+    exe = cc.find_ccache(dict(os.environ)) or ""
+    main, nvcc_log = tmp_path / "stats" / "row.log", tmp_path / "stats" / "row-nvcc.log"
+    cache = cc.CompilerCache(exe, tmp_path / "cache", tmp_path, main, "buildrows-test")
+    cc.prepare(cache)
+    env = cache.environment("/tk/bin/nvcc", nvcc_log)
+    assert env["CMAKE_CUDA_COMPILER_LAUNCHER"] == f"{exe};stats_log={nvcc_log}"
+    assert env["CMAKE_CXX_COMPILER_LAUNCHER"] == exe and f"stats_log={nvcc_log} /tk/bin/nvcc" in env["PYTORCH_NVCC"]
+    (tmp_path / "kernel.cpp").write_text("int k() { return 1; }\n")  # a .cpp the CUDA launcher compiles
+    (tmp_path / "host.cpp").write_text("int h() { return 2; }\n")
+    run = {**os.environ, **env}
+    # As CMake runs them: each language's launcher (a CMake list), then the compiler (c++ stands in for nvcc).
+    for launcher, src in ((env["CMAKE_CUDA_COMPILER_LAUNCHER"], "kernel.cpp"), (env["CMAKE_CXX_COMPILER_LAUNCHER"], "host.cpp")):
+        subprocess.run([*launcher.split(";"), "c++", "-c", src, "-o", src + ".o"], cwd=tmp_path, env=run, check=True)
+    stats, nvcc = cc.read_stats_log(main.read_text()), cc.read_stats_log(nvcc_log.read_text())
+    assert [s.rsplit("/", 1)[-1] for s, _ in nvcc.compiles] == ["kernel.cpp"]
+    merged = cc.CacheStats(stats.compiles + nvcc.compiles)
+    assert _setup_py_cache_text(merged, True, nvcc) == "nvcc 0/1 hits; C/C++ 0/1 hits"
+    # One log, told apart by name (as before): the CUDA compile of a .cpp was counted as C/C++.
+    assert _setup_py_cache_text(merged, True).startswith("nvcc not cached (none went through ccache")
