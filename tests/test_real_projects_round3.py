@@ -54,7 +54,7 @@
   which the policy points at PyPI's pybind11 3.0.1 source (with PYBIND11_FINDPYTHON=OFF: qsim's
   CUDA targets read PYTHON_INCLUDE_DIRS). Both wheels fail the check for libgomp until
   auditwheel repairs them; then both pass, and a Bell state runs on the CPU from either wheel.
-  ~5 minutes on 2 cores.
+  5 to 9 minutes on 2 shared cores (cold compiler cache, provisioned build environment).
 
 Opt-in (BUILDROWS_REAL_PROJECTS=1): each builds for many minutes on 2 cores. The sdists are fetched
 once into $BUILDROWS_TEST_SDISTS (else a session directory) and checked against their sha256.
