@@ -304,11 +304,11 @@ def test_setup_py_nvcc_not_cached_says_why_from_the_build_log(tmp_path: Path) ->
         "x86_64-linux-gnu-g++ -shared build/cuda_module.o -o build/_vkfft_cuda.so\n")
     runs = _nvcc_runs(logs)
     assert runs == (2, "/opt/cuda-13.0/bin/nvcc")
-    text = _setup_py_cache_text(CacheStats(compiles=()), True, runs)
+    text = _setup_py_cache_text(CacheStats(compiles=()), True, nvcc_runs=runs)
     assert text.startswith("nvcc not cached (2 compiles ran /opt/cuda-13.0/bin/nvcc by its full path, which the "
                            "ccache first on PATH never sees"), text
     # Through ccache, the command is not counted as one that bypassed it.
     (logs / "01-build-setup-py-wheel.log").write_text("/usr/bin/ccache /opt/cuda-13.0/bin/nvcc -c a.cu -o a.o\n")
     assert _nvcc_runs(logs) == (0, "")
-    assert _setup_py_cache_text(CacheStats(compiles=()), True, (0, "")).startswith(
+    assert _setup_py_cache_text(CacheStats(compiles=()), True, nvcc_runs=(0, "")).startswith(
         "nvcc not cached (the build's log shows no nvcc command: nothing was compiled by nvcc)")

@@ -44,6 +44,18 @@
   with a host-only rule; the wheel passes, `_pvt_struct` runs, and `_driver` loads against the
   stub. ~3 minutes on 2 cores, plus fetching the toolkit's ~1.1 GB of wheels.
 
+- qsimcirq 0.22.0: a setup.py whose own build_ext runs CMake (`cmake` from PATH, CMAKE_ARGS
+  appended), CUDA whenever nvcc is found (`-DCMAKE_CUDA_COMPILER=nvcc` if it is on PATH, and
+  check_language(CUDA)), five CPU modules (basic/SSE/AVX2/AVX512 and a SIMD probe) plus
+  `qsim_cuda` on the CUDA row, OpenMP, pybind11 through FetchContent from GitHub, and
+  `setup_requires` (cmake~=3.31.0, pybind11[global]) that `build --no-isolation` refuses to go
+  without. init now gives it CPU rows with `CMAKE_CUDA_COMPILER = "NOTFOUND"` (that value had been
+  dropped from CMAKE_ARGS); doctor names the setup_requires and FETCHCONTENT_SOURCE_DIR_PYBIND11,
+  which the policy points at PyPI's pybind11 3.0.1 source (with PYBIND11_FINDPYTHON=OFF: qsim's
+  CUDA targets read PYTHON_INCLUDE_DIRS). Both wheels fail the check for libgomp until
+  auditwheel repairs them; then both pass, and a Bell state runs on the CPU from either wheel.
+  5 to 9 minutes on 2 shared cores (cold compiler cache, provisioned build environment).
+
 Opt-in (BUILDROWS_REAL_PROJECTS=1): each builds for many minutes on 2 cores. The sdists are fetched
 once into $BUILDROWS_TEST_SDISTS (else a session directory) and checked against their sha256.
 """
@@ -82,10 +94,13 @@ SDISTS = {
     ("lightgbm", "4.7.0"): "f8e20f682c9aabd000bcf4a7ed8aa6f473c1adfecccae34ec24e823d156f4af0",
     ("pyvkfft", "2025.1.1"): "359648e089cac0e3c82fc685dc7b8a9e1a249b338dcd7c94677d68207c9842bb",
     ("pycuda", "2026.1"): "759516160628ba06f32ce7e563e3f5b9214691dc9528a03ea99ea1073f4e14ba",
+    ("qsimcirq", "0.22.0"): "90326abcfdfacd840cff61ca6c559ffc06ccf3bf6e631a5e44118894ff3109cb",
+    ("pybind11", "3.0.1"): "9c0f40056a016da59bab516efb523089139fcc6f2ba7e4930854c61efb932051",
 }
 #: torch_spline_conv's setup.py imports torch to give its metadata: read in this environment.
 DOWNLOAD_OPTIONS: dict[str, tuple[str, ...]] = {"torch_spline_conv": ("--no-build-isolation",), "cufinufft": (),
-                                                "cuvec": (), "lightgbm": (), "pyvkfft": (), "pycuda": ()}
+                                                "cuvec": (), "lightgbm": (), "pyvkfft": (), "pycuda": (),
+                                                "qsimcirq": (), "pybind11": ()}
 
 
 @pytest.fixture(scope="session")
@@ -490,3 +505,83 @@ def test_pycuda_doctor_names_what_the_nvcc_only_toolkit_lacks(cli: Callable[...,
     assert "[MISSING] CUDA::curand" in r.out and "buildrows toolkit install 13.0 --libraries" in r.out, r.out
     assert 'setup.py takes its CUDA root from the first nvcc on PATH (setup.py:36 search_on_path(["nvcc", ' \
         '"nvcc.exe"]))' in r.out, r.out
+
+
+def test_qsimcirq_setup_py_runs_cmake_and_enables_cuda_when_it_finds_nvcc(
+        cli: Callable[..., Result], sdist: Callable[[str, str], Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """qsimcirq 0.22.0: setup.py's own CMakeBuild (the pybind11 cmake_example shape), CUDA by
+    detection (check_language(CUDA); setup.py adds -DCMAKE_CUDA_COMPILER=nvcc when nvcc is on
+    PATH), no switch; pybind11 by FetchContent from GitHub; setup_requires; OpenMP's libgomp."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc on PATH (the CUDA row's; qsim's setup.py looks for it there)")
+    pybind11 = sdist("pybind11", "3.0.1")  # PyPI's source distribution is the whole tree FetchContent wants
+    src = sdist("qsimcirq", "0.22.0")
+    monkeypatch.chdir(src)
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    r = cli("init", "--cuda", "13.0", "--python", PY)
+    assert r.code == 0, r.out + r.err
+    text = (src / "buildrows.toml").read_text()
+    assert "cpu = true" in text and 'CMAKE_CUDA_COMPILER = "NOTFOUND"  # its CMake enables CUDA whenever ' \
+        "check_language(CUDA) finds nvcc (CMakeLists.txt:19)" in text, text
+    assert 'mode = "static"' in text and "stamp = true" in text
+    text = text.replace('archs = "7.5 8.0 8.6 8.9 9.0 10.0 12.0"', 'archs = "9.0"')
+    (src / "buildrows.toml").write_text(text)
+    r = cli("doctor", CPU)
+    assert "fix: build where the network is reachable, or give the project its dependencies the way its docs say " \
+        "(in [project.cache]: FETCHCONTENT_SOURCE_DIR_PYBIND11 = a directory holding its source)" in r.out, r.out
+    assert "[ok     ] cuda: CPU row: CMAKE_CUDA_COMPILER=NOTFOUND ([project.cpu-cache])" in r.out, r.out
+    try:
+        version("pybind11")
+    except PackageNotFoundError:  # setup_requires: `build --no-isolation` stops at it ("Unmet dependencies")
+        assert r.code == 3 and "[MISSING] pybind11: not installed for " in r.out, r.out
+        assert f"`buildrows build {CPU} --provision`" in r.out
+    # What the policy says for this project: pybind11 from PyPI's source, with the classic Python
+    # search whose PYTHON_INCLUDE_DIRS qsim's CUDA targets read (pybind11 3's default leaves it unset).
+    text = text.replace("[project.cpu-cache]", f'[project.cache]\nFETCHCONTENT_SOURCE_DIR_PYBIND11 = "{pybind11}"\n'
+                        'PYBIND11_FINDPYTHON = "OFF"\n\n[project.cpu-cache]', 1)
+    (src / "buildrows.toml").write_text(text)
+    r = cli("doctor", CPU, CUDA)  # (the build requirements are still the --provision build's to install)
+    assert "[ok     ] network: the project's CMake declares FetchContent content the row's cache serves from a " \
+        "directory: pybind11 (FETCHCONTENT_SOURCE_DIR_PYBIND11)" in r.out, r.out
+    out = tmp_path / "dist"
+    r = cli("build", CPU, CUDA, "--provision", "--keep-going", "--wheel-dir", str(out))
+    said = r.out + r.err
+    assert r.code == 5, said  # both built; both fail the check for libgomp alone
+    assert said.count("[FAIL]") == 2 and said.count("[FAIL] libraries-load") == 2, said
+    assert "qsimcirq/qsim_basic.cpython" in said and "NEEDS libgomp.so.1" in said
+    rejected = sorted((out / "rejected").glob("*.whl"))
+    assert [w.name for w in rejected] == [f"qsimcirq-0.22.0+cu130-cp{PYT}-cp{PYT}-linux_x86_64.whl",
+                                          f"qsimcirq-0.22.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"]
+    cpu_modules = ["qsim_avx2", "qsim_avx512", "qsim_basic", "qsim_decide", "qsim_sse"]
+    assert _members(rejected[1]) == cpu_modules
+    assert _members(rejected[0]) == sorted([*cpu_modules, "qsim_cuda"])
+    auditwheel = shutil.which("auditwheel")
+    if auditwheel is None or shutil.which("patchelf") is None:
+        pytest.skip("auditwheel (with patchelf) repairs the wheels: not installed")
+    fixed = tmp_path / "fixed"
+    for wheel in rejected:
+        subprocess.run([auditwheel, "repair", "-w", str(fixed), str(wheel)], check=True, capture_output=True)
+    code = ("import importlib, sys, types; pkg = types.ModuleType('qsimcirq'); pkg.__path__ = [sys.argv[1] + "
+            "'/qsimcirq']; sys.modules['qsimcirq'] = pkg; d = importlib.import_module('qsimcirq.qsim_decide'); "
+            "q = importlib.import_module('qsimcirq.qsim_basic'); c = q.Circuit(); c.num_qubits = 2; "
+            "q.add_gate(q.kH, 0, [0], {}, c); q.add_gate(q.kCX, 1, [0, 1], {}, c); "
+            "s = q.qsim_simulate_fullstate({'c': c, 'g': 0, 'gmode': 0, 'z': 0, 't': 1, 'f': 2, 'v': 0, 's': 1}, 0); "
+            "[importlib.import_module('qsimcirq.' + m) for m in sys.argv[2:]]; "
+            "print([round(float(x), 4) for x in s], d.detect_gpu())")
+    bell = "[0.7071, 0.0, 0.0, 0.0, 0.0, 0.0, 0.7071, 0.0]"
+    for wheel in sorted(fixed.glob("*.whl")):
+        cuda = "+cu130" in wheel.name
+        r = cli("check", str(wheel), "--row", CUDA if cuda else CPU)
+        assert r.code == 0 and "verdict: PASS" in r.out, r.out + r.err
+        target = tmp_path / ("cuda" if cuda else "cpu")
+        _install(wheel, target)
+        # The modules are loaded without the package's __init__ (which imports cirq); qsim_decide
+        # says at run time what the build saw (0: CUDA, 10: no GPU); qsim_cuda imports without a GPU.
+        ran = subprocess.run([sys.executable, "-c", code, str(target), *(["qsim_cuda"] if cuda else [])],
+                             env={**os.environ, "PYTHONPATH": str(target)}, capture_output=True, text=True,
+                             check=False, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip() == f"{bell} {0 if cuda else 10}", (wheel.name, ran.stdout)

@@ -180,19 +180,25 @@ class CompilerCache(Frozen):
         them, through CCACHE_EXTRAFILES (more keyed, never less)."""
         return bool(self.cuda_files) and os.pathsep != ";"
 
-    def launchers(self) -> dict[str, str]:
+    def launchers(self, nvcc_log: Path | None = None) -> dict[str, str]:
         """CMAKE_<LANG>_COMPILER_LAUNCHER for C, CXX and CUDA (a CMake list: the CUDA launcher
-        carries its extra files as a ccache command-line setting, which outranks every other)."""
+        carries its extra files as a ccache command-line setting, which outranks every other).
+        With `nvcc_log`, the CUDA launcher's compiles go to that stats log of their own: a
+        setup.py row's summary tells nvcc's compiles from the C/C++ ones by it, not by a `.cu`
+        name (qsimcirq 0.22.0's CMake compiles .cpp files as CUDA)."""
         cuda = self.executable
         if self._extra_files_in_launcher:
             cuda += ";extra_files_to_hash=" + self._extra_files
+        if nvcc_log is not None:
+            cuda += f";stats_log={nvcc_log}"
         return {f"CMAKE_{lang}_COMPILER_LAUNCHER": cuda if lang == "CUDA" else self.executable
                 for lang in LANGUAGES}
 
-    def environment(self, nvcc: str | None = None) -> dict[str, str]:
+    def environment(self, nvcc: str | None = None, nvcc_log: Path | None = None) -> dict[str, str]:
         """What a build needs: ccache's location settings, the launchers (CMake reads
         CMAKE_<LANG>_COMPILER_LAUNCHER from the environment on a first configure), and for
-        torch.utils.cpp_extension, PYTORCH_NVCC (nvcc through ccache) when a CUDA row has one."""
+        torch.utils.cpp_extension, PYTORCH_NVCC (nvcc through ccache) when a CUDA row has one;
+        with `nvcc_log`, both write nvcc's compiles there (`launchers`)."""
         out = {
             "CCACHE_CONFIGPATH": str(self.config_path),
             "CCACHE_DIR": str(self.directory),
@@ -204,11 +210,12 @@ class CompilerCache(Frozen):
             out["CCACHE_REMOTE_STORAGE"] = self.remote  # ${VAR} credentials stay literal: ccache expands them
         if self.cuda_files and not self._extra_files_in_launcher:
             out["CCACHE_EXTRAFILES"] = self._extra_files
-        out.update(self.launchers())
+        out.update(self.launchers(nvcc_log))
         if nvcc is not None:
             import shlex
 
             extra = [f"extra_files_to_hash={self._extra_files}"] if self._extra_files_in_launcher else []
+            extra += [f"stats_log={nvcc_log}"] if nvcc_log is not None else []
             out["PYTORCH_NVCC"] = shlex.join([self.executable, *extra, nvcc])
         return out
 

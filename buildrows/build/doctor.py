@@ -102,6 +102,12 @@ def _cache_hint() -> str:
     return "the buildrows cache ($BUILDROWS_CACHE, default ~/.cache/buildrows)"
 
 
+def cmake_false(value: str) -> bool:
+    """Whether CMake's if() reads the value as false (NOTFOUND, OFF, "", FOO-NOTFOUND, ...)."""
+    v = value.strip().upper()
+    return v in ("", "0", "OFF", "NO", "FALSE", "N", "IGNORE", "NOTFOUND") or v.endswith("-NOTFOUND")
+
+
 def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, toolkit: str | None = None) -> Finding:
     """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off.
     With a provisioned `toolkit`, its nvcc is the row's (whatever CUDACXX or PATH say)."""
@@ -114,7 +120,8 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
         except BadInput:
             found = None
         hidden = [f"{k}={v}" for k, v in policy.project.cpu_cache
-                  if k.startswith("CMAKE_DISABLE_FIND_PACKAGE_CUDA") and v.upper() in ("ON", "TRUE", "1", "YES")]
+                  if (k.startswith("CMAKE_DISABLE_FIND_PACKAGE_CUDA") and v.upper() in ("ON", "TRUE", "1", "YES"))
+                  or (k == "CMAKE_CUDA_COMPILER" and cmake_false(v))]
         if option is None and not policy.project.switches and hidden:
             present = f"; this builder has nvcc ({found.path}), which CMake is told not to look for" if found else ""
             return Finding("cuda", "ok", f"CPU row: {', '.join(hidden)} ([project.cpu-cache]){present}")
@@ -136,7 +143,8 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
                            "set [project] cuda-option to the project's CMake CUDA switch (e.g. MYPROJ_BUILD_CUDA) "
                            "or env-switches to its environment switches (e.g. FORCE_CUDA); a CMake project that "
                            "builds CUDA whenever find_package(CUDAToolkit) finds it: [project.cpu-cache] "
-                           "CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = \"ON\"")
+                           "CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = \"ON\"; one that enables CUDA whenever "
+                           "check_language(CUDA) finds nvcc: [project.cpu-cache] CMAKE_CUDA_COMPILER = \"NOTFOUND\"")
         present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
         # The values the build really gets (a "!NAME" switch means CPU: 1 on this row), as `env` gives them.
         names = {s.removeprefix("!") for s in policy.project.switches}
@@ -265,7 +273,8 @@ def check_environment_bin(added: str | None) -> Finding | None:
 
 
 def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | None]:
-    """The project's [build-system] requires (PEP 518), or why they cannot be read."""
+    """The project's [build-system] requires (PEP 518), or why they cannot be read; for a project
+    setuptools builds, with the setup_requires its backend adds (`setup_requires`)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover
@@ -273,18 +282,63 @@ def build_requirements(project: Path, driver: Driver) -> tuple[list[str], str | 
     path = project / "pyproject.toml"
     if not path.is_file():
         if driver == "setup.py":
-            return list(SETUPTOOLS_FALLBACK), None
+            return [*SETUPTOOLS_FALLBACK, *setup_requires(project)], None
         return [], f"{path} does not exist"
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         return [], f"{path}: {e}"
-    reqs = doc.get("build-system", {}).get("requires")
+    system = doc.get("build-system", {})
+    reqs = system.get("requires")
     if reqs is None:
-        return list(SETUPTOOLS_FALLBACK), None
+        return [*SETUPTOOLS_FALLBACK, *(setup_requires(project) if driver == "setup.py" else [])], None
     if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
         return [], f"{path}: [build-system] requires is not a list of strings"
+    backend = system.get("build-backend")
+    if driver == "setup.py" and (backend is None or str(backend).startswith("setuptools.build_meta")):
+        return [*reqs, *setup_requires(project)], None
     return list(reqs), None
+
+
+def setup_requires(project: Path) -> list[str]:
+    """What setuptools' PEP 517 backend adds to a wheel build's requirements (its
+    get_requires_for_build_wheel), which `build --no-isolation` refuses to go without:
+    setup.py's `setup(setup_requires=[...])`, a literal list or a module-level name bound to one
+    (qsimcirq 0.22.0: cmake~=3.31.0 and pybind11[global]), and setup.cfg's [options]
+    setup_requires. Read, never run; a list setup.py computes is left to `build --provision`,
+    which asks the backend itself."""
+    import ast
+    import configparser
+
+    out: list[str] = []
+    cfg = project / "setup.cfg"
+    if cfg.is_file():
+        parser = configparser.ConfigParser(interpolation=None)
+        with contextlib.suppress(configparser.Error, OSError, UnicodeDecodeError):
+            parser.read(cfg, encoding="utf-8")
+            if parser.has_option("options", "setup_requires"):
+                text = parser.get("options", "setup_requires").strip()  # one a line, or "a; b" on one
+                items = text.splitlines() if "\n" in text else text.split(";")
+                out += [r.strip() for r in items if r.strip() and not r.strip().startswith("#")]
+    try:
+        tree = ast.parse((project / "setup.py").read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return out
+    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+             for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+        if name != "setup":
+            continue
+        for kw in node.keywords:
+            if kw.arg != "setup_requires":
+                continue
+            value = bound.get(kw.value.id, kw.value) if isinstance(kw.value, ast.Name) else kw.value
+            if isinstance(value, (ast.List, ast.Tuple)):
+                out += [e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return [r for r in out if r.strip()]
 
 
 def check_requirements(python: str, requirements: Sequence[str], installed: Mapping[str, str | None], *,
@@ -519,7 +573,8 @@ def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = N
 
 def _where(path: Path, source: Path, text: str, at: int) -> str:
     line = text.count("\n", 0, at) + 1
-    return f"{path.relative_to(source) if path.is_relative_to(source) else path}:{line}"
+    # normpath: a file a subdirectory includes as ../x.cmake is named once, as x.cmake (qsimcirq 0.22.0)
+    return f"{os.path.normpath(path.relative_to(source) if path.is_relative_to(source) else path)}:{line}"
 
 
 def cuda_components(source: Path, live: Collection[str] | None = None) -> dict[str, str]:
@@ -537,22 +592,43 @@ _FETCH = re.compile(r"^\s*(file\s*\(\s*DOWNLOAD\b|FetchContent_Declare\s*\(|CPMA
                     r"ExternalProject_Add\s*\()", re.MULTILINE | re.IGNORECASE)
 
 
-def check_network_fetches(source: Path, live: Collection[str] | None = None) -> Finding | None:
+def check_network_fetches(source: Path, live: Collection[str] | None = None,
+                          given: Mapping[str, str] | None = None) -> Finding | None:
     """A note when the project's CMake fetches from the network while it configures (cufinufft
     2.5.1 downloads CPM.cmake and CCCL from GitHub): a builder without network access fails
-    there, whatever doctor found. A note, not a refusal: most builders have the network."""
-    sites = []
+    there, whatever doctor found. A note, not a refusal: most builders have the network. A
+    FetchContent_Declare(NAME) the row's cache (`given`) serves with FETCHCONTENT_SOURCE_DIR_NAME,
+    or every one under FETCHCONTENT_FULLY_DISCONNECTED, fetches nothing (qsimcirq 0.22.0's
+    pybind11, from PyPI's pybind11 source distribution): named as served, not as a fetch."""
+    given = given or {}
+    disconnected = given.get("FETCHCONTENT_FULLY_DISCONNECTED", "").upper() in ("ON", "TRUE", "1", "YES")
+    sites: list[str] = []
+    served: list[str] = []
+    declared: list[str] = []
     for path, text in cmake_files(source, live=live):
         for m in _FETCH.finditer(text):
             name = m.group(1).split("(")[0].strip()
-            sites.append(f"{_where(path, source, text, m.start())} {'file(DOWNLOAD)' if name.lower() == 'file' else name}")
+            where = f"{_where(path, source, text, m.start())} {'file(DOWNLOAD)' if name.lower() == 'file' else name}"
+            content = re.match(r"\s*([A-Za-z0-9_.+-]+)", text[m.end():]) if name.lower() == "fetchcontent_declare" else None
+            if content is not None:
+                var = f"FETCHCONTENT_SOURCE_DIR_{content.group(1).upper()}"
+                if given.get(var, "").strip() or disconnected:
+                    served.append(f"{content.group(1)} ({var if not disconnected else 'FETCHCONTENT_FULLY_DISCONNECTED'})")
+                    continue
+                declared.append(var)
+            sites.append(where)
     if not sites:
+        if served:
+            return Finding("network", "ok", "the project's CMake declares FetchContent content the row's cache "
+                           f"serves from a directory: {', '.join(served)}")
         return None
     more = f", and {len(sites) - 3} more" if len(sites) > 3 else ""
+    holding = ("in [project.cache]: " + ", ".join(f"{v} = a directory holding its source" for v in dict.fromkeys(declared))
+               if declared else "a CPM_SOURCE_CACHE or FETCHCONTENT_SOURCE_DIR_<NAME> holding them")
     return Finding("network", "note", f"the project's CMake fetches from the network while it configures "
                    f"({'; '.join(sites[:3])}{more}): a builder without network access fails there",
                    "build where the network is reachable, or give the project its dependencies the way its docs "
-                   "say (a CPM_SOURCE_CACHE or FETCHCONTENT_SOURCE_DIR_<NAME> holding them)")
+                   f"say ({holding})")
 
 
 def _has_library(root: str, name: str) -> str | None:
@@ -900,7 +976,8 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         if not any(f.check == "generator" for f in project_cmake):  # else it says the generator is left unset
             findings += check_generator(row, env, host)
         findings += project_cmake
-        fetches = check_network_fetches(cmake_source_dir(project, driver), row_live(row, project, driver, env))
+        fetches = check_network_fetches(cmake_source_dir(project, driver), row_live(row, project, driver, env),
+                                        dict(row.cache))
         if fetches is not None:
             findings.append(fetches)
         if row.is_cuda:

@@ -665,6 +665,10 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
             bp = drivers.setup_py_plan(plan, python, project, wheel_dir, env, isolation=args.isolation,
                                        provider_path=importable)
     cache = state.compiler_cache(row, project, plan.compiler, dict(plan.cache))
+    # A setup.py CUDA row's nvcc compiles get a stats log of their own (one path per row, so a
+    # CMake tree the project's setup.py keeps still writes where this reads).
+    nvcc_log = (cache.stats_log.parent / f"{row.name}-nvcc.log"
+                if cache is not None and driver == "setup.py" and row.is_cuda else None)
     base_env: Mapping[str, str] = env
     if cache is not None:
         from buildrows.build.compiler_cache import prepare, without_ccache_settings
@@ -674,7 +678,9 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         # Without the user's ccache settings, and without the writer's secret unless this job writes.
         base_env = withhold(state.remote, without_ccache_settings(env))
         nvcc = plan.compiler.path if plan.compiler is not None and driver == "setup.py" else None
-        bp = drivers.with_compiler_cache(bp, cache.environment(nvcc), cache.launchers())
+        if nvcc_log is not None:
+            nvcc_log.unlink(missing_ok=True)
+        bp = drivers.with_compiler_cache(bp, cache.environment(nvcc, nvcc_log), cache.launchers(nvcc_log))
         ui.info(f"  compiler cache: {cache.directory} (ccache {cache.executable}, base_dir {cache.base_dir})")
     elif driver == "scikit-build-core":
         bp = drivers.with_compiler_cache(bp, {}, drivers.launchers_without_cache(env))
@@ -712,6 +718,12 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
             source_outputs.record(project, row.name, source_outputs.written(sources_before, sources_after, project))
     finally:
         stats = _read_stats(cache)
+        nvcc_stats = _read_log(nvcc_log) if nvcc_log is not None else None
+        if nvcc_stats is not None:
+            from buildrows.build.compiler_cache import CacheStats as Stats
+
+            stats = nvcc_stats if stats is None else Stats(stats.compiles + nvcc_stats.compiles,
+                                                           stats.remote_errors + nvcc_stats.remote_errors)
         if stats is not None:
             ui.info(f"  compiler cache: {stats.report()}")
             if stats.remote_errors:
@@ -722,7 +734,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
         logs = getattr(ui, "logs", None)
-        cache_text = _setup_py_cache_text(stats, row.is_cuda, _nvcc_runs(logs.directory) if logs is not None else None)
+        cache_text = _setup_py_cache_text(stats, row.is_cuda, nvcc_stats,
+                                          _nvcc_runs(logs.directory) if logs is not None else None)
         ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension finds it "
                 "for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); setuptools compiles a plain Extension's "
                 "C/C++ itself")
@@ -780,13 +793,21 @@ def _nvcc_runs(log_dir: Path) -> tuple[int, str] | None:
     return (len(runs), runs[0]) if runs else (0, "")
 
 
-def _setup_py_cache_text(stats: CacheStats | None, cuda: bool, nvcc_runs: tuple[int, str] | None = None) -> str:
+def _setup_py_cache_text(stats: CacheStats | None, cuda: bool, nvcc_stats: CacheStats | None = None,
+                         nvcc_runs: tuple[int, str] | None = None) -> str:
     """A setup.py row's cache column: nvcc's compiles and the C/C++ ones apart, and, where none
-    went through the cache, why ("no compiles" after a build that compiled would mislead): the
-    build's log says whether nvcc ran at all, and by what name (``nvcc_runs``)."""
+    went through the cache, why ("no compiles" after a build that compiled would mislead).
+    nvcc's are those its own stats log holds (`nvcc_stats`: CMake's CUDA launcher, PYTORCH_NVCC),
+    whatever their names, and the `.cu` sources of the shared log (torch's ccache on PATH); the
+    build's log says whether nvcc ran past the cache at all, and by what name (`nvcc_runs`)."""
     compiles = stats.compiles if stats is not None else ()
-    nvcc = [c for c in compiles if c[0].lower().endswith(".cu")]
-    other = [c for c in compiles if not c[0].lower().endswith(".cu")]
+    own = list(nvcc_stats.compiles) if nvcc_stats is not None else []
+    rest = list(compiles)
+    for c in own:  # `stats` holds them too (merged for the row's log line)
+        if c in rest:
+            rest.remove(c)
+    nvcc = own + [c for c in rest if c[0].lower().endswith(".cu")]
+    other = [c for c in rest if not c[0].lower().endswith(".cu")]
 
     def hits(part: Sequence[tuple[str, str]]) -> str:
         return f"{sum(1 for _, how in part if how != 'miss')}/{len(part)} hits"
@@ -934,6 +955,18 @@ def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mappin
         if got is not None:
             state.seeds[key] = got
     return False
+
+
+def _read_log(path: Path) -> CacheStats | None:
+    """A stats log read and removed (None when the build wrote none)."""
+    from buildrows.build.compiler_cache import read_stats_log
+
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    path.unlink(missing_ok=True)
+    return read_stats_log(text)
 
 
 def _read_stats(cache: CompilerCache | None) -> CacheStats | None:

@@ -53,6 +53,7 @@ class ProjectFacts:
     no_runtime: str | None = None
     #: The CUDA components it links then (doctor's names: cuda_driver, curand, ...).
     linked: tuple[str, ...] = ()
+    checks_cuda: str | None = None  # where its CMake enables CUDA if check_language(CUDA) finds nvcc (no switch)
 
 
 #: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
@@ -154,10 +155,11 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
         m = _OPTION.search(cmakelists.read_text(encoding="utf-8", errors="replace"))
         if m:
             option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
-    static, finds = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None)
+    static, finds, checks = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None, None)
     linked = {} if torch else _links_without_runtime(project, driver, runs_cmake)
     return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches, static,
-                        None if option else finds, _linked_text(linked) if linked else None, tuple(linked))
+                        None if option else finds, _linked_text(linked) if linked else None, tuple(linked),
+                        checks_cuda=None if option else checks)
 
 
 #: How init's comment names what a project links (the CUDA components of buildrows.build.doctor).
@@ -241,13 +243,16 @@ _CUDA_LANGUAGE = re.compile(r"^[ \t]*(?:enable_language\s*\(\s*CUDA\b|project\s*
 _SHARED_RUNTIME = re.compile(r"CUDA_RUNTIME_LIBRARY\s+\"?Shared|\bfind_package\s*\(\s*Torch\b|"
                              r"target_link_libraries\s*\([^)]*(?<![\w:])(?:-l)?cudart\b(?!_static)", re.IGNORECASE)
 _FINDS_CUDA = re.compile(r"^[ \t]*find_package\s*\(\s*CUDAToolkit\b([^)]*)\)", re.MULTILINE | re.IGNORECASE)
+_CHECKS_CUDA = re.compile(r"^[ \t]*check_language\s*\(\s*CUDA\s*\)", re.MULTILINE | re.IGNORECASE)
 
 
-def _cmake_cuda(project: Path, driver: Driver) -> tuple[str | None, str | None]:
+def _cmake_cuda(project: Path, driver: Driver) -> tuple[str | None, str | None, str | None]:
     """How the project's CMake (every file a configure may read) takes CUDA: where it links
     CUDA::cudart_static when it names no CUDA::cudart (the runtime is linked in statically), and
     where it calls find_package(CUDAToolkit) without REQUIRED (CUDA whenever a toolkit is found:
-    cuvec 6.0.1, whose CPU rows then need CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit)."""
+    cuvec 6.0.1, whose CPU rows then need CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit), and where it
+    calls check_language(CUDA) (CUDA whenever nvcc is found: qsimcirq 0.22.0, whose CPU rows then
+    need CMAKE_CUDA_COMPILER=NOTFOUND, which check_language leaves as it is)."""
     from buildrows.build.doctor import cmake_files, cmake_source_dir, cuda_components
 
     source = cmake_source_dir(project, driver)
@@ -270,14 +275,16 @@ def _cmake_cuda(project: Path, driver: Driver) -> tuple[str | None, str | None]:
                 break
         if static is not None and any(_SHARED_RUNTIME.search(text) for _, text in texts):
             static = None
-    finds = None
+    finds = checks = None
     for path, text in texts:
         m = next((m for m in _FINDS_CUDA.finditer(text) if "REQUIRED" not in m.group(1).upper()), None)
-        if m is not None:
-            rel = path.relative_to(project) if path.is_relative_to(project) else path
+        rel = path.relative_to(project) if path.is_relative_to(project) else path
+        if m is not None and finds is None:
             finds = f"{rel.as_posix()}:{text.count(chr(10), 0, m.start()) + 1}"
-            break
-    return static, finds
+        c = _CHECKS_CUDA.search(text)
+        if c is not None and checks is None:
+            checks = f"{rel.as_posix()}:{text.count(chr(10), 0, c.start()) + 1}"
+    return static, finds, checks
 
 
 @dataclass(frozen=True)
@@ -346,11 +353,16 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
                  "# trains = [\"13.0\"]  # CUDA trains, each with an archs list (see the README)")
     if keeps_cpu(facts, cuda, cpu):
         lines.append("cpu = true  # CPU rows too (CUDA off)")
+        hide = []
         if facts.finds_cuda:
+            hide.append('CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"  # its CMake builds CUDA whenever it finds '
+                        f"a toolkit ({facts.finds_cuda}, not REQUIRED) and has no switch: CPU rows hide it")
+        if facts.checks_cuda:
+            hide.append('CMAKE_CUDA_COMPILER = "NOTFOUND"  # its CMake enables CUDA whenever check_language(CUDA) '
+                        f"finds nvcc ({facts.checks_cuda}) and has no switch: CPU rows say there is none")
+        if hide:
             at = lines.index("[python]") - 1
-            lines[at:at] = ["", "[project.cpu-cache]  # CMake cache variables for CPU rows only",
-                            'CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit = "ON"  # its CMake builds CUDA whenever it finds '
-                            f"a toolkit ({facts.finds_cuda}, not REQUIRED) and has no switch: CPU rows hide it"]
+            lines[at:at] = ["", "[project.cpu-cache]  # CMake cache variables for CPU rows only", *hide]
     if cuda is not None:
         lines += ["", f"# {cuda.source}", f"[[platforms.{platform}.cuda]]", f"trains = [{_q(cuda.train.dotted)}]",
                   f"archs = {_q(cuda.text)}"]
@@ -370,7 +382,8 @@ def keeps_cpu(facts: ProjectFacts, cuda: CudaStart | None, cpu: bool) -> bool:
     CUDA off itself (a cuda-option, env-switches, a torch extension) or that CPU rows can keep from
     finding CUDA (`finds_cuda`). `init --cuda 13.0` keeps the
     CPU rows plain `init` writes for such a project, and adds the train (issue 28)."""
-    return cpu or cuda is None or bool(facts.cuda_option or facts.switches or facts.torch or facts.finds_cuda)
+    return cpu or cuda is None or bool(facts.cuda_option or facts.switches or facts.torch or facts.finds_cuda
+                                       or facts.checks_cuda)
 
 
 class InitRequest(Protocol):

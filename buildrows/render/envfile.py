@@ -80,8 +80,11 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
         values["CMAKE_GENERATOR_TOOLSET"] = g.toolset
     if g.architecture:
         values["CMAKE_GENERATOR_PLATFORM"] = g.architecture
-    # CUDACXX carries the compiler for setup.py and scikit-build-core builds, not a -D.
-    ours = [_define(k, v) for k, v in plan.cache if k != "CMAKE_CUDA_COMPILER"]
+    # CUDACXX carries the plan's compiler for setup.py and scikit-build-core builds, not a -D. A
+    # CMAKE_CUDA_COMPILER the policy gives is the user's and passes on: a CPU row's "NOTFOUND" for a
+    # project that enables CUDA whenever check_language(CUDA) finds nvcc (qsimcirq 0.22.0).
+    given = {k for k, _ in row.cache}
+    ours = [_define(k, v) for k, v in plan.cache if k != "CMAKE_CUDA_COMPILER" or k in given]
     previous = env.get("CMAKE_ARGS", "").strip()
     values["CMAKE_ARGS"] = " ".join([previous, *ours] if previous else ours)
     return values
