@@ -8,11 +8,12 @@ What auditwheel must never bundle is excluded automatically (`excludes`): NVIDIA
 driver (libcuda.so.1, libnvidia-ml.so.1, ...) and torch's libraries (libc10.so, libtorch*.so), plus
 the policy's own `[repair] exclude`. The check still judges whether each of them loads.
 
-auditwheel drops every RPATH entry that points outside the wheel from the libraries it patches
-(`$ORIGIN/../../nvidia/nccl/lib`, which reaches the declared NVIDIA package in site-packages). Those
-`$ORIGIN` entries are put back after the repair (`_restore_rpaths`): the project wrote them on
-purpose, and without them the library no longer finds the package it declares. Absolute entries
-(a build machine's directories) stay dropped: they reach nothing on a user's machine.
+auditwheel keeps the RPATH entries of the libraries it patches that stay inside the unpacked
+wheel's root, site-packages (`$ORIGIN/../../nvidia/nccl/lib`, into a declared NVIDIA package, stays),
+and drops the others. The `$ORIGIN` entries among those (`$ORIGIN/../../../../lib`, the environment's
+lib directory) are put back after the repair (`_restore_rpaths`): the project wrote them on purpose,
+and the check judges them as written. Absolute entries (a build machine's directories) stay
+dropped: they reach nothing on a user's machine.
 
 macOS and Windows rows are checked as built (buildrows runs neither delocate nor delvewheel): the
 build says so, and doctor notes it.
@@ -132,13 +133,13 @@ def findings(policy: Policy, row: Row, env: Mapping[str, str]) -> list[Finding]:
     settings = policy.repair
     if not settings.auditwheel:
         return []
-    where = f" ({settings.source})" if settings.source else ""
+    said = f"{settings.source} is true" if settings.source else "[repair] auditwheel is true"
     if row.os != "linux":
-        return [Finding("repair", "note", f"[repair] auditwheel = true{where} repairs Linux wheels only: {row.name}'s "
+        return [Finding("repair", "note", f"{said}, and it repairs Linux wheels only: {row.name}'s "
                         "wheel is checked as built (buildrows runs neither delocate nor delvewheel)")]
     got = auditwheel_command(env)
     if got is None:
-        return [Finding("auditwheel", "missing", f"[repair] auditwheel = true{where}, and neither buildrows' "
+        return [Finding("auditwheel", "missing", f"{said}, and neither buildrows' "
                         "environment nor PATH has auditwheel", install_hint())]
     argv, version = got
     if _version(version) < MIN_AUDITWHEEL:
