@@ -210,7 +210,7 @@ def test_every_nvidia_library_the_tables_know_is_never_bundled() -> None:
     assert not any(fnmatch.fnmatchcase("libgomp.so.1", g) for g in NEVER_BUNDLED)
 
 
-def _cuda_wheel(root: Path) -> tuple[Path, Path]:
+def _cuda_wheel(root: Path, requires: str = "") -> tuple[Path, Path]:
     """A wheel whose `tinycuda/_core.so` NEEDs libcudart.so.13 (a stub auditwheel finds through
     LD_LIBRARY_PATH) and libgomp.so.1, with the RUNPATH a dynamic-mode CUDA row gives it and one
     that leaves site-packages (the environment's lib directory)."""
@@ -231,7 +231,7 @@ def _cuda_wheel(root: Path) -> tuple[Path, Path]:
     info = root / "tree" / "tinycuda-1.0+cu130.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinycuda\nVersion: 1.0+cu130\n"
-                                   "Requires-Dist: nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\n")
+                                   "Requires-Dist: nvidia-cuda-runtime>=13,<14; platform_system == 'Linux'\n" + requires)
     (info / "WHEEL").write_text(f"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\n"
                                 f"Tag: cp{PYT}-cp{PYT}-linux_x86_64\n")
     wheel = root / "staging" / f"tinycuda-1.0+cu130-cp{PYT}-cp{PYT}-linux_x86_64.whl"
@@ -299,3 +299,36 @@ def test_a_cuda_rows_nvidia_library_is_not_bundled_and_its_rpaths_are_kept(tmp_p
     out = io.StringIO()
     repaired, problem = repair_wheel(load_policy(policy_file), row, wheel, env, UI(out=out, err=out), doctor="d")
     assert problem == "" and "bundled: nothing" in out.getvalue(), out.getvalue()
+
+    # A wheel that requires torch leaves libgomp to torch's (the copy `import torch` loads).
+    policy_file.write_text(policy_file.read_text().replace('exclude = ["libgomp.so.*"]\n', ""))
+    wheel, stub = _cuda_wheel(tmp_path / "torch", "Requires-Dist: torch==2.14.*\n")
+    out = io.StringIO()
+    repaired, problem = repair_wheel(load_policy(policy_file), row, wheel, env, UI(out=out, err=out), doctor="d")
+    assert problem == "" and "--exclude 'libgomp.so*'" in out.getvalue() and "bundled: nothing" in out.getvalue()
+
+
+def test_init_turns_repair_on_for_a_project_that_links_openmp(cli: Callable[..., Result], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    omp = _project(tmp_path / "omp")
+    (omp / "buildrows.toml").unlink()
+    cmake = tmp_path / "cmake"
+    cmake.mkdir()
+    (cmake / "pyproject.toml").write_text('[build-system]\nrequires = ["scikit-build-core"]\n'
+                                          'build-backend = "scikit_build_core.build"\n[project]\nname = "cm"\n')
+    (cmake / "CMakeLists.txt").write_text("cmake_minimum_required(VERSION 3.25)\nproject(cm CXX)\n"
+                                          "find_package( OpenMP REQUIRED)\n")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "setup.py").write_text(SETUP.replace(", extra_compile_args=['-fopenmp'], extra_link_args=['-fopenmp']", ""))
+    said = {}
+    for project in (omp, cmake, plain):
+        monkeypatch.chdir(project)
+        r = cli("init")
+        assert r.code == 0, r.out + r.err
+        said[project.name] = (project / "buildrows.toml").read_text()
+        assert load_policy(project / "buildrows.toml").repair.auditwheel is (project is not plain)
+    assert ("[repair]\nauditwheel = true  # it links OpenMP (-fopenmp in setup.py:2): `buildrows build` bundles "
+            "libgomp into each Linux wheel with auditwheel before the check") in said["omp"]
+    assert "auditwheel = true  # it links OpenMP (find_package(OpenMP) in CMakeLists.txt:3)" in said["cmake"]
+    assert "[repair]" not in said["plain"]

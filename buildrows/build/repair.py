@@ -6,7 +6,8 @@ goes under the wheel directory's rejected/ folder like any other failed wheel.
 What auditwheel must never bundle is excluded automatically (`excludes`): NVIDIA's CUDA libraries
 (the row's runtime requirements install them: nvidia-cuda-runtime, nvidia-nccl-cu13, ...), the
 driver (libcuda.so.1, libnvidia-ml.so.1, ...) and torch's libraries (libc10.so, libtorch*.so), plus
-the policy's own `[repair] exclude`. The check still judges whether each of them loads.
+the policy's own `[repair] exclude`; for a wheel that requires torch, OpenMP's libgomp too (torch's
+wheel ships the copy `import torch` loads). The check still judges whether each of them loads.
 
 auditwheel keeps the RPATH entries of the libraries it patches that stay inside the unpacked
 wheel's root, site-packages (`$ORIGIN/../../nvidia/nccl/lib`, into a declared NVIDIA package, stays),
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from buildrows.ui import UI
 
 __all__ = ["MIN_AUDITWHEEL", "NEVER_BUNDLED", "auditwheel_command", "excludes", "findings", "install_hint",
-           "repair_wheel"]
+           "repair_wheel", "requires_torch"]
 
 #: --exclude takes globs from auditwheel 6.1 on.
 MIN_AUDITWHEEL: Final = (6, 1)
@@ -59,15 +60,36 @@ NEVER_BUNDLED: Final = (
 )
 
 
-def excludes(policy: Policy, row: Row) -> tuple[str, ...]:
-    """Every --exclude of the row's repair: NEVER_BUNDLED, each soname of the NVIDIA packages the
-    row declares that no glob there matches, then the policy's own [repair] exclude."""
+def requires_torch(wheel: Path) -> bool:
+    """Whether the wheel's METADATA requires torch (a PyTorch extension: `import torch` loads its
+    libraries, libgomp among them, before the extension's)."""
+    from email.parser import HeaderParser
+
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    with zipfile.ZipFile(wheel) as z:
+        meta = [n for n in z.namelist() if n.count("/") == 1 and n.endswith(".dist-info/METADATA")]
+        text = z.read(meta[0]).decode("utf-8", "replace") if meta else ""
+    for req in HeaderParser().parsestr(text).get_all("Requires-Dist") or []:
+        try:
+            if Requirement(req).name.lower() == "torch":
+                return True
+        except InvalidRequirement:
+            continue
+    return False
+
+
+def excludes(policy: Policy, row: Row, *, torch: bool = False) -> tuple[str, ...]:
+    """Every --exclude of the row's repair: NEVER_BUNDLED, OpenMP's libgomp for a wheel that
+    requires torch (torch's wheel ships the one it loads: a second copy would be a second OpenMP
+    runtime in the process), each soname of the NVIDIA packages the row declares that no glob there
+    matches, then the policy's own [repair] exclude."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
     from buildrows.check.nvidia import packages
 
-    out = list(NEVER_BUNDLED)
+    out = list(NEVER_BUNDLED) + (["libgomp.so*"] if torch else [])
     known = packages()
     for text in row.requires_dist:
         try:
@@ -253,7 +275,7 @@ def repair_wheel(policy: Policy, row: Row, wheel: Path, env: Mapping[str, str], 
     try:
         plat = ["--plat", f"{settings.plat}_{row.machine}"] if settings.plat else []
         argv = [*got[0], "repair", "-w", str(out), *plat]
-        for glob in excludes(policy, row):
+        for glob in excludes(policy, row, torch=requires_torch(wheel)):
             argv += ["--exclude", glob]
         cmd = Command("repair", (*argv, str(wheel)), env=(("PATH", _scripts_path(env)),),
                       notes=("auditwheel bundles what the wheel NEEDS beyond the manylinux allowlist; NVIDIA's CUDA "
