@@ -332,3 +332,23 @@ def test_init_turns_repair_on_for_a_project_that_links_openmp(cli: Callable[...,
             "libgomp into each Linux wheel with auditwheel before the check") in said["omp"]
     assert "auditwheel = true  # it links OpenMP (find_package(OpenMP) in CMakeLists.txt:3)" in said["cmake"]
     assert "[repair]" not in said["plain"]
+
+
+def test_a_windows_row_is_checked_as_built_and_told_so(tmp_path: Path) -> None:
+    import io
+
+    from buildrows.build.repair import findings, repair_wheel
+    from buildrows.ui import UI
+
+    p = tmp_path / "buildrows.toml"
+    p.write_text(POLICY.replace("[platforms.linux-x86_64]", "[platforms.windows-amd64]") + REPAIR)
+    pol = load_policy(p)
+    (row,) = pol.rows
+    wheel = tmp_path / f"tiny_omp-1.0-cp{PYT}-cp{PYT}-win_amd64.whl"  # never opened: nothing is run on it
+    out = io.StringIO()
+    assert repair_wheel(pol, row, wheel, os.environ, UI(out=out, err=out), doctor="d") == (wheel, "")
+    assert f"[repair] auditwheel repairs Linux wheels only: {wheel.name} is checked as built" in out.getvalue()
+    (note,) = findings(pol, row, os.environ)
+    assert note.status == "note" and note.seen == (
+        f"repair.auditwheel (buildrows.toml:13) is true, and it repairs Linux wheels only: {row.name}'s wheel is "
+        "checked as built (buildrows does not run delvewheel)")

@@ -16,7 +16,7 @@ lib directory) are put back after the repair (`_restore_rpaths`): the project wr
 and the check judges them as written. Absolute entries (a build machine's directories) stay
 dropped: they reach nothing on a user's machine.
 
-macOS and Windows rows are checked as built (buildrows runs neither delocate nor delvewheel): the
+Windows rows are checked as built (buildrows does not run delvewheel; it builds no macOS rows): the
 build says so, and doctor notes it.
 """
 
@@ -158,7 +158,7 @@ def findings(policy: Policy, row: Row, env: Mapping[str, str]) -> list[Finding]:
     said = f"{settings.source} is true" if settings.source else "[repair] auditwheel is true"
     if row.os != "linux":
         return [Finding("repair", "note", f"{said}, and it repairs Linux wheels only: {row.name}'s "
-                        "wheel is checked as built (buildrows runs neither delocate nor delvewheel)")]
+                        "wheel is checked as built (buildrows does not run delvewheel)")]
     got = auditwheel_command(env)
     if got is None:
         return [Finding("auditwheel", "missing", f"{said}, and neither buildrows' "
@@ -262,7 +262,7 @@ def repair_wheel(policy: Policy, row: Row, wheel: Path, env: Mapping[str, str], 
         return wheel, ""
     if row.os != "linux":
         ui.warn(f"  [repair] auditwheel repairs Linux wheels only: {wheel.name} is checked as built (buildrows "
-                "runs neither delocate (macOS) nor delvewheel (Windows)); the check names any library it must bundle")
+                "does not run delvewheel on Windows wheels); the check names any library it must bundle")
         return wheel, ""
     if parse_wheel_filename(wheel.name).platform_tags == ("any",):
         ui.info(f"  repair: {wheel.name} is a pure wheel (no platform library): nothing to repair")

