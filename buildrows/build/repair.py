@@ -115,7 +115,7 @@ def _scripts_path(env: Mapping[str, str]) -> str:
 
     scripts = sysconfig.get_path("scripts")
     path = env.get("PATH", os.defpath)
-    return os.pathsep.join([scripts, path]) if scripts else path
+    return os.pathsep.join([scripts, path]) if scripts and scripts not in path.split(os.pathsep) else path
 
 
 def auditwheel_command(env: Mapping[str, str]) -> tuple[list[str], str] | None:
