@@ -416,3 +416,24 @@ def test_the_ci_pre_script_installs_auditwheel_when_the_policy_repairs(policy_co
     script = tmp_path / "pre.sh"
     script.write_text(on)
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+
+
+def test_the_ci_post_scripts_stamp_fails_when_auditwheel_is_missing(built: dict[str, tuple[Result, Path]],
+                                                                   cli: Callable[..., Result], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No doctor runs in CI before the post-script: the repair itself refuses, exit 4, and the
+    wheel stays as built (the post-script's `set -e` stops the job before the upload)."""
+    from buildrows.build import repair
+
+    _, plain = built["plain"]
+    (rejected,) = (plain / "rejected").glob("*.whl")
+    wheel = Path(shutil.copy(rejected, tmp_path / rejected.name))
+    monkeypatch.setitem(sys.modules, "auditwheel", None)
+    (tmp_path / "empty").mkdir()
+    monkeypatch.setattr(repair, "_scripts_path", lambda env: str(tmp_path / "empty"))
+    r = cli("--config", str(plain.parent.parent / "repaired" / "buildrows.toml"), "stamp", "--row", CPU, str(wheel))
+    assert r.code == 4 and r.out == "", r.out + r.err
+    assert "[repair] auditwheel = true, and auditwheel is missing here; fix: install them into buildrows' " \
+           "environment" in r.err
+    assert f"the wheel is left as built, unrepaired, at {wheel}" in r.err and "Traceback" not in r.err
+    assert wheel.is_file()

