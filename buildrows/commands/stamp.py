@@ -1,7 +1,8 @@
 """`buildrows stamp WHEEL --row ROW`: give a wheel another build made (test-infra's build step in
 CI) what `buildrows build` gives the wheels it makes: the build record and, with [project] stamp,
 the row's local version and runtime requirement (buildrows.build.orchestrate.finish_wheel, the
-code `build` runs). Prints the wheel's path afterwards (its name changes with its version)."""
+code `build` runs), and with [repair] auditwheel the repair of a Linux wheel (buildrows.build.repair).
+Prints the wheel's path afterwards (its name changes with its version, and with the repair's tag)."""
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ from buildrows.policy.model import (
     Os,
     Policy,
     Project,
+    RepairSettings,
     Row,
     RpathException,
     Runtime,
@@ -61,6 +62,11 @@ def _py() -> re.Pattern[str]:  # ASCII digits; fullmatch: no trailing newline
 @cache
 def _env_name() -> re.Pattern[str]:
     return re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
+
+
+@cache
+def _repair_plat() -> re.Pattern[str]:  # [repair] plat, without the machine
+    return re.compile(r"manylinux_[0-9]+_[0-9]+|manylinux(?:1|2010|2014)|musllinux_[0-9]+_[0-9]+", re.ASCII)
 
 
 @cache
@@ -278,6 +284,7 @@ class _Resolver:
         rows += self._empty_rows(d.get("empty", {}), trains)
         ci = self._ci(d.get("ci", {}), project)
         compiler_cache = self._compiler_cache(d.get("compiler-cache", {}))
+        repair = self._repair(d.get("repair", {}))
         seen: set[str] = set()
         for r in rows:
             if r.name in seen:
@@ -306,6 +313,7 @@ class _Resolver:
             ci=ci,
             check=check,
             compiler_cache=compiler_cache,
+            repair=repair,
             pull_request_trains=pr_trains,
             build_only_trains=build_only,
             pull_request_fallback=d.get("cuda", {}).get("pull-request-fallback", "newest"),
@@ -480,6 +488,23 @@ class _Resolver:
                                      source=self.where(("compiler-cache", "remote")) if url else "",
                                      write_url=write_url.strip() if write_url else None,
                                      write_source=self.where(("compiler-cache", "write-remote")) if write_url else "")
+
+    def _repair(self, r: dict[str, Any]) -> RepairSettings:
+        plat = r.get("plat")
+        if plat is not None and not _repair_plat().fullmatch(plat):
+            self.problem(("repair", "plat"), f"{plat!r} is not a manylinux or musllinux policy",
+                         hint='write the policy without the machine, e.g. plat = "manylinux_2_28" (or "manylinux2014", '
+                              '"musllinux_1_2"); buildrows appends each row\'s machine')
+            plat = None
+        excludes: list[str] = []
+        for i, g in enumerate(r.get("exclude", [])):
+            if not g.strip() or "/" in g:
+                self.problem(("repair", "exclude", i), f"{g!r} is not a soname or a glob of sonames",
+                             hint='write the name a library NEEDS, e.g. "libfoo.so.1" or "libfoo.so.*"')
+            else:
+                excludes.append(g.strip())
+        return RepairSettings(auditwheel=bool(r.get("auditwheel", False)), plat=plat, exclude=tuple(excludes),
+                              source=self.where(("repair", "auditwheel")) if "auditwheel" in r else "")
 
     def _pythons(self, p: dict[str, Any]) -> tuple[str, ...]:
         out: list[str] = []

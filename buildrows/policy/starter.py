@@ -54,6 +54,9 @@ class ProjectFacts:
     #: The CUDA components it links then (doctor's names: cuda_driver, curand, ...).
     linked: tuple[str, ...] = ()
     checks_cuda: str | None = None  # where its CMake enables CUDA if check_language(CUDA) finds nvcc (no switch)
+    #: Where it links OpenMP (find_package(OpenMP), -fopenmp), not being a torch extension: its
+    #: Linux wheels NEED libgomp, which only a repair bundles ([repair] auditwheel); None otherwise.
+    openmp: str | None = None
 
 
 #: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
@@ -157,9 +160,32 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
             option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
     static, finds, checks = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None, None)
     linked = {} if torch else _links_without_runtime(project, driver, runs_cmake)
+    openmp = _links_openmp(project, driver, runs_cmake) if driver != "cmake-presets" and not torch else None
     return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches, static,
                         None if option else finds, _linked_text(linked) if linked else None, tuple(linked),
-                        checks_cuda=None if option else checks)
+                        checks_cuda=None if option else checks, openmp=openmp)
+
+
+_OPENMP = re.compile(r"\bfind_package\s*\(\s*OpenMP\b|\bOpenMP::OpenMP_(?:C|CXX)\b|-fopenmp\b", re.IGNORECASE)
+
+
+def _links_openmp(project: Path, driver: Driver, runs_cmake: bool) -> str | None:
+    """Where the project links OpenMP (`find_package(OpenMP) in CMakeLists.txt:392`), from its
+    CMake files and its setup.py; None when neither names it."""
+    from buildrows.build.doctor import cmake_files, cmake_source_dir
+
+    texts: list[tuple[Path, str]] = []
+    if driver == "setup.py" and (project / "setup.py").is_file():
+        texts.append((project / "setup.py", (project / "setup.py").read_text(encoding="utf-8", errors="replace")))
+    if runs_cmake:
+        texts += list(cmake_files(cmake_source_dir(project, driver)))
+    for path, text in texts:
+        m = _OPENMP.search(text)
+        if m:
+            name = path.relative_to(project) if path.is_relative_to(project) else path
+            said = "find_package(OpenMP)" if m.group(0).lower().startswith("find_package") else m.group(0)
+            return f"{said} in {name}:{text.count(chr(10), 0, m.start()) + 1}"
+    return None
 
 
 #: How init's comment names what a project links (the CUDA components of buildrows.build.doctor).
@@ -374,6 +400,9 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
                       f"archs = {_q(text)}"] + (['ptx = "none"'] if ptx_none else [])
         if cuda.facts is not None:
             lines += check_toml(cuda.facts)
+    if facts.openmp and platform.startswith("linux"):
+        lines += ["", "[repair]", f"auditwheel = true  # it links OpenMP ({facts.openmp}): `buildrows build` bundles "
+                  "libgomp into each Linux wheel with auditwheel before the check"]
     return "\n".join(lines) + "\n"
 
 
