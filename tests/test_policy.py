@@ -126,7 +126,7 @@ def test_train_without_any_group_refused(policy_copy: Callable[..., Path], cli: 
          "[project.env-switches[1]]: 'FORCE-CUDA' is not an environment variable name"),
         # the check's promises (SPEC §8, real projects)
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "shared"'), 2,
-         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'torch', 'preload', 'torch-runtime', got 'shared'"),
+         "[cuda.runtime.13.mode]: expected one of 'dynamic', 'static', 'none', 'torch', 'preload', 'torch-runtime', got 'shared'"),
         (('[cuda.runtime.13]\nmode = "dynamic"', '[cuda.runtime.13]\nmode = "preloaded"'), 2,
          "fix: write mode = \"preload\""),
         # the modes that say the project loads CUDA itself need their reason (issue 20)
