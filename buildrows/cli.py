@@ -113,7 +113,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
                         help="print only warnings, errors and results (a build's steps and their output go to its logs)")
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                         help="print more: every variable a build step sets, and why its command looks as it does")
-    parser = _Parser(prog="buildrows", description=DESCRIPTION, epilog=EPILOG, parents=[common])
+    epilog = EPILOG
+    if argv is None or any(tok in ("-h", "--help") for tok in argv):
+        from buildrows.envvars import help_epilog  # only when help is printed: `hook` starts fast
+        epilog = f"{EPILOG} {help_epilog()}"
+    parser = _Parser(prog="buildrows", description=DESCRIPTION, epilog=epilog, parents=[common])
     parser.add_argument("--version", action="version", version=f"buildrows {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     chosen = _chosen_command(argv)

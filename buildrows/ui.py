@@ -1,4 +1,4 @@
-"""Output that knows where it runs: GitHub Actions folding and annotations, NO_COLOR elsewhere.
+"""Output that knows where it runs: GitHub Actions folding and annotations, NO_COLOR/FORCE_COLOR elsewhere.
 
 A row built beside others writes through a copy of the UI (`for_row`) that prefixes each line
 with the row's name and copies it, without colour, into the row's log file; lines of different
@@ -11,7 +11,7 @@ import os
 import shlex
 import sys
 from _thread import RLock  # what threading.RLock() makes, without importing threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
@@ -20,6 +20,20 @@ if TYPE_CHECKING:
 
 #: Every line any UI writes goes out under this lock: rows built in threads never cut each other's lines.
 _WRITE = RLock()
+
+
+def wants_color(stream: TextIO, environ: Mapping[str, str], github: bool) -> bool:
+    """Colour as the conventions say, in the order CPython's own ``_colorize`` applies them:
+    NO_COLOR non-empty turns it off (https://no-color.org), then FORCE_COLOR non-empty turns it on
+    even into a pipe or a GitHub log (https://force-color.org), then TERM=dumb turns it off; else
+    a terminal gets colour and GitHub Actions' log (not a terminal) does not."""
+    if environ.get("NO_COLOR"):
+        return False
+    if environ.get("FORCE_COLOR"):
+        return True
+    if environ.get("TERM") == "dumb" or github:
+        return False
+    return bool(hasattr(stream, "isatty") and stream.isatty())
 
 
 class UI:
@@ -35,8 +49,7 @@ class UI:
         self.quiet = quiet
         self.verbose = verbose
         self.github = os.environ.get("GITHUB_ACTIONS") == "true"
-        color_ok = hasattr(self.err, "isatty") and self.err.isatty()
-        self.color = color_ok and "NO_COLOR" not in os.environ and not self.github
+        self.color = wants_color(self.err, os.environ, self.github)
         self.prefix = ""  # "ROW | " while rows build beside each other
         self.row: str | None = None  # the row this UI reports on (heartbeats name it)
         self.log: TextIO | None = None  # the row's log: every line, without colour

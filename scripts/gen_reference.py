@@ -1,6 +1,6 @@
 """Write the reference pages from the code that reads what they describe.
 
-    python scripts/gen_reference.py           # rewrite docs/reference/policy.md and commands.md
+    python scripts/gen_reference.py           # rewrite docs/reference/policy.md, commands.md, environment.md
     python scripts/gen_reference.py --check   # exit 1, naming the stale pages, when they differ
 
 docs/reference/policy.md comes from the policy schema (buildrows/policy/schema.py: every key, its
@@ -20,12 +20,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from a checkout: import this checkout's buildrows
     sys.path.insert(0, str(REPO))
 
-from buildrows import cli  # noqa: E402
+from buildrows import cli, envvars  # noqa: E402
 from buildrows.policy import schema  # noqa: E402
 
 REGENERATE = "python scripts/gen_reference.py"
 POLICY_PAGE = Path("docs/reference/policy.md")
 COMMANDS_PAGE = Path("docs/reference/commands.md")
+ENVIRONMENT_PAGE = Path("docs/reference/environment.md")
 
 #: What a user-chosen key is called in the reference, by the table that holds it; others: NAME.
 _PLACEHOLDERS = {"platforms": "PLATFORM", "runtime": "MAJOR", "empty": "ROW", "cache": "VARIABLE",
@@ -289,9 +290,28 @@ def _json_documents() -> list[str]:
     ]
 
 
+def environment_reference() -> str:
+    """docs/reference/environment.md: every variable buildrows reads, and those it sets for a build
+    (buildrows/envvars.py; tests/test_envvars.py holds the table to the code)."""
+    out = ["# Environment variables", ""]
+    out += _header("buildrows/envvars.py")
+    out += ["Every environment variable buildrows reads. `buildrows --help` lists their names; the policy "
+            "and the command line say the rest. A variable named here and not set takes the default.", "",
+            "| variable | default | what it does |", "| --- | --- | --- |"]
+    out += [f"| `{name}` | {_cell(default)} | {_cell(doc)} |" for name, default, doc in envvars.READ]
+    out += ["", "## What buildrows sets for a build", "",
+            "Beside the conventional variables (`CMAKE_ARGS`, `TORCH_CUDA_ARCH_LIST`, `CUDA_HOME`, `CUDACXX`, "
+            "`CMAKE_GENERATOR`, ...; `buildrows show ROW` lists a row's), presets, environment files and the hook "
+            "give a row's build these. A `CMakeLists.txt` or `setup.py` may read them.", "",
+            "| variable | value |", "| --- | --- |"]
+    out += [f"| `{name}` | {_cell(doc)} |" for name, doc in envvars.SET]
+    return "\n".join(out) + "\n"
+
+
 def pages() -> dict[Path, str]:
     """Each generated page, relative to the repository root, with its content."""
-    return {POLICY_PAGE: policy_reference().rstrip("\n") + "\n", COMMANDS_PAGE: commands_reference()}
+    return {POLICY_PAGE: policy_reference().rstrip("\n") + "\n", COMMANDS_PAGE: commands_reference(),
+            ENVIRONMENT_PAGE: environment_reference()}
 
 
 def stale(root: Path | None = None) -> list[Path]:

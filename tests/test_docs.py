@@ -179,11 +179,16 @@ def _pages() -> list[Path]:
     return [REPO / "README.md", *sorted(DOCS.rglob("*.md"))]
 
 
-def test_every_docs_page_is_linked_from_the_readme() -> None:
-    readme = REPO / "README.md"
-    linked = {(readme.parent / t.partition("#")[0]).resolve() for t in _LINK.findall(_prose(readme.read_text(encoding="utf-8")))}
-    unlinked = [str(p.relative_to(REPO)) for p in sorted(DOCS.rglob("*.md")) if p.resolve() not in linked]
-    assert not unlinked, f"pages not linked from README.md: {unlinked}\n    fix: add each to README's 'Where to go next'"
+def _linked_from(page: Path) -> set[Path]:
+    return {(page.parent / t.partition("#")[0]).resolve() for t in _LINK.findall(_prose(page.read_text(encoding="utf-8")))}
+
+
+def test_every_docs_page_is_linked_from_the_index() -> None:
+    index = DOCS / "index.md"
+    linked = _linked_from(index)
+    unlinked = [str(p.relative_to(REPO)) for p in sorted(DOCS.rglob("*.md")) if p != index and p.resolve() not in linked]
+    assert not unlinked, f"pages not linked from docs/index.md: {unlinked}\n    fix: add each to docs/index.md"
+    assert index.resolve() in _linked_from(REPO / "README.md"), "README.md must link docs/index.md"
 
 
 def test_relative_links_and_anchors_resolve() -> None:
