@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
-    from buildrows.build.logs import RowLogs
+    from buildrows.process.logs import RowLogs
 
 #: Every line any UI writes goes out under this lock: rows built in threads never cut each other's lines.
 _WRITE = RLock()

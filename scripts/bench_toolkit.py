@@ -50,8 +50,8 @@ def main() -> int:
         print(f"`buildrows {' '.join(what)}` from the cache, {args.runs} fresh processes: "
               f"median {statistics.median(times) * 1000:.0f} ms, max {max(times) * 1000:.0f} ms "
               f"({'under' if max(times) < 1 else 'OVER'} the 1 s target)")
+    from buildrows.plan.provisioned import downloads_dir
     from buildrows.provision.archives import sha256_file
-    from buildrows.provision.cache import downloads_dir
 
     files = sorted(downloads_dir(env).glob("*"))
     if files:

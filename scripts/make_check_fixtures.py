@@ -92,7 +92,7 @@ class Fixture:
     dist: str = "fx"
     version: str = "1.0"
     files: dict[str, Lib] = field(default_factory=dict)  # member -> library spec (beside `libs`)
-    record: dict[str, str | None] | None = None  # .dist-info/buildrows.json (buildrows.build.record)
+    record: dict[str, str | None] | None = None  # .dist-info/buildrows.json (buildrows.check.record)
     policy: str = ""  # PROMISE_FIXTURES: "example" or a key of POLICIES
     windows: dict[str, Win] = field(default_factory=dict)  # member -> MinGW-built file (skipped without MinGW)
 
@@ -432,7 +432,7 @@ def build_all(out: Path, fixtures: list[Fixture] | None = None) -> dict[str, Pat
         record = None
         if fx.record is not None:
             sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-            from buildrows.build.record import BuildRecord, record_bytes
+            from buildrows.check.record import BuildRecord, record_bytes
 
             record = record_bytes(BuildRecord(**fx.record))  # type: ignore[arg-type]
         write_wheel(wheel, fx.dist, version, files, fx.requires, tag, record)

@@ -132,8 +132,8 @@ def test_stamping_the_same_wheel_twice_gives_the_same_bytes(tmp_path: Path, monk
     """The build record and RECORD took the clock's time: every stamp was other bytes."""
     import time
 
-    from buildrows.build.record import BuildRecord
     from buildrows.build.stamp import stamp_wheel
+    from buildrows.check.record import BuildRecord
 
     wheel = tiny_wheel(tmp_path / "built")
     a, b = tmp_path / "a", tmp_path / "b"
@@ -607,7 +607,7 @@ def test_the_pyproject_lines_init_prints_give_a_working_metadata_setup(tmp_path:
         import tomllib
     else:
         import tomli as tomllib
-    from buildrows.policy.adopt import scikit_build_core
+    from buildrows.adopt.provider import scikit_build_core
 
     text = SK_PYPROJECT if tool_table else SK_PYPROJECT.split("[tool.scikit-build]")[0].rstrip() + "\n"
     (tmp_path / "pyproject.toml").write_text(text, encoding="utf-8")

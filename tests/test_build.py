@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from buildrows.build import drivers
-from buildrows.build.runner import Command, run_step
 from buildrows.check.tags import local_tag_problem
 from buildrows.errors import ExternalFailure
 from buildrows.policy.load import load_policy
+from buildrows.process.runner import Command, run_step
 from buildrows.render.presets import plan_row
 from buildrows.ui import UI
 

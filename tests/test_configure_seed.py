@@ -178,7 +178,7 @@ def test_a_tree_that_does_not_fit_its_seed_is_built_again_without_it(tmp_path: P
 
     from buildrows.build.drivers import BuildPlan
     from buildrows.build.orchestrate import _build_seeded
-    from buildrows.build.runner import Command
+    from buildrows.process.runner import Command
     from buildrows.ui import UI
 
     tree, runs = tmp_path / "build" / "skbuild-row-b", tmp_path / "runs.txt"

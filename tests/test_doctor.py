@@ -354,7 +354,7 @@ def test_cmake_in_the_environments_bin_is_found_and_used_by_build(tmp_path: Path
     import sysconfig
 
     from buildrows.build.prepare import setup
-    from buildrows.build.runner import Command, resolve
+    from buildrows.process.runner import Command, resolve
 
     scripts = sysconfig.get_path("scripts")
     if not (Path(scripts) / "cmake").is_file():

@@ -9,20 +9,20 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from buildrows.binaries.wheelread import LibraryInfo
-from buildrows.build.record import (
-    BuildRecord,
-    BuildRecordError,
-    member_name,
-    parse_record,
-    read_record,
-    record_bytes,
-)
 from buildrows.check.promises import (
     CUDA_LIBRARY,
     check_no_cuda,
     check_required,
     machine_of_platform_tag,
     rpath_exception,
+)
+from buildrows.check.record import (
+    BuildRecord,
+    BuildRecordError,
+    member_name,
+    parse_record,
+    read_record,
+    record_bytes,
 )
 from buildrows.check.torchpin import pin_problem
 from buildrows.policy.model import FileRule, RpathException

@@ -151,7 +151,7 @@ def test_provision_installs_the_policys_torch_for_the_row(cli: Callable[..., Res
 # --- point 12: a PyTorch extension's CPU wheel is pinned to its torch, and the check holds it there ---
 
 def cpu_torch_wheel(where: Path, requires: str) -> Path:
-    from buildrows.build.record import BuildRecord, record_bytes
+    from buildrows.check.record import BuildRecord, record_bytes
     from tests.cuda_tools import make_elf
 
     wheel = where / f"tiny-0.1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"

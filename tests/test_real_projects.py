@@ -33,7 +33,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from buildrows.binaries.wheelread import read_wheel
-from buildrows.build.record import parse_record
+from buildrows.check.record import parse_record
 from tests.cuda_root import assemble, nvidia_tree
 from tests.tar_tools import extract_sdist
 

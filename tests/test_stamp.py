@@ -15,8 +15,8 @@ import pytest
 from packaging.requirements import Requirement
 
 from buildrows.binaries.wheelread import read_wheel
-from buildrows.build.record import BuildRecord, parse_record
 from buildrows.build.stamp import edit_metadata, plan_metadata, stamp_wheel
+from buildrows.check.record import BuildRecord, parse_record
 from buildrows.errors import BadInput
 from tests.conftest import Result
 

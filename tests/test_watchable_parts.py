@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build import progress
-from buildrows.build.logs import RowLogs
-from buildrows.build.runner import Command, run_step
 from buildrows.errors import ExternalFailure
+from buildrows.process import progress
+from buildrows.process.logs import RowLogs
+from buildrows.process.runner import Command, run_step
 from buildrows.ui import UI
 
 REPO = Path(__file__).resolve().parent.parent

@@ -78,7 +78,7 @@ _DRIVE = re.compile(r"^[A-Za-z]:")
 # deflate cannot expand its input more than ~1032:1; a member claiming more is lying about its size.
 _MAX_DEFLATE_RATIO: Final = 1032
 
-#: The build record's member in `.dist-info/` (written by buildrows.build.record, read here).
+#: The build record's member in `.dist-info/` (written by buildrows.check.record, read here).
 RECORD_NAME: Final = "buildrows.json"
 
 
@@ -160,7 +160,7 @@ class WheelInfo:
     requires_dist: tuple[str, ...]
     libraries: tuple[LibraryInfo, ...]
     members: tuple[str, ...]
-    build_record: bytes | None = None  # ``.dist-info/buildrows.json`` (buildrows.build.record), if any
+    build_record: bytes | None = None  # ``.dist-info/buildrows.json`` (buildrows.check.record), if any
     # Device code in members that are not shared libraries (cubins, fat binaries, PTX text,
     # host ELF objects): buildrows.binaries.kernelfiles.
     kernels: tuple[KernelFile, ...] = ()

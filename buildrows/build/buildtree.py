@@ -110,7 +110,7 @@ def _resolved(name: str, env: Mapping[str, str]) -> str | None:
     """The real file a compiler command (`gcc -pthread`, `/usr/bin/c++`, `ccache gcc`) runs, or None."""
     import shlex
 
-    from buildrows.build.runner import find_tool
+    from buildrows.process.runner import find_tool
 
     try:
         words = shlex.split(name)
@@ -124,7 +124,7 @@ def _resolved(name: str, env: Mapping[str, str]) -> str | None:
 
 
 def _tool_version(tool: str, env: Mapping[str, str]) -> str:
-    from buildrows.build.runner import capture
+    from buildrows.process.runner import capture
 
     got = capture([tool, "--version"], env, timeout=60)
     first = (got.output.strip().splitlines() or [""])[0].strip()
@@ -136,8 +136,8 @@ def facts(plan: RowPlan, bp: BuildPlan, python: str | None, project: Path, env: 
     """What the row's build tree is built with, as the build's command will find it (`env`: the
     environment its command runs with)."""
     from buildrows.build.doctor import build_requirements
-    from buildrows.build.runner import capture
     from buildrows.plan.torchenv import uses_torch
+    from buildrows.process.runner import capture
 
     out: dict[str, str] = {}
     torch_dir: str | None = None
@@ -170,7 +170,7 @@ def facts(plan: RowPlan, bp: BuildPlan, python: str | None, project: Path, env: 
         if name:
             out[key] = _resolved(name, env) or f"{name} (not found)"
     if _runs_cmake(bp, project):
-        from buildrows.build.runner import find_tool
+        from buildrows.process.runner import find_tool
 
         cmake = find_tool("cmake", env)
         out["cmake"] = f"{os.path.realpath(cmake)} {_tool_version(cmake, env)}" if cmake else "not found"

@@ -91,7 +91,7 @@ _NVCC_TOOLS = ("nvcc", "cicc", "ptxas", "fatbinary", "nvlink", "cudafe++", "nvcc
 def cache_dir(env: Mapping[str, str]) -> Path:
     """The ccache directory, shared by every row and project: under buildrows' cache
     (BUILDROWS_CACHE, else XDG_CACHE_HOME/buildrows, else ~/.cache/buildrows)."""
-    from buildrows.provision.cache import cache_root
+    from buildrows.plan.provisioned import cache_root
 
     return cache_root(env) / "ccache"
 

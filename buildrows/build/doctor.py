@@ -16,47 +16,21 @@ import sys
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
+from buildrows.build.findings import Finding as Finding
+from buildrows.build.findings import Status as Status
+from buildrows.build.findings import parse_version as parse_version
 from buildrows.errors import BadInput, Refused
 from buildrows.plan.toolchain import HostOs
 from buildrows.policy.model import Driver, Policy, Row
 from buildrows.provision.interpreters import Interpreter, Rejected
 
-Status = Literal["ok", "note", "missing", "refused"]
-
 MIN_CMAKE = (3, 25)  # workflow presets (schema 6)
 MIN_NINJA = (1, 10)  # Ninja Multi-Config
-_VERSION = re.compile(r"(\d+)\.(\d+)(?:\.(\d+))?")
 #: What a setup.py project without [build-system] builds with (PEP 517's fallback).
 SETUPTOOLS_FALLBACK = ("setuptools>=40.8.0",)
 FRONTEND = "build>=1.0"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One check's verdict: `seen` says what was found, `fix` how to get what is missing."""
-
-    check: str
-    status: Status
-    seen: str
-    fix: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.status in ("missing", "refused")
-
-    def render(self) -> str:
-        mark = {"ok": "ok", "note": "note", "missing": "MISSING", "refused": "REFUSED"}[self.status]
-        text = f"[{mark:7}] {self.check}: {self.seen}"
-        return text + (f"\n          fix: {self.fix}" if self.fix else "")
-
-
-def parse_version(text: str) -> tuple[int, ...] | None:
-    m = _VERSION.search(text)
-    if m is None:
-        return None
-    return tuple(int(g) for g in m.groups() if g is not None)
 
 
 def _dotted(v: tuple[int, ...]) -> str:
@@ -880,12 +854,12 @@ def is_running_interpreter(python: str) -> bool:
 
 @dataclass
 class MachineProbe:
-    """The real machine: tools through `buildrows.build.runner`, distributions in-process when possible."""
+    """The real machine: tools through `buildrows.process.runner`, distributions in-process when possible."""
 
     seen: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
 
     def tool(self, name: str, env: Mapping[str, str]) -> tuple[str | None, str | None]:
-        from buildrows.build.runner import capture, find_tool
+        from buildrows.process.runner import capture, find_tool
 
         path = find_tool(name, env)
         if path is None:
@@ -903,7 +877,7 @@ class MachineProbe:
         return path, (got.output if got.error is None else got.error)
 
     def interpreter(self, python: str) -> tuple[str | None, str | None]:
-        from buildrows.build.runner import capture
+        from buildrows.process.runner import capture
 
         if is_running_interpreter(python):
             from buildrows.plan.host import host_python
@@ -929,7 +903,7 @@ class MachineProbe:
                 except metadata.PackageNotFoundError:
                     out[n] = None
             return out
-        from buildrows.build.runner import capture
+        from buildrows.process.runner import capture
 
         got = capture([python, "-c", _DIST_SCRIPT, *names], timeout=60)
         try:

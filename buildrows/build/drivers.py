@@ -1,4 +1,4 @@
-"""The commands each build driver runs for a row: computed here, run by `buildrows.build.runner`.
+"""The commands each build driver runs for a row: computed here, run by `buildrows.process.runner`.
 
 Three drivers, as the policy's `project.driver` says:
 
@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildrows.build.runner import Command
 from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.plan.row import RowPlan
 from buildrows.policy.model import Driver, Row
+from buildrows.process.runner import Command
 
 if TYPE_CHECKING:
     from buildrows.build.compiler_cache import CompilerCache
@@ -57,7 +57,7 @@ def row_python(row: Row, env: Mapping[str, str]) -> str | None:
 
     if host_python() == row.python:
         return sys.executable
-    from buildrows.build.runner import find_tool
+    from buildrows.process.runner import find_tool
 
     return find_tool(f"python{row.python}", env)
 
@@ -329,7 +329,7 @@ def installation_key(package: Path) -> str:
     directory and its version, hashed (an editable checkout is its own installation)."""
     import hashlib
 
-    from buildrows.build.record import own_version
+    from buildrows.check.record import own_version
 
     return hashlib.sha256(f"{package}\0{own_version()}".encode()).hexdigest()[:16]
 

@@ -43,7 +43,7 @@ def interpreter_link(python: str) -> InterpreterLink:
     """The row's interpreter's LDSHARED, LIBDIR and CC (all "" when it cannot be asked)."""
     import json
 
-    from buildrows.build.runner import capture
+    from buildrows.process.runner import capture
 
     got = capture([python, "-c", _PROBE], timeout=60)
     for line in got.output.splitlines() if got.error is None and got.code == 0 else []:

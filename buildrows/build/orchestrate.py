@@ -97,11 +97,11 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     """`buildrows build`: every selected row end to end, then the summary; returns the worst exit code."""
     import time
 
-    from buildrows.build import progress
     from buildrows.build.prepare import doctor_row, refuse_empty, resolve_rows, setup
-    from buildrows.build.runner import duration
     from buildrows.build.summary import RowOutcome, worst_exit
     from buildrows.errors import BuildrowsError
+    from buildrows.process import progress
+    from buildrows.process.progress import duration
 
     started = time.perf_counter()
     progress.INTERRUPTED.clear()
@@ -220,16 +220,16 @@ def _leaders_and_followers(rows: list[Row]) -> tuple[list[Row], list[Row]]:
 
 def _build_one(state: _Run, row: Row, label: str, provided: Provided | None, prefixed: bool = False) -> RowOutcome:
     """Build one row under its header, its output prefixed with its name when rows build beside
-    each other and kept in its log (buildrows.build.logs); every error becomes its outcome, with
+    each other and kept in its log (buildrows.process.logs); every error becomes its outcome, with
     its time and its log."""
     import copy
     import time
     from dataclasses import replace
 
-    from buildrows.build import progress
-    from buildrows.build.logs import RowLogs, log_root
     from buildrows.build.prepare import project_of
     from buildrows.errors import EXIT_EXTERNAL, EXIT_INTERRUPTED, BuildrowsError
+    from buildrows.process import progress
+    from buildrows.process.logs import RowLogs, log_root
 
     logs: RowLogs | None = RowLogs(log_root(project_of(state.pol, state.args), state.args.log_dir) / row.name)
     handle = None
@@ -284,8 +284,8 @@ def _build_together(state: _Run, rows: list[Row], number: Mapping[str, int], tot
     yet started; Ctrl-C (landing in this, the main thread) stops every running row's step."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from buildrows.build import progress
     from buildrows.build.summary import RowOutcome
+    from buildrows.process import progress
 
     jobs = min(jobs, len(rows))
     s = "s" if len(rows) != 1 else ""
@@ -363,7 +363,7 @@ def _outcome_of_error(row: Row, e: BuildrowsError, project: Path | None = None) 
 
 def _stop_reason(outcomes: Mapping[str, RowOutcome], keep_going: bool) -> str:
     """Why the remaining rows are not built ("" to go on): without --keep-going, the first failure stops."""
-    from buildrows.build import progress
+    from buildrows.process import progress
 
     if progress.INTERRUPTED.is_set():
         return "not started: stopped by the user"
@@ -527,8 +527,8 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
     """The row's cached build environment (a venv of `interp` with the frontend and the project's
     build requirements), created or reused."""
     from buildrows.build.doctor import FRONTEND, build_requirements
-    from buildrows.build.runner import run_step
     from buildrows.errors import BadInput
+    from buildrows.process.runner import run_step
     from buildrows.provision import buildenv
 
     reqs, problem = build_requirements(project, driver)
@@ -591,10 +591,10 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
 
 
 def _tree_lock(state: _Run, row: Row) -> AbstractContextManager[None]:
-    """The lock of the row's build tree (buildrows.build.lock): the row's own for
+    """The lock of the row's build tree (buildrows.process.lock): the row's own for
     scikit-build-core (build/skbuild-ROW), the project's for the drivers that write into it."""
-    from buildrows.build.lock import holding, lock_path
     from buildrows.build.prepare import driver_of, project_of
+    from buildrows.process.lock import holding, lock_path
 
     project = project_of(state.pol, state.args)
     if driver_of(state.pol, state.args) == "scikit-build-core":
@@ -606,10 +606,10 @@ def require_places(pol: Policy, env: Mapping[str, str], args: BuildOptions) -> N
     """Exit 2 before any compile when a directory the build writes cannot be written: the wheel
     directory, the project's build directory, the log directory, buildrows' cache."""
     from buildrows.build import drivers
-    from buildrows.build.logs import log_root
     from buildrows.build.prepare import project_of
     from buildrows.build.writable import require_writable
-    from buildrows.provision.cache import cache_root
+    from buildrows.plan.provisioned import cache_root
+    from buildrows.process.logs import log_root
 
     project = project_of(pol, args)
     wheel_dir = drivers.default_wheel_dir(project, args.wheel_dir)
@@ -625,10 +625,10 @@ def require_places(pol: Policy, env: Mapping[str, str], args: BuildOptions) -> N
 def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path, final_dir: Path) -> RowOutcome:
     from buildrows.build import drivers
     from buildrows.build.prepare import doctor_command, driver_of, project_of
-    from buildrows.build.runner import run_step
     from buildrows.build.summary import RowOutcome, size_text
     from buildrows.errors import EXIT_CHECK_FAILED, ExternalFailure, Refused
     from buildrows.plan.row import plan_row
+    from buildrows.process.runner import run_step
     from buildrows.render.presets import render_plans
 
     pol, env, host, args, ui = state.pol, state.env, state.host, state.args, state.ui
@@ -655,7 +655,7 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         python = interp.path if interp else drivers.row_python(row, env)
         if python is None:
             raise Refused(f"no Python {row.python} to build {row.name} with\n    fix: `{doctor_command(pol, row)}` says how to get one")
-        from buildrows.provision.cache import cache_root
+        from buildrows.plan.provisioned import cache_root
 
         importable = drivers.provider_path(cache_root(env), env)  # buildrows.metadata for the build
         if driver == "scikit-build-core":
@@ -931,8 +931,8 @@ def _build_seeded(state: _Run, row: Row, bp: drivers.BuildPlan, base_env: Mappin
 
     from buildrows.build import configure_seed, drivers
     from buildrows.build.prepare import doctor_command
-    from buildrows.build.runner import run_step
     from buildrows.errors import ExternalFailure
+    from buildrows.process.runner import run_step
 
     ui, doctor = state.ui, doctor_command(state.pol, row)
     key, tree = seeding
@@ -1018,8 +1018,8 @@ def finish_wheel(pol: Policy, row: Row, wheel: Path, *, python: str, project: Pa
     pin to the torch it compiled against. `torch_env` is the environment torch is asked in (None:
     the build was isolated, so this Python's torch is not the one it compiled against)."""
     from buildrows.build.doctor import build_requirements
-    from buildrows.build.record import BuildRecord
     from buildrows.build.stamp import stamp_wheel, torch_pin
+    from buildrows.check.record import BuildRecord
     from buildrows.plan.torchenv import ask_torch, uses_torch
 
     torch = torch_cuda = None
@@ -1080,7 +1080,7 @@ def _uses_torch(pol: Policy, row: Row) -> bool:
 
 def _torch_dir(python: str) -> str | None:
     """Where the build environment's torch package lies (found without importing torch), or None."""
-    from buildrows.build.runner import capture
+    from buildrows.process.runner import capture
 
     got = capture([python, "-c", "import importlib.util as u; s = u.find_spec('torch'); "
                    "print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')"], timeout=60)
@@ -1101,8 +1101,8 @@ def check_built_wheel(pol: Policy, row: Row, wheel: Path, ui: UI, *, torch_pytho
     libraries are then loaded against that torch's libraries (libraries-load)."""
     import time
 
-    from buildrows.build.runner import duration
     from buildrows.check.expect import CheckRequest, check_wheel
+    from buildrows.process.progress import duration
 
     start = time.perf_counter()
 

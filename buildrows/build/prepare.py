@@ -15,7 +15,7 @@ from buildrows.provision.interpreters import Interpreter
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
-    from buildrows.build.doctor import Finding
+    from buildrows.build.findings import Finding
 
 
 @dataclass
@@ -49,8 +49,8 @@ def setup(args: BuildOptions) -> tuple[Policy, dict[str, str], HostOs]:
     """The policy, the environment the steps run with, and the host. The environment is this
     one, plus the active Python environment's bin directory at the end of PATH when it is not
     on PATH (recorded in args.environment_bin for doctor's report)."""
-    from buildrows.build.runner import with_environment_bin
     from buildrows.plan.toolchain import host_os
+    from buildrows.process.runner import with_environment_bin
 
     env, added = with_environment_bin(os.environ)
     args.environment_bin = added
@@ -159,7 +159,7 @@ def doctor_rows(pol: Policy, rows: Sequence[Row], env: Mapping[str, str], host: 
     for each row. Returns the seconds it took."""
     import time
 
-    from buildrows.build.runner import duration
+    from buildrows.process.progress import duration
 
     start = time.perf_counter()
     failed: list[tuple[Row, BuildrowsError]] = []

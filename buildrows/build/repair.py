@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from buildrows.build.doctor import Finding
+    from buildrows.build.findings import Finding
     from buildrows.policy.model import Policy, Row
     from buildrows.ui import UI
 
@@ -142,7 +142,7 @@ def auditwheel_command(env: Mapping[str, str]) -> tuple[list[str], str] | None:
 
 
 def _version(text: str) -> tuple[int, ...]:
-    from buildrows.build.doctor import parse_version
+    from buildrows.build.findings import parse_version
 
     return parse_version(text) or (0,)
 
@@ -150,7 +150,7 @@ def _version(text: str) -> tuple[int, ...]:
 def findings(policy: Policy, row: Row, env: Mapping[str, str]) -> list[Finding]:
     """Doctor's findings for [repair]: none when it is off; a note for a macOS or Windows row; else
     whether auditwheel (new enough) and patchelf are there."""
-    from buildrows.build.doctor import Finding
+    from buildrows.build.findings import Finding
 
     settings = policy.repair
     if not settings.auditwheel:
@@ -265,8 +265,8 @@ def repair_wheel(policy: Policy, row: Row, wheel: Path, env: Mapping[str, str], 
     failed, (the wheel as built, why). A wheel left alone (repair off, not Linux, pure) comes back
     unchanged with ""."""
     from buildrows.binaries.wheelread import parse_wheel_filename
-    from buildrows.build.runner import Command, run_step
     from buildrows.errors import ExternalFailure
+    from buildrows.process.runner import Command, run_step
 
     settings = policy.repair
     if not settings.auditwheel:

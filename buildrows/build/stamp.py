@@ -6,7 +6,7 @@ opts in (``[project] stamp = true``), buildrows rewrites that wheel: the version
 local tag, the missing requirements are added to ``Requires-Dist`` (the project's own are kept),
 the ``.dist-info`` (and ``.data``) directory takes the new version's name, and ``RECORD`` is
 written anew. Every wheel ``buildrows build`` makes also gets its build record
-(``<dist-info>/buildrows.json``, `buildrows.build.record`), opt-in or not.
+(``<dist-info>/buildrows.json``, `buildrows.check.record`), opt-in or not.
 
 The rewrite goes through ``wheel.wheelfile.WheelFile`` (PyPA's ``wheel``, the library that writes
 the wheels setuptools builds): reading it checks every member against the original ``RECORD``, so
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildrows.build.record import RECORD_NAME, BuildRecord, record_bytes
+from buildrows.check.record import RECORD_NAME, BuildRecord, record_bytes
 from buildrows.errors import BadInput
 
 if TYPE_CHECKING:

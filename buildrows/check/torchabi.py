@@ -19,7 +19,7 @@ def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[s
     C++ API ties it to the minor version it was built against (torch==X.Y.*); torch's stable C ABI
     only (aoti_torch_*, torch_*) does not, so torch>=X with no upper bound is right. The torch it was
     built against comes from the build record, or from `check --torch` for a wheel built elsewhere."""
-    from buildrows.build.record import RECORD_NAME, BuildRecordError, parse_record
+    from buildrows.check.record import RECORD_NAME, BuildRecordError, parse_record
     from buildrows.check.torchpin import pin_problem
 
     name = "torch-matches-build"

@@ -17,21 +17,14 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from buildrows.policy.discover import repository_root as repository_root
+
 _CMAKE_COMMENT = re.compile(r"#\[(=*)\[.*?\]\1\]|#[^\n]*", re.DOTALL)
 _CMAKE_SUBDIR = re.compile(r"\badd_subdirectory\s*\(\s*\"?([^\s\")$]+)", re.IGNORECASE)
 _TOKEN = re.compile(r"[^\s()\"';]+")
 _PY_STRING = re.compile(r"""(?:'([^'\n\\]+)'|"([^"\n\\]+)")""")
 
 
-def repository_root(start: Path) -> Path | None:
-    """The root of the repository that holds START, found as git finds it: the nearest directory
-    upward (START included) with a `.git` entry (a directory, or the file a worktree or submodule
-    has). None outside any repository. Needs no git executable."""
-    here = start.resolve()
-    for d in (here, *here.parents):
-        if (d / ".git").exists():
-            return d
-    return None
 
 
 def _inside(project: Path, base: Path, text: str) -> PurePosixPath | None:

@@ -30,8 +30,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
+    from buildrows.adopt.starter import refuse_existing, starter
     from buildrows.policy.load import CONFIG_NAMES
-    from buildrows.policy.starter import refuse_existing, starter
 
     project = Path.cwd()
     refuse_existing(project)
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace, ui: UI) -> int:
 
 def _wheel_metadata(project: Path, policy_path: Path, ui: UI) -> None:
     """What the project needs for its wheels to carry the row's version and runtime requirement
-    (buildrows.policy.adopt): files written only where absent, the rest printed."""
-    from buildrows.policy import adopt
+    (buildrows.adopt.provider): files written only where absent, the rest printed."""
+    from buildrows.adopt import provider as adopt
     from buildrows.policy.load import load_policy
 
     pol = load_policy(policy_path)

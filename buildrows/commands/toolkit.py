@@ -50,7 +50,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             ui.print(f"{tk.platform}  {tk.train.dotted}  {tk.root}  ({tk.source} {tk.release}, nvcc {tk.nvcc_version}"
                      f"{', libraries' if tk.libraries else ''})")
         if not found:
-            from buildrows.provision.cache import toolkits_dir
+            from buildrows.plan.provisioned import toolkits_dir
 
             ui.info(f"no toolkits in {toolkits_dir(env)}")
         return 0

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
 
 def _root(ui: UI) -> Path:
     """The repository root from any directory inside it, as git finds it; else the current directory."""
-    from buildrows.ci.paths import repository_root
+    from buildrows.policy.discover import repository_root
 
     found = repository_root(Path.cwd())
     if found is None:

@@ -29,6 +29,7 @@ from buildrows.plan.toolchain import (
     read_train,
 )
 from buildrows.policy.archs import ArchList
+from buildrows.policy.model import ROW_ENV_PLACEHOLDERS as ROW_ENV_PLACEHOLDERS
 from buildrows.policy.model import Policy, Row
 from buildrows.resources import cmake_module
 
@@ -101,7 +102,7 @@ def cached_toolkit(row: Row, env: Mapping[str, str]) -> str | None:
     """The root of the row's train in the buildrows cache (`buildrows toolkit install`), or None."""
     if row.cuda is None:
         return None
-    from buildrows.provision.toolkit import installed
+    from buildrows.plan.provisioned import installed
 
     found = installed(row.cuda, row.platform, env)
     return str(found.root) if found is not None else None
@@ -185,8 +186,6 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
                    interpreter, toolkit)
 
 
-#: What a [project] cuda-env value may name, e.g. CUDA_TOOLKIT_ROOT_DIR = "{cuda_home}".
-ROW_ENV_PLACEHOLDERS = ("cuda_home", "cuda", "cu", "archs", "torch_archs")
 
 
 def _expand(value: str, row: Row, archs: ArchList | None, home: str | None) -> str:

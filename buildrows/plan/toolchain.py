@@ -175,7 +175,7 @@ def _answer_file(ident: tuple[object, ...], env: Mapping[str, str]) -> tuple[Pat
     """Where the answer for `ident` is kept, and the key the file must carry to be believed."""
     import zlib
 
-    from buildrows.provision.cache import cache_root
+    from buildrows.plan.provisioned import cache_root
 
     key = repr((ANSWER_FORMAT, ident))
     return cache_root(env) / "nvcc" / f"{zlib.crc32(key.encode('utf-8', 'surrogateescape')):08x}.json", key

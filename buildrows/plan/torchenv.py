@@ -49,7 +49,7 @@ def uses_torch(project: Path, requirements: Sequence[str]) -> bool:
 
 def ask_torch(python: str, env: Mapping[str, str]) -> tuple[TorchInfo | None, str | None]:
     """(what the row's Python's torch says in `env`, or why it could not be asked)."""
-    from buildrows.build.runner import capture
+    from buildrows.process.runner import capture
 
     got = capture([python, "-c", _PROBE], env, timeout=300)
     if got.code != 0:

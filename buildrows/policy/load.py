@@ -80,7 +80,7 @@ def find_config(path: str | Path | None) -> Path:
     has one (as git finds its root from any subdirectory)."""
     base = Path(path) if path is not None else Path.cwd()
     if path is None:
-        from buildrows.ci.paths import repository_root
+        from buildrows.policy.discover import repository_root
 
         top = repository_root(base)
         if top is not None:
@@ -335,7 +335,7 @@ class _Resolver:
                 switches.append(entry)
         torch = None
         if "torch" in p:
-            from buildrows.provision.torch import torch_requirement
+            from buildrows.policy.requirements import torch_requirement
 
             try:
                 torch = torch_requirement(p["torch"])
@@ -359,7 +359,7 @@ class _Resolver:
 
     def _row_env(self, p: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:
         """[project] cpu-env / cuda-env: variable names checked, placeholders known."""
-        from buildrows.plan.row import ROW_ENV_PLACEHOLDERS
+        from buildrows.policy.model import ROW_ENV_PLACEHOLDERS
 
         out: list[tuple[str, str]] = []
         for name, value in p.get(key, {}).items():

@@ -384,3 +384,7 @@ class Policy(Frozen):
             if r.name == name:
                 return r
         return None
+
+
+#: What a [project] cuda-env value may name, e.g. CUDA_TOOLKIT_ROOT_DIR = "{cuda_home}" (the plan expands them).
+ROW_ENV_PLACEHOLDERS = ("cuda_home", "cuda", "cu", "archs", "torch_archs")

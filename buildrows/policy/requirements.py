@@ -43,3 +43,19 @@ def expected_requirements(platform: str, cuda: Train | None, requirements: tuple
         if applies(req, platform):
             out.append(text)
     return out
+
+
+def torch_requirement(value: str) -> str:
+    """The requirement a policy's `torch` value means: "2.14.1" -> torch==2.14.1, "2.14.*" ->
+    torch==2.14.*, ">=2.13,<2.15" -> torch>=2.13,<2.15. ValueError when it is neither."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    text = value.strip()
+    spec = f"=={text}" if text[:1].isdigit() else text
+    try:
+        parsed = SpecifierSet(spec)
+    except InvalidSpecifier:
+        raise ValueError(f"torch = {value!r} is neither a version nor a version specifier") from None
+    if not str(parsed):
+        raise ValueError("torch is empty")
+    return f"torch{parsed}"

@@ -3,7 +3,7 @@ requirements (and, for a PyTorch extension, the torch of the row's train), cache
 buildrows cache and reused while the interpreter, the requirements, the torch and the project are
 unchanged (the key hashes them all: one project's environment never serves another, so nothing
 installed for one leaks into another's build). The commands are computed here and run by
-`buildrows.build.runner`; the stamp is written last, so an interrupted set-up is redone, never reused."""
+`buildrows.process.runner`; the stamp is written last, so an interrupted set-up is redone, never reused."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from buildrows.build.runner import Command
+from buildrows.plan.provisioned import envs_dir
 from buildrows.policy.model import Policy, Row
-from buildrows.provision.cache import envs_dir
+from buildrows.process.runner import Command
 from buildrows.provision.interpreters import Interpreter, probe
 from buildrows.provision.torch import REPORT, TorchInstall
 

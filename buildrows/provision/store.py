@@ -206,6 +206,6 @@ def now() -> float:
 
 
 def cache_root_of(env: Mapping[str, str]) -> Path:
-    from buildrows.provision.cache import cache_root
+    from buildrows.plan.provisioned import cache_root
 
     return cache_root(env)

@@ -30,82 +30,30 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from buildrows.errors import BadInput, Refused
+from buildrows.errors import Refused
+
+# What the cache holds is read by the plan too (a row's toolkit); the stage that writes it offers the
+# same names to its callers.
+from buildrows.plan.provisioned import RECEIPT as RECEIPT
+from buildrows.plan.provisioned import Toolkit as Toolkit
+from buildrows.plan.provisioned import downloads_dir
+from buildrows.plan.provisioned import installed as installed
+from buildrows.plan.provisioned import list_installed as list_installed
+from buildrows.plan.provisioned import nvcc_name as nvcc_name
+from buildrows.plan.provisioned import toolkit_root as toolkit_root
+from buildrows.plan.provisioned import toolkits_dir as toolkits_dir
 from buildrows.policy.archs import Train
 from buildrows.provision import sources
 from buildrows.provision.archives import Artifact, fetch, unpack
-from buildrows.provision.cache import downloads_dir, toolkits_dir
 
-RECEIPT = "buildrows-toolkit.json"
 #: The CUDA target directory of each platform in an installer-style layout (targets/<triple>).
 TARGETS = {"linux-x86_64": "x86_64-linux", "linux-aarch64": "sbsa-linux"}
 
 
 #: Platforms assembled from NVIDIA's Windows archives (zips, the installer's flat layout).
 WINDOWS = ("windows-amd64",)
-
-
-def nvcc_name(platform: str) -> str:
-    return "nvcc.exe" if platform.startswith("windows") else "nvcc"
-
-
-@dataclass(frozen=True)
-class Toolkit:
-    """A complete toolkit in the cache."""
-
-    train: Train
-    platform: str
-    root: Path
-    source: str
-    release: str
-    nvcc_version: str
-    libraries: bool
-
-    @property
-    def nvcc(self) -> Path:
-        return self.root / "bin" / nvcc_name(self.platform)
-
-    def describe(self) -> str:
-        libs = ", with library headers" if self.libraries else ""
-        return f"CUDA {self.nvcc_version} ({self.source} {self.release}{libs}) at {self.root}"
-
-
-def toolkit_root(train: Train, platform: str, env: Mapping[str, str]) -> Path:
-    return toolkits_dir(env) / platform / train.dotted
-
-
-def installed(train: Train, platform: str, env: Mapping[str, str]) -> Toolkit | None:
-    """The cached toolkit of the train, or None. Reads the receipt only: the toolkit was verified
-    when it was assembled, and nothing renames a directory without a receipt into place."""
-    root = toolkit_root(train, platform, env)
-    try:
-        data = json.loads((root / RECEIPT).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not (root / "bin" / nvcc_name(platform)).is_file():
-        return None
-    return Toolkit(train, platform, root, str(data.get("source")), str(data.get("release")),
-                   str(data.get("nvcc_version")), bool(data.get("libraries")))
-
-
-def list_installed(env: Mapping[str, str]) -> list[Toolkit]:
-    out: list[Toolkit] = []
-    base = toolkits_dir(env)
-    if not base.is_dir():
-        return out
-    for plat in sorted(p for p in base.iterdir() if p.is_dir()):
-        for d in sorted(plat.iterdir()):
-            try:
-                train = Train.parse(d.name)
-            except (BadInput, ValueError):
-                continue
-            tk = installed(train, plat.name, env)
-            if tk is not None:
-                out.append(tk)
-    return out
 
 
 def choose_release(train: Train, platform: str, env: Mapping[str, str], *, source: sources.Source | None,

@@ -14,26 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from buildrows.policy.model import Row
+from buildrows.policy.requirements import torch_requirement as torch_requirement
 
 #: Where PyTorch publishes each train's wheels; {accel} is cu130, cu126, ... or cpu.
 DEFAULT_INDEX = "https://download.pytorch.org/whl/{accel}"
 INDEX_VARIABLE = "BUILDROWS_TORCH_INDEX"
-
-
-def torch_requirement(value: str) -> str:
-    """The requirement a policy's `torch` value means: "2.14.1" -> torch==2.14.1, "2.14.*" ->
-    torch==2.14.*, ">=2.13,<2.15" -> torch>=2.13,<2.15. ValueError when it is neither."""
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
-    text = value.strip()
-    spec = f"=={text}" if text[:1].isdigit() else text
-    try:
-        parsed = SpecifierSet(spec)
-    except InvalidSpecifier:
-        raise ValueError(f"torch = {value!r} is neither a version nor a version specifier") from None
-    if not str(parsed):
-        raise ValueError("torch is empty")
-    return f"torch{parsed}"
 
 
 @dataclass(frozen=True)
@@ -90,7 +75,7 @@ def ask_installed(python: str, env: Mapping[str, str]) -> tuple[InstalledTorch |
     """(the torch `python` imports, or None and why it could not)."""
     import json
 
-    from buildrows.build.runner import capture
+    from buildrows.process.runner import capture
 
     got = capture([python, "-c", _PROBE], env, timeout=300)
     lines = [ln for ln in got.output.splitlines() if ln.startswith("BUILDROWS_TORCH=")]

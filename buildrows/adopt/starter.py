@@ -16,9 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from buildrows.errors import BadInput
-from buildrows.policy.archs import ArchList, Train
-from buildrows.policy.from_wheel import (
+from buildrows.adopt.from_wheel import (
     WheelFacts,
     check_toml,
     infer,
@@ -27,6 +25,8 @@ from buildrows.policy.from_wheel import (
     train_lists,
     trains_of,
 )
+from buildrows.errors import BadInput
+from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import Driver
 
 #: Python versions a starting policy builds (the seed's allowlist); the running one is added.
@@ -635,8 +635,8 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
         platform = platform_of_wheel(code.info) or platform if code.info is not None else platform
         return CudaStart(train, archs, text, ptx_none, source, facts), platform
     if facts is not None and facts.host_only:
+        from buildrows.adopt.from_wheel import host_only_supported
         from buildrows.policy.archs import parse_arch_list, suggested_archs
-        from buildrows.policy.from_wheel import host_only_supported
 
         if not host_only_supported():
             raise Refused(f"{wheel.name}: no library carries device code, and {', '.join(facts.host_only[:2])} link CUDA "

@@ -69,9 +69,9 @@ def lock_path(build_root: Path, key: str) -> Path:
 @contextmanager
 def holding(path: Path, what: str, ui: UI) -> Iterator[None]:
     """Hold the lock at `path` for the body; wait (saying so) while another build holds it."""
-    from buildrows.build import progress
-    from buildrows.build.runner import duration
     from buildrows.errors import Interrupted
+    from buildrows.process import progress
+    from buildrows.process.progress import duration
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+", encoding="utf-8") as fh:

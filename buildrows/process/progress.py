@@ -41,6 +41,14 @@ _ERRORS = (
 _SKIP = re.compile(r"^\s*(\+ |\*\*\*|--|FAILED:|ninja: build stopped|\d+ errors? detected)|Werror|error_|-error")
 
 
+def duration(seconds: float) -> str:
+    """`0.4s`, `25.3s`, `1m54s`."""
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    m, sec = divmod(round(seconds), 60)
+    return f"{m}m{sec:02d}s"
+
+
 def heartbeat_interval() -> float:
     """BUILDROWS_HEARTBEAT (seconds) or 30; a bad value is the default."""
     text = os.environ.get("BUILDROWS_HEARTBEAT", "")
@@ -177,7 +185,6 @@ class Watch:
         return time.monotonic() - self.start
 
     def _beat(self) -> None:
-        from buildrows.build.runner import duration
 
         while not self._done.wait(min(self.interval, 1.0)):
             now = time.monotonic()

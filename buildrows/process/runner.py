@@ -95,8 +95,9 @@ def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None, *,
     by hand (the variables it had, then the command) and `doctor` (the exact
     `buildrows ... doctor ROW` for the row being built). Ctrl-C stops the step's process group
     and raises :class:`Interrupted`, whatever status the step then exits with."""
-    from buildrows.build import progress
     from buildrows.errors import Interrupted
+    from buildrows.process import progress
+    from buildrows.process.progress import duration
 
     if progress.INTERRUPTED.is_set():
         raise Interrupted(f"step '{cmd.step}' was not started: stopped by the user")
@@ -129,23 +130,15 @@ def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None, *,
     return elapsed
 
 
-def duration(seconds: float) -> str:
-    """`0.4s`, `25.3s`, `1m54s`."""
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, sec = divmod(round(seconds), 60)
-    return f"{m}m{sec:02d}s"
-
-
 def _stream(argv: Sequence[str], env: Mapping[str, str], cmd: Command, ui: UI,
             log_path: Path | None) -> tuple[int, str | None, str | None]:
     """Run the step in its own process group and copy its output, line by line as it comes,
     through the UI and into its log; returns its exit status, its first error line and its last line.
 
     Ctrl-C while it runs (the KeyboardInterrupt lands here, in the main thread) is forwarded to
-    every running step's group (buildrows.build.progress); what the steps print after that goes
+    every running step's group (buildrows.process.progress); what the steps print after that goes
     to their logs only."""
-    from buildrows.build import progress
+    from buildrows.process import progress
 
     log = log_path.open("w", encoding="utf-8", errors="replace") if log_path is not None else None
     try:
