@@ -18,7 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from buildrows.policy.archs import Train, driver_floor, newest_ptx_isa, ptx_isa_train, train_driver
+from buildrows.policy.archs import (
+    Train,
+    beyond_data,
+    driver_floor,
+    newest_ptx_isa,
+    ptx_isa_train,
+    train_driver,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -117,6 +124,7 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     cubins_by: list[Train] = []
     late: list[str] = []  # cubins newer than the claim (after the PTX lines)
     own_trains: list[Train] = []  # per-train libraries' cubins: each held to its own train, apart from the row's
+    beyond: list[tuple[int, int]] = []  # ISAs newer than the data, under a row of a train newer than it
     judged: list[bool] = []  # per library or kernel-file group with PTX: whether it is kernel files
     dated: list[bool] = []  # the same, for cubins with a toolkit note
     # Shared libraries, then kernel files (one unit per rule, as the device-code check groups them).
@@ -150,6 +158,9 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
         if isa <= newest_ptx_isa(train):
             continue
         wrote, driver = _jit_driver(isa)
+        if wrote is None and beyond_data(train):
+            beyond.append(isa)  # both newer than the data: taken to be the row's train's own ISA
+            continue
         if wrote is None:
             by = ("newer than any train buildrows knows (add it under [ptx-isa] in "
                   "buildrows/data/cuda_trains.toml)")
@@ -165,6 +176,9 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                    f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the CUDA {train} toolkit, or check "
                    f"it against {other}")
     driver, why = oldest_driver(seen, exp.cuda.major)
+    if beyond and max(beyond) == max(seen):
+        driver, why = None, (f"CUDA {exp.cuda}'s driver or newer, to JIT-compile its PTX ISA {_isa(max(beyond))} "
+                             f"(newer than buildrows' CUDA data, as CUDA {exp.cuda} is: taken to be its own)")
     top = max(cubins_by, default=None)
     if top is not None and top.major > exp.cuda.major:  # cubins of a newer major load only on its drivers
         top_floor = driver_floor(top.major)
