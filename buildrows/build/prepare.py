@@ -59,8 +59,9 @@ def setup(args: BuildOptions, ui: UI | None = None) -> tuple[Policy, dict[str, s
     from buildrows.policy.load import load_policy
 
     pol = load_policy(args.config)
-    for note in filter(None, map(beyond_data_note, pol.trains)) if ui is not None else ():
-        ui.info(f"note: {note}")
+    for note in filter(None, map(beyond_data_note, pol.trains)):
+        if ui is not None:
+            ui.info(f"note: {note}")
     return pol, env, host_os(env)
 
 
