@@ -12,6 +12,7 @@ unreachable) are kept from the committed file with their own date and source.
 
     python scripts/refresh_cuda_data.py            # rewrite the data file
     python scripts/refresh_cuda_data.py --check    # exit 1 when the committed file is out of date
+    python scripts/refresh_cuda_data.py --fixtures tests/data/cuda13x  # the tests' real 13.x libraries
 
 Downloads are kept under `--cache` (default ~/.cache/buildrows/cuda-nvcc). CI runs `--check` in
 its opt-in tier (BUILDROWS_REFRESH_CUDA_DATA=1, tests/test_cuda_data.py).
@@ -266,6 +267,26 @@ def refresh(cache: Path, today: str) -> str:
     return render(data, refreshed)
 
 
+FIXTURE_TRAINS = ((13, 3), (13, 5))
+
+
+def fixtures(cache: Path, out: Path) -> None:
+    """Tiny libraries built by real CUDA 13.x nvcc (an sm_80 cubin and compute_80 PTX, no cudart), for the
+    tests of PTX ISA and cubin toolkit notes (tests/test_cuda_data.py): `libk13.3.so`, `libk13.5.so`."""
+    trains = pypi_trains("nvidia-cuda-nvcc")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "k.cu"
+        src.write_text(KERNEL)
+        for train in FIXTURE_TRAINS:
+            nvcc = toolkit(train, trains[train][0], cache) / "nvcc"
+            lib = out / f"libk{train[0]}.{train[1]}.so"
+            _run([str(nvcc), "-shared", "-cudart", "none", "-Xcompiler", "-fPIC", "-gencode",
+                  "arch=compute_80,code=sm_80", "-gencode", "arch=compute_80,code=compute_80", "-o", str(lib), str(src)])
+            _run(["strip", str(lib)])
+            print(f"wrote {lib} (nvidia-cuda-nvcc {trains[train][0]})", file=sys.stderr)
+
+
 def _measured(text: str) -> dict[str, Any]:
     """The file without the dates of its measurement, to compare two refreshes."""
     data = tomllib.loads(text)
@@ -285,8 +306,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cache", type=Path, default=Path(os.path.expanduser("~/.cache/buildrows/cuda-nvcc")))
     p.add_argument("--check", action="store_true", help="exit 1 when the committed data differs from a fresh refresh")
     p.add_argument("--date", default=datetime.date.today().isoformat(), help="the date written to measured entries")
+    p.add_argument("--fixtures", type=Path, metavar="DIR", help="build the tests' tiny CUDA 13.x libraries into DIR "
+                   "instead of refreshing the data")
     args = p.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
+    if args.fixtures is not None:
+        fixtures(args.cache, args.fixtures)
+        return 0
     text = refresh(args.cache, args.date)
     if args.check:
         if _measured(text) != _measured(DATA.read_text(encoding="utf-8")):

@@ -6,6 +6,7 @@ committed file as it is."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cuda_tools import cuobjdump_headers, find_cuobjdump
 
+from buildrows.binaries.looseread import read_loose
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
 from buildrows.check.device_train import check_device_train, oldest_driver
 from buildrows.check.judging import Expectation
@@ -137,3 +140,34 @@ def test_the_refresh_script_leaves_the_committed_data_as_it_is() -> None:
                           capture_output=True, text=True, check=False, timeout=3600)
     assert proc.returncode == 0, proc.stderr
     assert "is up to date" in proc.stderr
+
+
+# --- real device code of CUDA 13.3 and 13.5 (tests/data/cuda13x, built by their nvcc from PyPI:
+# `python scripts/refresh_cuda_data.py --fixtures tests/data/cuda13x`) ---------------------------------
+
+FIXTURES = ROOT / "tests" / "data" / "cuda13x"
+
+
+@pytest.mark.parametrize("minor", [3, 5])
+def test_real_13x_device_code_is_dated_and_told_its_driver(minor: int, cli: Callable[..., Result]) -> None:
+    lib = FIXTURES / f"libk13.{minor}.so"
+    (info,) = read_loose(lib).libraries
+    assert (info.cubins, info.ptx, info.ptx_isa, info.cubin_toolkits) == (("sm_80",), ("sm_80",), ((9, minor),),
+                                                                         ((13, minor),))
+    tool = find_cuobjdump()
+    if tool is not None:  # cuobjdump 13.0 reads them alike
+        assert cuobjdump_headers(tool, lib) == (("sm_80",), ("sm_80",), ((9, minor),))
+    r = cli("check", str(lib), "--cuda", "13.0", "--archs", "8.0", "--json")
+    assert r.code == 5, r.err
+    (train,) = [c for c in json.loads(r.out)["checks"] if c["name"] == "device-code-train"]
+    assert not train["ok"]
+    first, cubins, summary = train["details"]
+    assert first.startswith(f"libk13.{minor}.so: PTX ISA 9.{minor} is CUDA 13.{minor}'s, but the row claims CUDA 13.0")
+    assert f"its PTX needs CUDA 13.{minor}'s driver;" in first and f"a CUDA 13.{minor} row" in first
+    assert cubins.startswith(f"libk13.{minor}.so: its cubins were written by CUDA 13.{minor} (their toolkit note)")
+    assert summary.startswith(f"oldest driver it loads on: CUDA 13.{minor}'s driver, to JIT-compile its PTX ISA 9.{minor}")
+    # the row the failure suggests loads and passes
+    r = cli("check", str(lib), "--cuda", f"13.{minor}", "--archs", "8.0", "--json")
+    (train,) = [c for c in json.loads(r.out)["checks"] if c["name"] == "device-code-train"]
+    assert train["ok"], train
+    assert train["details"][0].startswith(f"PTX ISA 9.{minor} in 1 library and cubins of CUDA 13.{minor}")
