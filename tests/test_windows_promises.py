@@ -117,3 +117,12 @@ def test_real_dlls_static_and_torch(tmp_path: Path) -> None:
     checks = _checks(_exp("windows-amd64", "torch"), wheel)
     assert not checks["runtime-reached"][0]
     assert "pkg/_C.pyd imports cudart64_13.dll but no torch DLL" in checks["runtime-reached"][1][0]
+
+
+def test_windows_mode_none_says_what_it_cannot_judge() -> None:
+    ok, details = _checks(_exp("windows-amd64", "none"), _wheel(WINDOWS, [_dll("pkg/_C.pyd", "nvcuda.dll")]))[
+        "runtime-reached"]
+    assert ok
+    assert details == ["Windows, [cuda.runtime.13] mode \"none\": the wheel links no CUDA runtime: none of the 1 DLLs "
+                       "imports cudart64_*.dll; a cudart linked in statically is not judged on Windows: a DLL's "
+                       "tables name none of its entry points (cuda-host-code judges that in ELF libraries only)"]

@@ -90,7 +90,10 @@ def windows_mode(exp: Expectation, info: Artifact) -> CheckResult:
         if cudart:  # one failure per mistake: no-cudart-import names each import and its fix
             return CheckResult(name, True, [f"Windows, {where} {why}: {len(cudart)} cudart64_*.dll imports, which "
                                             "no-cudart-import fails"])
-        return CheckResult(name, True, [f"Windows, {where} {why}: none of the {len(pe)} DLLs imports cudart64_*.dll"])
+        limit = ("; a cudart linked in statically is not judged on Windows: a DLL's tables name none of its "
+                 "entry points (cuda-host-code judges that in ELF libraries only)" if exp.mode == "none" else "")
+        return CheckResult(name, True, [f"Windows, {where} {why}: none of the {len(pe)} DLLs imports "
+                                        f"cudart64_*.dll{limit}"])
     elif exp.mode in ("torch", "torch-runtime"):
         torch_users = [lib.path for lib in pe if any(_TORCH_DLL.match(n) for n in _imports(lib))]
         for p, n in cudart:
