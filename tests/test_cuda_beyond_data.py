@@ -155,3 +155,22 @@ def test_a_row_of_a_train_newer_than_the_data_builds(tmp_path: Path, cli: Callab
     # the device code is judged against the 13.7 row: the wrapped nvcc 13.0 wrote it, older than the row
     assert "[PASS] device-code-covers-row" in out and "[PASS] device-code-train" in out
     assert "no newer than CUDA 13.7 writes" in out
+
+
+def test_a_provisioned_toolkit_of_the_train_is_asked_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`buildrows toolkit install 13.7`'s nvcc (plan.row.toolkit_compiler) has the same last word."""
+    from buildrows.errors import Refused
+    from buildrows.plan.row import toolkit_compiler
+    from buildrows.policy.load import load_policy
+
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    root = tmp_path / "cuda-13.7"
+    fake_nvcc(root / "bin", tmp_path / "calls")
+    row = load_policy(_project(tmp_path, "13.7", "7.5 8.9")).row("linux-x86_64-cu137-py311")
+    assert row is not None
+    with pytest.raises(Refused, match=r"'8.9' is not an architecture CUDA 13.7.12's nvcc compiles \(.*cuda-13.7/bin/"
+                                      r"nvcc: `nvcc --list-gpu-code` lists 7.5 8.0 8.6 9.0 10.0 12.0 12.1 13.0\)"):
+        toolkit_compiler(row, str(root), dict(os.environ))
+    row = load_policy(_project(tmp_path, "13.7", "7.5 13.0")).row("linux-x86_64-cu137-py311")
+    assert row is not None
+    assert toolkit_compiler(row, str(root), dict(os.environ)).version == "13.7.12"
