@@ -65,6 +65,14 @@ def test_every_entry_carries_its_date_and_source() -> None:
         assert entry["source"].startswith(f"PyPI nvidia-cuda-nvcc 13.{minor}."), entry
         assert entry["nvcc"].startswith(f"13.{minor}.") and entry["released"][:2] == "20"
         assert entry["ptx-isa"] == f"9.{minor}"
+    # before 13.0 NVIDIA's nvcc wheels carry ptxas but no nvcc: measured from it, and agreeing with the
+    # release notes the earlier hand-entered table came from (11.8 keeps Kepler; 12.9 adds the f variants)
+    for name in ("11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9"):
+        package = "nvidia-cuda-nvcc-cu11" if name == "11.8" else "nvidia-cuda-nvcc-cu12"
+        assert data["trains"][name]["source"].startswith(f"PyPI {package} {name}."), name
+    assert data["trains"]["11.8"]["archs"][:2] == ["3.5", "3.7"] and data["trains"]["11.8"]["ptx-isa"] == "7.8"
+    assert data["trains"]["12.6"]["ptx-isa"] == "8.5" and data["trains"]["12.9"]["f"] == [
+        "10.0", "10.1", "10.3", "12.0", "12.1"]
 
 
 def test_ptx_isa_and_drivers_through_every_released_13x() -> None:
