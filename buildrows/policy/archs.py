@@ -407,7 +407,7 @@ STARTING_ARCHS = {
 def suggested_archs(train: Train, platform: str = "") -> str:
     """A list valid for the train, for advice and `buildrows init` ("7.5 8.0 8.6 8.9 9.0" for 12.6)."""
     start = STARTING_ARCHS["aarch64" if platform.endswith("aarch64") else "other"]
-    support = train_table().get(train)
+    support = train_support(train)
     chosen = [t for t in start if support is None or support.supports(Arch.parse(t))]
     return " ".join(chosen)
 
@@ -456,9 +456,45 @@ def train_table() -> dict[Train, TrainSupport]:
     }
 
 
+def newest_train() -> Train:
+    """The newest train in buildrows' data."""
+    return max(train_table())
+
+
+def beyond_data(train: Train) -> bool:
+    """Whether `train` is newer than every train in buildrows' data (a CUDA released after it): of the
+    newest major or the next one (14.0 after 13.5; not 99.9, which is what `cu999` parses as)."""
+    newest = newest_train()
+    return train not in train_table() and train > newest and train.major <= newest.major + 1
+
+
+def train_support(train: Train) -> TrainSupport | None:
+    """What `train` compiles: its entry in the data; for a train newer than the data, the newest
+    train's set (see `beyond_data_note`); None for an unknown train older than the newest."""
+    table = train_table()
+    if train in table:
+        return table[train]
+    return table[newest_train()] if beyond_data(train) else None
+
+
+def beyond_data_note(train: Train) -> str | None:
+    """What buildrows assumes of a train newer than its data, and how to know instead; None otherwise."""
+    if not beyond_data(train):
+        return None
+    newest = newest_train()
+    entry = _trains_data()["trains"][newest.dotted]
+    archs = " ".join(entry["archs"])
+    return (f"CUDA {train} is newer than buildrows' CUDA data (its newest train is CUDA {newest}, read "
+            f"{entry.get('date', '?')} from {entry.get('source', 'NVIDIA').split(':')[0]}): it is taken to compile what "
+            f"CUDA {newest} does ({archs}, and architectures newer than {entry['archs'][-1]}) and to write any PTX ISA "
+            f"from {'.'.join(str(x) for x in newest_ptx_isa(newest))} on; a build asks the train's own nvcc "
+            "(`nvcc --list-gpu-code`) and refuses an architecture it does not list; to have it in the data, upgrade "
+            "buildrows, or run `python scripts/refresh_cuda_data.py` in a checkout of it")
+
+
 def check_train_supports(train: Train, archs: tuple[Arch, ...] | list[Arch]) -> None:
     table = train_table()
-    support = table.get(train)
+    support = train_support(train)
     if support is None:
         known = ", ".join(t.dotted for t in sorted(table))
         raise ArchError(
@@ -466,12 +502,16 @@ def check_train_supports(train: Train, archs: tuple[Arch, ...] | list[Arch]) -> 
             train.dotted,
             hint="add the train to buildrows/data/cuda_trains.toml",
         )
+    lowest, highest = min(support.archs), max(support.archs)
     for a in archs:
+        if beyond_data(train) and (a.major, a.minor) > highest:
+            continue  # a newer train may compile newer GPUs: its own nvcc decides at build time
         if not support.supports(a):
-            lowest = min(support.archs)
             why = ""
             if (a.major, a.minor) < lowest:
                 why = f"; CUDA {train.dotted} compiles nothing below {lowest[0]}.{lowest[1]}"
+            if beyond_data(train):
+                why += f" (assumed: CUDA {train} is newer than buildrows' data, taken to compile what {newest_train()} does)"
             raise ArchError(
                 f"{a.dotted!r}: CUDA {train.dotted} cannot compile this architecture{why}",
                 a.dotted,
@@ -479,24 +519,36 @@ def check_train_supports(train: Train, archs: tuple[Arch, ...] | list[Arch]) -> 
             )
 
 
+def _value(entry: Any, key: str) -> str:
+    """An entry of the data's [ptx-isa]/[driver] tables: `{ train = "13.3", date, source }` (or a bare string)."""
+    return str(entry[key]) if isinstance(entry, dict) else str(entry)
+
+
 def ptx_isa_train(isa: tuple[int, int]) -> Train | None:
     """The train that introduced PTX ISA `isa` (8.7 -> CUDA 12.8); None when newer than the table."""
     found = _trains_data()["ptx-isa"].get(f"{isa[0]}.{isa[1]}")
-    return Train.parse(found) if found is not None else None
+    return Train.parse(_value(found, "train")) if found is not None else None
 
 
 def newest_ptx_isa(train: Train) -> tuple[int, int]:
     """The newest PTX ISA a train writes (and its driver JIT-compiles): CUDA 12.6 -> 8.5."""
-    known = [(tuple(int(x) for x in isa.split(".")), Train.parse(t)) for isa, t in _trains_data()["ptx-isa"].items()]
+    known = [(tuple(int(x) for x in isa.split(".")), Train.parse(_value(t, "train")))
+             for isa, t in _trains_data()["ptx-isa"].items()]
     fits = [isa for isa, t in known if t <= train]
     return max(fits) if fits else (0, 0)  # type: ignore[return-value]
 
 
 def train_driver(train: Train) -> tuple[Train, str] | None:
-    """The oldest Linux driver of `train`'s GA release, or of the first listed train after it (12.7 -> 12.8's)."""
-    table = sorted((Train.parse(t), d) for t, d in _trains_data()["driver"].items())
+    """The oldest Linux driver of `train`'s GA release, or of the first listed train after it (12.7 -> 12.8's).
+
+    None when the data has no driver number for it: no listed train at or after it, or a released
+    train of the data ([trains]) at or after it lacks its number (13.3 must not be told 13.0's, nor 13.5's)."""
+    table = sorted((Train.parse(t), _value(d, "driver")) for t, d in _trains_data()["driver"].items())
+    released = set(train_table())
     for t, d in table:
         if t >= train:
+            if any(train <= r < t for r in released):
+                return None  # a released train between has no number in the data
             return t, d
     return None
 
@@ -504,4 +556,4 @@ def train_driver(train: Train) -> tuple[Train, str] | None:
 def driver_floor(major: int) -> str | None:
     """The first driver of a CUDA major: what any of its trains' cubins load on (minor-version compatibility)."""
     found = _trains_data()["driver-floor"].get(str(major))
-    return str(found) if found is not None else None
+    return _value(found, "driver") if found is not None else None
