@@ -115,9 +115,11 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     `provision` (the policy's [ci] provision-toolkit), a train the builder lacks is assembled first,
     so the nvcc check below sees it."""
     import os
+    import sys
 
     from buildrows.plan.row import plan_row
-    from buildrows.render.envfile import Format, append_files, environment_from_plan, format_env
+    from buildrows.build.rowenv import build_variables
+    from buildrows.render.envfile import Format, append_files, format_env
 
     row = find_row(pol, env, python, platform)
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
@@ -127,7 +129,15 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     if plan.compiler is not None:
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
-    values = environment_from_plan(plan, env)
+    # What `build` sets for the row (buildrows.build.rowenv): LDSHARED without this interpreter's own
+    # rpath (the one the build step runs), SOURCE_DATE_EPOCH, the row's variables.
+    from buildrows.build.drivers import project_dir
+
+    shared = build_variables(plan, pol.project.driver, sys.executable, project_dir(pol.path, pol.project.source_dir, None),
+                             env)
+    for note in shared.notes:
+        ui.info(note)
+    values = shared.as_dict()
     values.update(compiler_cache_variables(pol, plan, env, ui))
     if root is not None:
         values[CUDA_BIN_VAR] = os.path.join(root, "bin")
