@@ -26,10 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.plan.row import RowPlan
 from buildrows.policy.model import Driver, Policy, Row
+
+if TYPE_CHECKING:
+    from buildrows.provision.interpreters import Interpreter
 
 
 @frozen_dataclass(frozen=True, eq=False, repr=False)
@@ -90,8 +94,25 @@ def env_command_variables(policy: Policy, row: Row, env: Mapping[str, str], *,
     none set) and the policy's project (SOURCE_DATE_EPOCH)."""
     from buildrows.build.drivers import project_dir, row_python
     from buildrows.plan.row import plan_row
+    from buildrows.provision.interpreters import Interpreter
 
-    plan = plan_row(policy, row, env, check_toolchain=check_toolchain, step="env")
-    python = row_python(row, env) if row.os == "linux" else None
+    python = row_python(row, env)
+    found = Interpreter(python, row.python, "", "PATH") if python is not None else None
+    plan = plan_row(policy, row, env, check_toolchain=check_toolchain, step="env", interpreter=found)
+    python = python if row.os == "linux" else None
     project = project_dir(policy.path, policy.project.source_dir, None)
     return build_variables(plan, policy.project.driver, python, project, env).as_dict()
+
+
+def running_interpreter(row: Row) -> Interpreter | None:
+    """This interpreter, when it is the row's Python (the hook's, which the CI build step runs):
+    the one a row's plan pins as Python_EXECUTABLE, as `build` pins the interpreter it builds with."""
+    import platform
+    import sys
+
+    from buildrows.plan.host import host_python
+    from buildrows.provision.interpreters import Interpreter
+
+    if host_python() != row.python:
+        return None
+    return Interpreter(sys.executable, row.python, platform.python_version(), "running")

@@ -117,15 +117,18 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     import os
     import sys
 
-    from buildrows.plan.row import plan_row
     from buildrows.build.rowenv import build_variables
+    from buildrows.plan.row import plan_row
     from buildrows.render.envfile import Format, append_files, format_env
 
     row = find_row(pol, env, python, platform)
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
     root = provision_toolkit(row, env, platform, provision, ui) if provision else None
     # refuses: no list, wrong OS, missing or wrong nvcc
-    plan = plan_row(pol, row, env, step="hook", toolkit=root)
+    # The interpreter that runs the hook runs the build step: pinned as `build` pins the row's.
+    from buildrows.build.rowenv import running_interpreter
+
+    plan = plan_row(pol, row, env, step="hook", toolkit=root, interpreter=running_interpreter(row))
     if plan.compiler is not None:
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")

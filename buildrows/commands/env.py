@@ -25,8 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.policy.rows import select_one
     from buildrows.build.rowenv import env_command_variables
+    from buildrows.policy.rows import select_one
     from buildrows.render.envfile import Format, append_files, format_env
 
     pol = policy(args)
