@@ -539,6 +539,13 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
         torch = f", {be.torch.describe()}" if be.torch is not None else ""
         ui.info(f"  build environment: {be.root} (reused: same interpreter, requirements and project{torch})")
         return be.interpreter
+    import shlex
+
+    unreachable = buildenv.unreachable_index(be, row, f"buildrows --config {shlex.quote(str(pol.path))} build {row.name} --provision", env)
+    if unreachable is not None:
+        from buildrows.errors import Refused
+
+        raise Refused(unreachable)
     ui.step(f"build environment for Python {interp.python}: {be.root}")
     buildenv.start(be)
     from buildrows.build.prepare import with_interpreter_bin
