@@ -987,6 +987,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
+    from buildrows.build.doctor_predict import predict
+
+    findings += predict(policy, row, project, driver, isolation=isolation)  # the check init foretold
     if driver == "cmake-presets":
         return findings
     from buildrows.build.repair import findings as repair_findings
