@@ -442,7 +442,7 @@ def test_the_adopted_projects_row_builds_in_buildrows_own_environment(adopted: d
     first = wheel.read_bytes()
     again = _build(project)
     assert again == wheel and again.read_bytes() == first
-    assert not list((project / "dist").glob("earlier-*")), list((project / "dist").iterdir())
+    assert not list((project / "dist").glob(".buildrows/earlier-*")), list((project / "dist").iterdir())
 
 
 @pytest.mark.integration

@@ -89,9 +89,9 @@ def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
     name = row_name(plat, train, python)
     row = pol.row(name)
     if row is None and train is not None and asked is None:
-        cpu = pol.row(row_name(plat, None, python))
-        if cpu is not None:
-            return cpu, f"{why}, but {pol.path} has no row {name}: building the CPU row"
+        from buildrows.build.default_row import refuse_other_train
+
+        refuse_other_train(pol, name, why, plat, python)  # never the CPU row in silence (issue 35)
     if row is None:
         from buildrows.policy.rows import refuse_excluded_python
 
