@@ -75,6 +75,11 @@ def test_stamping_or_the_in_tree_provider_answers_it_and_buildrows_metadata_only
     pol = load_policy(project / "buildrows.toml")
     row = next(r for r in pol.rows if r.name == ROW)
     assert [f.check for f in predict(pol, row, project, "scikit-build-core")] == [CHECK, CHECK]
+    # A static CUDA runtime (CMake's default) needs no RPATH into the runtime wheel: not foretold.
+    cmakelists = project / "CMakeLists.txt"
+    cmakelists.write_text(SK_CMAKELISTS.replace("  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)\n", ""), encoding="utf-8")
+    assert [f.seen for f in predict(pol, row, project, "scikit-build-core") if "runtime-reached" in f.seen] == []
+    cmakelists.write_text(SK_CMAKELISTS, encoding="utf-8")
     cpu = next((r for r in pol.rows if not r.is_cuda), None)
     if cpu is not None:
         assert predict(pol, cpu, project, "scikit-build-core") == []

@@ -9,8 +9,10 @@ any compile, and each check they foretell is a failed finding carrying init's fi
 - the row's local version (+cu130) and runtime requirement reach the wheel through the in-tree
   metadata provider named in pyproject.toml, or through stamping ([project] stamp = true): with
   neither, local-version-tag (and, where the row declares a runtime, runtime-declared) fails;
-- in `dynamic` runtime mode the library must find the runtime wheel's directory through its
-  RPATH: build files that set none (and a policy that sets none either) fail runtime-reached.
+- in `dynamic` runtime mode a library that links the shared CUDA runtime (the build files say
+  so: CMAKE_CUDA_RUNTIME_LIBRARY Shared, CUDA::cudart, a setup.py's "cudart") must find the
+  runtime wheel's directory through its RPATH: build files that set none (and a policy that sets
+  none either) fail runtime-reached.
 
 A project naming `buildrows.metadata` builds only where buildrows can be imported (not under
 --isolation, not in CI's isolated build step): under --isolation that is predicted too, with the
@@ -19,6 +21,7 @@ in-tree provider as the fix.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from buildrows.build.doctor import Finding
@@ -81,6 +84,8 @@ def _rpath(policy: Policy, row: Row, project: Path, driver: Driver) -> Finding |
     given = [*(k for k, _ in row.cache), *(v for _, v in row.switches)]
     if any("RPATH" in k.upper() or "-rpath" in k for k in given):
         return None  # the policy sets one (CMAKE_INSTALL_RPATH, LDFLAGS=-Wl,-rpath,...): the check judges it
+    if not _links_shared_cudart(project, driver):
+        return None  # a static runtime (CMake's default) or none: nothing to reach, nothing foretold
     from buildrows.policy import adopt
 
     advice = adopt.rpath_advice(project, driver, runtime.library_dir)
@@ -90,3 +95,25 @@ def _rpath(policy: Policy, row: Row, project: Path, driver: Driver) -> Finding |
                    f"the wheel of {row.name} would fail runtime-reached: {advice[0].split(': ', 1)[0]}, so its "
                    f"extension cannot find libcudart in site-packages/{runtime.library_dir}",
                    advice[0].split(". ", 1)[1] if ". " in advice[0] else advice[0])
+
+
+#: What in a project's build files says it links the shared CUDA runtime: CMake's
+#: CMAKE_CUDA_RUNTIME_LIBRARY Shared (or the target property), CUDA::cudart (not _static), a
+#: setup.py's libraries=["cudart"].
+_SHARED_CUDART = re.compile(r"CUDA_RUNTIME_LIBRARY\s+\"?Shared|CUDA::cudart\b(?!_static)|['\"]cudart['\"]", re.I)
+
+
+def _links_shared_cudart(project: Path, driver: Driver) -> bool:
+    """Whether the build files say the library links libcudart.so (only then does the check's
+    runtime-reached judge an RPATH into the runtime wheel)."""
+    if driver == "setup.py":
+        files = [project / "setup.py"]
+    else:
+        files = [p for p in project.rglob("CMakeLists.txt") if "build" not in p.relative_to(project).parts[:1]]
+    for f in files:
+        try:
+            if _SHARED_CUDART.search(f.read_text(encoding="utf-8", errors="replace")):
+                return True
+        except OSError:
+            continue
+    return False

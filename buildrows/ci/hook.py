@@ -115,7 +115,6 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     `provision` (the policy's [ci] provision-toolkit), a train the builder lacks is assembled first,
     so the nvcc check below sees it."""
     import os
-    import sys
 
     from buildrows.build.rowenv import build_variables
     from buildrows.plan.row import plan_row
@@ -128,7 +127,8 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     # The interpreter that runs the hook runs the build step: pinned as `build` pins the row's.
     from buildrows.build.rowenv import running_interpreter
 
-    plan = plan_row(pol, row, env, step="hook", toolkit=root, interpreter=running_interpreter(row))
+    running = running_interpreter(row)
+    plan = plan_row(pol, row, env, step="hook", toolkit=root, interpreter=running)
     if plan.compiler is not None:
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
@@ -136,8 +136,8 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     # rpath (the one the build step runs), SOURCE_DATE_EPOCH, the row's variables.
     from buildrows.build.drivers import project_dir
 
-    shared = build_variables(plan, pol.project.driver, sys.executable, project_dir(pol.path, pol.project.source_dir, None),
-                             env)
+    shared = build_variables(plan, pol.project.driver, running.path if running is not None else None,
+                             project_dir(pol.path, pol.project.source_dir, None), env)
     for note in shared.notes:
         ui.info(note)
     values = shared.as_dict()
