@@ -1100,14 +1100,13 @@ def check_torch_installed(policy: Policy, row: Row, python: str, version: str | 
         return None
     import shlex
 
-    from buildrows.provision.torch import torch_for_row
+    from buildrows.provision.torch import reachable_fix, torch_for_row
 
     t = torch_for_row(row, policy.project.torch, env)
     pip = shlex.join([python, "-m", "pip", "install", *t.pip_arguments()])
     return Finding("torch", "missing", f"not installed for {python}, and the project builds against torch "
                    "(torch.utils.cpp_extension, or torch among its build requirements)",
-                   f"`buildrows build {row.name} --provision` installs {t.describe()} into a cached environment of "
-                   f"this interpreter; or install it here: {pip}")
+                   reachable_fix(row, t, f"buildrows build {row.name} --provision", pip))  # routes that work here
 
 
 def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str,

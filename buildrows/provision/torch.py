@@ -198,3 +198,14 @@ def unreachable_fix(row: Row, install: TorchInstall, command: str) -> str:
                      "installed is verified to be the row's before it is used)")
     fixes.append(f"point {INDEX_VARIABLE} at a reachable mirror of {DEFAULT_INDEX} (a URL with {{accel}})")
     return "\n".join(f"    fix: {f}" for f in fixes)
+
+
+def reachable_fix(row: Row, install: TorchInstall, command: str, pip: str) -> str:
+    """Doctor's fix for a missing torch, naming only routes that work here: `command` (build
+    --provision) and `pip` (the pip line) when the row's index answers; else why not, and the
+    routes `unreachable_fix` offers."""
+    problem = index_problem(install.index) if install.index is not None else None
+    if problem is None:
+        return f"`{command}` installs {install.describe()} into a cached environment of this interpreter; or install it here: {pip}"
+    routes = [line.strip().removeprefix("fix: ") for line in unreachable_fix(row, install, command).splitlines()]
+    return f"the row's torch index does not answer here ({problem}); " + "; or ".join(routes)
