@@ -19,7 +19,9 @@ sets PYTHONPATH (the metadata provider), DIST_EXTRA_CONFIG (setup.py: the row's 
 directory), its compiler cache's variables and PATH entries (the row environment's bin, the row
 toolkit's bin, ccache); the hook writes the compiler cache's variables only with a remote store
 and BUILDROWS_CUDA_BIN for a toolkit it assembled; a scikit-build-core row's local build passes
-the generator and cache as `-C` settings where the CI build reads CMAKE_ARGS.
+the generator and cache as `-C` settings where the CI build reads CMAKE_ARGS; `build` pins the
+interpreter it builds with in CMAKE_ARGS (Python_EXECUTABLE), where the CI build step's frontend
+(an isolated one, in test-infra) picks its own.
 """
 
 from __future__ import annotations
@@ -94,19 +96,15 @@ def env_command_variables(policy: Policy, row: Row, env: Mapping[str, str], *,
     none set) and the policy's project (SOURCE_DATE_EPOCH)."""
     from buildrows.build.drivers import project_dir, row_python
     from buildrows.plan.row import plan_row
-    from buildrows.provision.interpreters import Interpreter
 
-    python = row_python(row, env)
-    found = Interpreter(python, row.python, "", "PATH") if python is not None else None
-    plan = plan_row(policy, row, env, check_toolchain=check_toolchain, step="env", interpreter=found)
-    python = python if row.os == "linux" else None
+    plan = plan_row(policy, row, env, check_toolchain=check_toolchain, step="env")
+    python = row_python(row, env) if row.os == "linux" else None
     project = project_dir(policy.path, policy.project.source_dir, None)
     return build_variables(plan, policy.project.driver, python, project, env).as_dict()
 
 
 def running_interpreter(row: Row) -> Interpreter | None:
-    """This interpreter, when it is the row's Python (the hook's, which the CI build step runs):
-    the one a row's plan pins as Python_EXECUTABLE, as `build` pins the interpreter it builds with."""
+    """This interpreter, when it is the row's Python: the hook's, which the CI build step runs."""
     import platform
     import sys
 

@@ -124,11 +124,12 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
     root = provision_toolkit(row, env, platform, provision, ui) if provision else None
     # refuses: no list, wrong OS, missing or wrong nvcc
-    # The interpreter that runs the hook runs the build step: pinned as `build` pins the row's.
+    # The interpreter that runs the hook runs the build step: its LDSHARED is the build's. It is not
+    # pinned as Python_EXECUTABLE: the build step's frontend (an isolated one, in test-infra) picks it.
     from buildrows.build.rowenv import running_interpreter
 
     running = running_interpreter(row)
-    plan = plan_row(pol, row, env, step="hook", toolkit=root, interpreter=running)
+    plan = plan_row(pol, row, env, step="hook", toolkit=root)
     if plan.compiler is not None:
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
