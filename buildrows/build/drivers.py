@@ -310,7 +310,7 @@ def with_source_date_epoch(bp: BuildPlan, project: Path, env: Mapping[str, str])
     bytes, depend on the sources only; and a line saying where the value came from."""
     from dataclasses import replace
 
-    from buildrows.build.stamp import source_date_epoch
+    from buildrows.build.epoch import source_date_epoch
 
     value, why = source_date_epoch(project, env)
     commands = tuple(replace(cmd, env=(*cmd.env, ("SOURCE_DATE_EPOCH", value))) for cmd in bp.commands)

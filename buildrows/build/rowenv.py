@@ -81,7 +81,7 @@ def build_variables(plan: RowPlan, driver: Driver, python: str | None, project: 
     values.update(link)
     notes += why
     if project is not None:
-        from buildrows.build.stamp import source_date_epoch
+        from buildrows.build.epoch import source_date_epoch
 
         epoch, where = source_date_epoch(project, env)
         values["SOURCE_DATE_EPOCH"] = epoch
@@ -94,13 +94,22 @@ def env_command_variables(policy: Policy, row: Row, env: Mapping[str, str], *,
     """What `buildrows env ROW` writes: the row planned as `env` plans it (refusing like render),
     then `build_variables` with the row's interpreter on this machine (its LDSHARED; none found:
     none set) and the policy's project (SOURCE_DATE_EPOCH)."""
-    from buildrows.build.drivers import project_dir, row_python
     from buildrows.plan.row import plan_row
 
     plan = plan_row(policy, row, env, check_toolchain=check_toolchain, step="env")
-    python = row_python(row, env) if row.os == "linux" else None
-    project = project_dir(policy.path, policy.project.source_dir, None)
-    return build_variables(plan, policy.project.driver, python, project, env).as_dict()
+    python = None
+    if row.os == "linux" and policy.project.driver == "setup.py":  # LDSHARED: only setuptools links with it
+        from buildrows.build.drivers import row_python
+
+        python = row_python(row, env)
+    return build_variables(plan, policy.project.driver, python, policy_project(policy), env).as_dict()
+
+
+def policy_project(policy: Policy) -> Path:
+    """The project the policy builds (its source-dir, relative to the policy file), as
+    `buildrows.build.drivers.project_dir` gives it without --project; here without importing the
+    drivers (the hook starts fast)."""
+    return (Path(policy.path).resolve().parent / policy.project.source_dir).resolve()
 
 
 def running_interpreter(row: Row) -> Interpreter | None:

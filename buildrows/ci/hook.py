@@ -135,10 +135,10 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
     # What `build` sets for the row (buildrows.build.rowenv): LDSHARED without this interpreter's own
     # rpath (the one the build step runs), SOURCE_DATE_EPOCH, the row's variables.
-    from buildrows.build.drivers import project_dir
+    from buildrows.build.rowenv import policy_project
 
     shared = build_variables(plan, pol.project.driver, running.path if running is not None else None,
-                             project_dir(pol.path, pol.project.source_dir, None), env)
+                             policy_project(pol), env)
     for note in shared.notes:
         ui.info(note)
     values = shared.as_dict()
