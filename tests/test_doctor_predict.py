@@ -75,6 +75,14 @@ def test_stamping_or_the_in_tree_provider_answers_it_and_buildrows_metadata_only
     pol = load_policy(project / "buildrows.toml")
     row = next(r for r in pol.rows if r.name == ROW)
     assert [f.check for f in predict(pol, row, project, "scikit-build-core")] == [CHECK, CHECK]
+    # Stamping gives the wheel its version and requirement after the build: nothing foretold of them.
+    policy_file = project / "buildrows.toml"
+    text = policy_file.read_text(encoding="utf-8")
+    policy_file.write_text(text.replace("[project]\n", "[project]\nstamp = true\n", 1), encoding="utf-8")
+    stamped = load_policy(policy_file)
+    srow = next(r for r in stamped.rows if r.name == ROW)
+    assert [f for f in predict(stamped, srow, project, "scikit-build-core") if "local-version-tag" in f.seen] == []
+    policy_file.write_text(text, encoding="utf-8")
     # A static CUDA runtime (CMake's default) needs no RPATH into the runtime wheel: not foretold.
     cmakelists = project / "CMakeLists.txt"
     cmakelists.write_text(SK_CMAKELISTS.replace("  set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)\n", ""), encoding="utf-8")
