@@ -256,12 +256,8 @@ def gencode(arch_list):
 
 
 class BuildExt(build_ext):
-    def build_extensions(self):
-        # A Python built with --enable-shared (pyenv's) puts its own lib directory into every
-        # extension's RPATH through LDSHARED; a wheel must not carry the builder's paths.
-        self.compiler.linker_so = [a for a in self.compiler.linker_so if not a.startswith("-Wl,-rpath,")]
-        super().build_extensions()
-
+    # No LDSHARED workaround here (issue 35): `build`, and the hook in CI, give setuptools the
+    # interpreter's link command without its own -rpath (buildrows.build.rowenv).
     def build_extension(self, ext):
         if WITH_CUDA:
             home = os.environ["CUDA_HOME"]

@@ -5,7 +5,7 @@ The CI path is what test-infra's build job does with the rendered scripts: the p
 runs `python setup.py bdist_wheel`, and the post-script runs `buildrows stamp` then `buildrows
 check`. Both paths take what the build sees from `buildrows.build.rowenv`.
 
-Cost in the default suite: about 15 s (three tiny C-extension builds, two setup.py runs that only
+Cost in the default suite: about 30 s here (three tiny C-extension builds, four setup.py runs that only
 record their environment).
 """
 

@@ -3,7 +3,7 @@ policy lacks this nvcc's train is refused with the rows it could build (and that
 says when it found no CUDA switch in a setup.py, `--isolation` with cmake-presets is refused,
 and the policy is found from a subdirectory up to the repository root, not above it.
 
-Default-suite cost: about 15 s (two tiny C-extension builds, the rest without a compile).
+Default-suite cost: about 35 s here (four tiny C-extension builds, the rest without a compile).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ and `torch 2.14.1+cu130` (13.0), each with a `torch.utils.cpp_extension`, so a r
 never moves. Everything else is real: the row environments are venvs made by pip (setuptools,
 wheel and build from pip's configured index), the project is built and its wheel checked.
 
-Default-suite cost: about 25 s (the unreachable index, one row environment). The two stories
+Default-suite cost: about 40 s here (the unreachable index, then one row environment made by pip). The two stories
 that make three or four row environments (pip installs into fresh venvs, ~2 minutes each here)
 are opt-in: BUILDROWS_TEST_TORCH_ENVS=1.
 """
