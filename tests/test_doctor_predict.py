@@ -5,6 +5,7 @@ no compile)."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -102,3 +103,26 @@ def test_stamping_or_the_in_tree_provider_answers_it_and_buildrows_metadata_only
     # The check's own fix text names the in-tree provider, never buildrows.metadata (which fails there).
     problem = local_tag_problem(row, "tiny_sk-0.2.0-cp311-cp311-linux_x86_64.whl")
     assert problem is not None and "buildrows.metadata" not in problem and "build_support/buildrows_version.py" in problem
+
+
+def test_with_no_check_the_prediction_is_a_note_and_the_row_is_not_refused(tmp_path: Path) -> None:
+    """`build --no-check` judges no wheel: what doctor foretells of the check is said, not refused."""
+    import io
+
+    from buildrows.build.prepare import BuildOptions, doctor_row
+    from buildrows.errors import Refused
+    from buildrows.plan.host import host_os
+    from buildrows.ui import UI
+
+    project, _ = _project(tmp_path)
+    pol = load_policy(project / "buildrows.toml")
+    row = next(r for r in pol.rows if r.name == ROW)
+    env = dict(os.environ)
+    out = io.StringIO()
+    with pytest.raises(Refused):
+        doctor_row(pol, row, env, host_os(env), BuildOptions(selectors=(ROW,), config=str(pol.path)), UI(out=out, err=out))
+    assert f"[REFUSED] {CHECK}:" in out.getvalue()
+    out = io.StringIO()
+    doctor_row(pol, row, env, host_os(env), BuildOptions(selectors=(ROW,), config=str(pol.path), no_check=True),
+               UI(out=out, err=out))
+    assert f"[note   ] {CHECK}:" in out.getvalue() and f"{ROW}: everything the row needs is here" in out.getvalue()
