@@ -256,12 +256,8 @@ def gencode(arch_list):
 
 
 class BuildExt(build_ext):
-    def build_extensions(self):
-        # A Python built with --enable-shared (pyenv's) puts its own lib directory into every
-        # extension's RPATH through LDSHARED; a wheel must not carry the builder's paths.
-        self.compiler.linker_so = [a for a in self.compiler.linker_so if not a.startswith("-Wl,-rpath,")]
-        super().build_extensions()
-
+    # No LDSHARED workaround here (issue 35): `build`, and the hook in CI, give setuptools the
+    # interpreter's link command without its own -rpath (buildrows.build.rowenv).
     def build_extension(self, ext):
         if WITH_CUDA:
             home = os.environ["CUDA_HOME"]
@@ -442,7 +438,7 @@ def test_the_adopted_projects_row_builds_in_buildrows_own_environment(adopted: d
     first = wheel.read_bytes()
     again = _build(project)
     assert again == wheel and again.read_bytes() == first
-    assert not list((project / "dist").glob("earlier-*")), list((project / "dist").iterdir())
+    assert not list((project / "dist").glob(".buildrows/earlier-*")), list((project / "dist").iterdir())
 
 
 @pytest.mark.integration
@@ -607,7 +603,7 @@ def test_the_pyproject_lines_init_prints_give_a_working_metadata_setup(tmp_path:
         import tomllib
     else:
         import tomli as tomllib
-    from buildrows.adopt.provider import scikit_build_core
+    from buildrows.build.provider import scikit_build_core
 
     text = SK_PYPROJECT if tool_table else SK_PYPROJECT.split("[tool.scikit-build]")[0].rstrip() + "\n"
     (tmp_path / "pyproject.toml").write_text(text, encoding="utf-8")

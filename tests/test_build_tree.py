@@ -153,19 +153,19 @@ def test_a_setup_py_tree_is_reused_while_its_torch_is_the_same_and_started_afres
 
 def test_a_wheel_that_failed_its_check_goes_under_rejected_and_nothing_there_is_replaced(
         first_build: FirstBuild) -> None:
-    """Issue 28, point 8: the failed wheel goes to WHEEL_DIR/rejected/, the user's wheel of the
+    """Issue 28, point 8: the failed wheel goes to WHEEL_DIR/.buildrows/rejected/, the user's wheel of the
     same name in WHEEL_DIR stays, and `WHEEL_DIR/*.whl` holds nothing that failed."""
     r, dist = first_build.result, first_build.root / "one"
     assert r.code == 5, r.out + r.err
     assert "[FAIL] torch-matches-build" in r.err
     name = f"tiny-0.1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"
-    rejected = dist / "rejected" / name
+    rejected = dist / ".buildrows" / "rejected" / name
     assert rejected.is_file() and (dist / name).read_bytes() == first_build.users_wheel
     assert sorted(p.name for p in dist.glob("*.whl")) == [name]  # only the user's: nothing that failed
     assert f"it is kept out of {dist}, at {rejected}" in r.err
     assert f"check {rejected} --row {CPU}" in r.err
     assert f"{rejected}  (" in r.out and f"[{CPU}: check FAIL]" in r.out  # the summary names the path
-    assert f"rejected/{name}" in r.out
+    assert f".buildrows/rejected/{name}" in r.out
 
 
 def test_what_changed_is_named(tmp_path: Path) -> None:

@@ -294,7 +294,7 @@ def test_cu126_row_through_the_manifest_route(cli: Callable[..., object], projec
     compiler, _ = _compiler_version(project, row)
     assert compiler == str(tk.nvcc)  # the mirror's toolkit, not the machine's nvcc 13.0
     assert not list((tmp_path / "dist").glob("*.whl"))  # it failed its check: kept out of dist/ (issue 28)
-    (wheel,) = (tmp_path / "dist" / "rejected").glob("*.whl")
+    (wheel,) = (tmp_path / "dist" / ".buildrows" / "rejected").glob("*.whl")
     assert wheel.name.startswith("cuda_extension-0.1.0+cu126-") and f"-cp{PYT}-cp{PYT}-" in wheel.name
     # The device code is the row's; only the runtime is CUDA 13's (the shim's real compiler), and
     # the check catches exactly that.

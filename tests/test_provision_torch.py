@@ -116,13 +116,21 @@ def test_doctors_fix_names_the_environment_the_torch_and_the_train(tmp_path: Pat
     pol = load_policy(str(torch_project(tmp_path)))
     row = pol.row(CUDA)
     assert row is not None
-    f = check_torch_installed(pol, row, "/envs/py3.12/bin/python", None, {})
+    # An index that answers (a mirror, here a file: one): the fix names it (issue 35: only routes that work here).
+    (tmp_path / "mirror" / "cu130" / "torch").mkdir(parents=True)
+    mirror = (tmp_path / "mirror").as_uri()
+    f = check_torch_installed(pol, row, "/envs/py3.12/bin/python", None, {"BUILDROWS_TORCH_INDEX": mirror + "/{accel}"})
     assert f is not None and f.failed
     assert f.seen.startswith("not installed for /envs/py3.12/bin/python, and the project builds against torch")
     assert f.fix == (f"`buildrows build {CUDA} --provision` installs torch==2.14.* for cu130 from "
-                     "https://download.pytorch.org/whl/cu130 into a cached environment of this interpreter; or install "
-                     "it here: /envs/py3.12/bin/python -m pip install --index-url https://download.pytorch.org/whl/cu130 "
+                     f"{mirror}/cu130 into a cached environment of this interpreter; or install "
+                     f"it here: /envs/py3.12/bin/python -m pip install --index-url {mirror}/cu130 "
                      "'torch==2.14.*'")
+    # One that does not answer: never offered; the route that works is.
+    f = check_torch_installed(pol, row, "/envs/py3.12/bin/python", None, {"BUILDROWS_TORCH_INDEX": "http://127.0.0.1:9/{accel}"})
+    assert f is not None and "index-url" not in f.fix
+    assert f.fix.startswith("the row's torch index does not answer here (http://127.0.0.1:9/cu130/torch/ does not answer")
+    assert f"BUILDROWS_TORCH_INDEX=pypi buildrows build {CUDA} --provision" in f.fix
     assert check_torch_installed(pol, row, "/envs/py3.12/bin/python", "2.14.1", {}) is None
 
 

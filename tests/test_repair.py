@@ -115,7 +115,7 @@ def test_without_the_key_the_check_fails_libgomp_and_names_the_key(built: dict[s
     assert "fix: bundle it into the wheel: set [repair] auditwheel = true in the policy" in said
     assert "==> repair" not in said  # off by default: nothing repaired
     assert not list(dist.glob("*.whl"))
-    assert [w.name for w in (dist / "rejected").glob("*.whl")] == [f"tiny_omp-1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"]
+    assert [w.name for w in (dist / ".buildrows" / "rejected").glob("*.whl")] == [f"tiny_omp-1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"]
 
 
 def test_with_the_key_libgomp_is_bundled_the_wheel_is_manylinux_passes_and_runs(
@@ -133,7 +133,7 @@ def test_with_the_key_libgomp_is_bundled_the_wheel_is_manylinux_passes_and_runs(
     assert f"repaired by auditwheel: {wheel.name} (platform tag {tag})" in said
     assert f"bundled: {libs[0]}" in said
     assert "verdict: PASS" in said and "[FAIL]" not in said
-    assert not (dist / "rejected").exists()
+    assert not (dist / ".buildrows" / "rejected").exists()
     # Imported from where pip unpacks it, with no system library path that has libgomp: the bundled
     # copy is what loads.
     code = "import tiny_omp; print(tiny_omp.total(1000), tiny_omp.threads() >= 1)"
@@ -153,7 +153,7 @@ def test_a_repair_that_fails_keeps_the_wheel_out_and_says_why(built: dict[str, t
     assert "repair failed: auditwheel could not repair" in said
     assert "was not repaired (auditwheel's output is above)" in said
     assert not list(dist.glob("*.whl"))
-    assert [w.name for w in (dist / "rejected").glob("*.whl")] == [f"tiny_omp-1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"]
+    assert [w.name for w in (dist / ".buildrows" / "rejected").glob("*.whl")] == [f"tiny_omp-1.0-cp{PYT}-cp{PYT}-linux_x86_64.whl"]
 
 
 def test_doctor_refuses_the_row_when_auditwheel_is_missing(cli: Callable[..., Result], tmp_path: Path,
@@ -385,7 +385,7 @@ def test_the_ci_post_scripts_stamp_repairs_a_wheel_test_infra_built(built: dict[
     """CI: test-infra's build step makes the wheel, and the post-script's `buildrows stamp` gives it
     what `build` gives its wheels, the repair included; stdout is the repaired wheel's path."""
     _, plain = built["plain"]
-    (rejected,) = (plain / "rejected").glob("*.whl")
+    (rejected,) = (plain / ".buildrows" / "rejected").glob("*.whl")
     (tmp_path / "dist").mkdir()
     wheel = Path(shutil.copy(rejected, tmp_path / "dist" / rejected.name))
     cfg = plain.parent.parent / "repaired" / "buildrows.toml"
@@ -426,7 +426,7 @@ def test_the_ci_post_scripts_stamp_fails_when_auditwheel_is_missing(built: dict[
     from buildrows.build import repair
 
     _, plain = built["plain"]
-    (rejected,) = (plain / "rejected").glob("*.whl")
+    (rejected,) = (plain / ".buildrows" / "rejected").glob("*.whl")
     wheel = Path(shutil.copy(rejected, tmp_path / rejected.name))
     monkeypatch.setitem(sys.modules, "auditwheel", None)
     (tmp_path / "empty").mkdir()

@@ -101,7 +101,7 @@ def test_a_cuda_row_built_after_the_cpu_wheel_leaves_it_and_a_rebuild_keeps_the_
     (tmp_path / "tiny" / "always.c").write_text((tmp_path / "tiny" / "always.c").read_text() + "int tiny_v2 = 2;\n")
     r = cli("--config", str(pol), "build", CPU, "--no-check", "--wheel-dir", str(out))
     assert r.code == 0, r.out + r.err
-    (kept,) = out.glob(f"earlier-*/{cpu.name}")
+    (kept,) = out.glob(f".buildrows/earlier-*/{cpu.name}")
     assert kept.read_bytes() == first
     assert f"{cpu} was there already (an earlier build, other content): kept as {kept}" in r.err
     assert cpu.is_file() and cpu.read_bytes() != first

@@ -3,7 +3,10 @@ files and, with --from-wheel, from a published wheel, and what init adds beside 
 
 - `starter`: the policy `init` writes (driver, CUDA option, rows, lists) and what it prints;
 - `from_wheel`: what a published wheel says, as policy text (runtime mode, PTX, per-library rules);
-- `provider`: the files init writes so wheels carry their row's local version and requirement.
+- `switch_note`: the line init says when a setup.py names no CUDA switch it knows.
+
+`buildrows.build.provider` (the files init writes so wheels carry their row's local version and
+requirement) lives in `build`, because doctor reads it too.
 
 It sits above `build` (it reads a project as doctor does) and below the commands.
 """

@@ -961,6 +961,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     project_problem = check_project(project, driver)
     if project_problem is not None:
         findings.append(project_problem)
+    from buildrows.build.doctor_predict import predict
+
+    findings += predict(policy, row, project, driver, isolation=isolation)  # the check init foretold
     if driver == "cmake-presets":
         return findings
     from buildrows.build.repair import findings as repair_findings
@@ -1071,14 +1074,13 @@ def check_torch_installed(policy: Policy, row: Row, python: str, version: str | 
         return None
     import shlex
 
-    from buildrows.provision.torch import torch_for_row
+    from buildrows.provision.torch import reachable_fix, torch_for_row
 
     t = torch_for_row(row, policy.project.torch, env)
     pip = shlex.join([python, "-m", "pip", "install", *t.pip_arguments()])
     return Finding("torch", "missing", f"not installed for {python}, and the project builds against torch "
                    "(torch.utils.cpp_extension, or torch among its build requirements)",
-                   f"`buildrows build {row.name} --provision` installs {t.describe()} into a cached environment of "
-                   f"this interpreter; or install it here: {pip}")
+                   reachable_fix(row, t, f"buildrows build {row.name} --provision", pip))  # routes that work here
 
 
 def _torch_cuda_home(policy: Policy, row: Row, env: Mapping[str, str], host: HostOs, python: str,

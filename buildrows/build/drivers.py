@@ -112,9 +112,9 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
     for s in settings:
         argv[-1:-1] = ["-C", s]
     # The generator and cache travel as -C settings above; the environment carries the row's own variables.
-    from buildrows.render.envfile import row_variables
+    from buildrows.build.rowenv import build_variables
 
-    env = row_variables(plan)
+    env = build_variables(plan, "scikit-build-core", python, None, {}, row_only=True).as_dict()
     if provider_path is not None:
         env["PYTHONPATH"] = provider_path
     notes = (f"generator: {g.generator} ({g.reason})",)
@@ -125,9 +125,12 @@ def scikit_build_core_plan(plan: RowPlan, python: str, project: Path, wheel_dir:
 def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, base_env: Mapping[str, str], *,
                   isolation: bool = False, provider_path: str | None = None) -> BuildPlan:
     """The row's environment (CMAKE_ARGS, TORCH_CUDA_ARCH_LIST, CU_VERSION, ...), then a PEP 517 wheel build."""
-    from buildrows.render.envfile import environment_from_plan
+    from buildrows.build.rowenv import build_variables
 
-    values = environment_from_plan(plan, base_env)
+    # The same builder as `env` and the CI hook (buildrows.build.rowenv): the row's variables and
+    # LDSHARED without the interpreter's own rpath. SOURCE_DATE_EPOCH comes later, for every driver.
+    shared = build_variables(plan, "setup.py", python if plan.row.os == "linux" else None, None, base_env)
+    values = shared.as_dict()
     notes = [f"generator: {plan.generator.generator} ({plan.generator.reason})"]
     from buildrows.build.project_cmake import setup_py_runs_make
 
@@ -138,17 +141,7 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
         notes = ["generator: left to CMake's default (setup.py runs `make` itself; the policy fixes none)"]
     if provider_path is not None:
         values["PYTHONPATH"] = provider_path
-    if plan.row.os == "linux":
-        from buildrows.build.ldshared import build_ldshared, interpreter_link, own_rpaths
-
-        link = interpreter_link(python)
-        ldshared = build_ldshared(link, {**base_env, **values})
-        if ldshared is not None:
-            # The interpreter's own -rpath (pyenv's) would put the builder's path in every extension.
-            values["LDSHARED"] = ldshared
-            notes.append(f"LDSHARED: the interpreter's link command without -Wl,-rpath,"
-                         f"{', '.join(own_rpaths(link.ldshared, link.libdir))} (its own lib directory: no "
-                         "extension needs it, and a wheel must not carry the builder's path)")
+    notes += shared.notes
     config, text = setuptools_config(plan.row, project, base_env)
     values["DIST_EXTRA_CONFIG"] = str(config)
     argv = _frontend(python, project, wheel_dir, isolation)
@@ -317,7 +310,7 @@ def with_source_date_epoch(bp: BuildPlan, project: Path, env: Mapping[str, str])
     bytes, depend on the sources only; and a line saying where the value came from."""
     from dataclasses import replace
 
-    from buildrows.build.stamp import source_date_epoch
+    from buildrows.build.epoch import source_date_epoch
 
     value, why = source_date_epoch(project, env)
     commands = tuple(replace(cmd, env=(*cmd.env, ("SOURCE_DATE_EPOCH", value))) for cmd in bp.commands)

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from buildrows.provision.wheel_dirs import KEPT, REJECTED, aside_root, rejected_dir
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 
 #: Where a row built beside others writes its wheel first, under the wheel directory.
 STAGING = ".buildrows-staging"
-#: Where a wheel that failed its check goes, under the wheel directory: never among the ones that passed.
-REJECTED = "rejected"
+# A wheel that failed its check goes under the wheel directory's .buildrows/rejected/, an earlier
+# build's wheel under .buildrows/earlier-*/ (buildrows.provision.wheel_dirs): never at the top.
 
 
 class _Run:
@@ -112,6 +113,11 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
         json_out, ui = ui.out, copy.copy(ui)
         ui.out = ui.err
     pol, env, host = setup(args, ui)
+    from buildrows.build.option_fit import refuse_unfit_options
+    from buildrows.build.prepare import driver_of
+
+    refuse_unfit_options(driver_of(pol, args), args.isolation, str(pol.path))
+    _settle_wheel_dir(pol, args, ui)
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
     require_places(pol, env, args)
     state = _Run(pol, env, host, args, ui)
@@ -410,15 +416,15 @@ def _compare_members(state: _Run, rows: list[Row], outcomes: dict[str, RowOutcom
 
 def _reject_late(state: _Run, o: RowOutcome) -> RowOutcome:
     """A wheel that failed a check made after it joined the wheel directory (the members check of
-    --strict): moved under the directory's rejected/ folder as one that failed its own check."""
+    --strict): moved under the directory's .buildrows/rejected/ as one that failed its own check."""
     from dataclasses import replace
 
     row = state.pol.row(o.row)
     if row is None or not o.wheel_path or o.check is False or not o.wheel_path.endswith(".whl"):
         return o
     wheel = Path(o.wheel_path)
-    moved = _unstage(state, row, wheel, wheel.parent / REJECTED)
-    return replace(o, wheel=f"{REJECTED}/{moved.name}", wheel_path=str(moved))
+    moved = _unstage(state, row, wheel, rejected_dir(wheel.parent))
+    return replace(o, wheel=f"{KEPT}/{REJECTED}/{moved.name}", wheel_path=str(moved))
 
 
 def _report(outcomes: list[RowOutcome], env: Mapping[str, str], ui: UI,
@@ -539,6 +545,13 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
         torch = f", {be.torch.describe()}" if be.torch is not None else ""
         ui.info(f"  build environment: {be.root} (reused: same interpreter, requirements and project{torch})")
         return be.interpreter
+    import shlex
+
+    unreachable = buildenv.unreachable_index(be, row, f"buildrows --config {shlex.quote(str(pol.path))} build {row.name} --provision", env)
+    if unreachable is not None:
+        from buildrows.errors import Refused
+
+        raise Refused(unreachable)
     ui.step(f"build environment for Python {interp.python}: {be.root}")
     buildenv.start(be)
     from buildrows.build.prepare import with_interpreter_bin
@@ -600,6 +613,16 @@ def _tree_lock(state: _Run, row: Row) -> AbstractContextManager[None]:
     if driver_of(state.pol, state.args) == "scikit-build-core":
         return holding(lock_path(project / "build", row.name), f"row {row.name} (build/skbuild-{row.name})", state.ui)
     return holding(lock_path(project / "build", "project"), f"{project}/build", state.ui)
+
+
+def _settle_wheel_dir(pol: Policy, args: BuildOptions, ui: UI) -> None:
+    """The old layout's rejected/ and earlier-*/ moved under the wheel directory's .buildrows/."""
+    from buildrows.build import drivers
+    from buildrows.build.prepare import project_of
+    from buildrows.provision.wheel_dirs import settle
+
+    for line in settle(drivers.default_wheel_dir(project_of(pol, args), args.wheel_dir)):
+        ui.info(line)
 
 
 def require_places(pol: Policy, env: Mapping[str, str], args: BuildOptions) -> None:
@@ -768,15 +791,15 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
                  "or make the library auditwheel could not find reachable (LD_LIBRARY_PATH); the check below judges "
                  "the wheel as built")
     # Checked where it was built: only a wheel that passed (or was not checked) joins the wheel
-    # directory's top level; one that failed goes under its rejected/ folder (`dist/*.whl` is what
+    # directory's top level; one that failed goes under its .buildrows/rejected/ (`dist/*` is what
     # passed, so `twine upload dist/*` never publishes a failed one).
     torch_python = python if python is not None and not args.isolation else None  # its torch built the wheel
     ok = None if args.no_check else check_built_wheel(pol, row, wheel, ui, torch_python=torch_python)
     if unrepaired:
         ok = False  # a wheel [repair] asks to repair is not published unrepaired
     if ok is False or wheel_dir != final_dir:
-        wheel = _unstage(state, row, wheel, final_dir if ok is not False else final_dir / REJECTED)
-    shown = wheel.name if ok is not False else f"{REJECTED}/{wheel.name}"
+        wheel = _unstage(state, row, wheel, final_dir if ok is not False else rejected_dir(final_dir))
+    shown = wheel.name if ok is not False else f"{KEPT}/{REJECTED}/{wheel.name}"
     if unrepaired:
         ui.error("not repaired", f"{row.name}'s wheel {wheel.name} was not repaired (auditwheel's output is above); "
                  f"it is kept out of {final_dir}, at {wheel}")
@@ -888,7 +911,7 @@ def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
     Nothing there is overwritten: the same bytes are already in place; a wheel of the same name
     that another row of this invocation wrote is a refusal (the new wheel stays where it was
     built, and the error says where); one from an earlier invocation is kept, moved aside into
-    `earlier-<time>/` of the wheel directory, and the move is reported."""
+    `.buildrows/earlier-<time>/` of the wheel directory, and the move is reported."""
     import os
     import time
 
@@ -908,11 +931,11 @@ def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
             wheel.unlink()
         else:
             if target.exists():
-                aside = final_dir / time.strftime("earlier-%Y%m%d-%H%M%S") / wheel.name
+                aside = aside_root(final_dir) / time.strftime("earlier-%Y%m%d-%H%M%S") / wheel.name
                 n = 1
                 while aside.exists():
                     n += 1
-                    aside = final_dir / time.strftime(f"earlier-%Y%m%d-%H%M%S-{n}") / wheel.name
+                    aside = aside_root(final_dir) / time.strftime(f"earlier-%Y%m%d-%H%M%S-{n}") / wheel.name
                 aside.parent.mkdir(parents=True, exist_ok=True)
                 os.rename(target, aside)
                 state.ui.warn(f"  {target} was there already (an earlier build, other content): kept as {aside}")

@@ -95,9 +95,9 @@ def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
     name = row_name(plat, train, python)
     row = pol.row(name)
     if row is None and train is not None and asked is None:
-        cpu = pol.row(row_name(plat, None, python))
-        if cpu is not None:
-            return cpu, f"{why}, but {pol.path} has no row {name}: building the CPU row"
+        from buildrows.build.default_row import refuse_other_train
+
+        refuse_other_train(pol, name, why, plat, python)  # never the CPU row in silence (issue 35)
     if row is None:
         from buildrows.policy.rows import refuse_excluded_python
 
@@ -209,6 +209,10 @@ def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args
     findings = diagnose(pol, row, env, project, driver=driver, host=host, isolation=args.isolation,
                         interpreter=provided.interpreter if provided else None,
                         toolkit=provided.toolkit if provided else None)
+    if getattr(args, "no_check", False):  # no check runs: what doctor foretells of it is a note
+        from dataclasses import replace
+
+        findings = [replace(f, status="note") if f.check == "predicted check" else f for f in findings]
     note = check_environment_bin(getattr(args, "environment_bin", None))
     if note is not None:
         findings.insert(0, note)

@@ -28,7 +28,7 @@ import shutil
 import stat
 import tempfile
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -291,29 +291,6 @@ def same_wheel(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
     return True
 
 
-#: Zip timestamps start at 1980-01-01; the fallback when neither the user nor git gives a time.
-ZIP_EPOCH = 315532800
-
-
-def source_date_epoch(project: Path, env: Mapping[str, str]) -> tuple[str, str]:
-    """The SOURCE_DATE_EPOCH a build gets (the timestamp of every member of its wheel), and where it
-    came from: the environment's, when set (it must be whole seconds since 1970); else the time of
-    the project's last git commit; else 1980-01-01, zip's earliest. The same sources give the same
-    wheel bytes, so a rebuild replaces nothing (reproducible-builds.org's convention)."""
-    import subprocess
-
-    given = env.get("SOURCE_DATE_EPOCH")
-    if given is not None:
-        if not given.strip().isdigit():
-            raise BadInput(f"SOURCE_DATE_EPOCH={given!r} is not a whole number of seconds since 1970-01-01 UTC\n"
-                           "    fix: unset it (buildrows then takes the project's last commit time) or set it to "
-                           "an integer, e.g. SOURCE_DATE_EPOCH=$(git log -1 --format=%ct)")
-        return given.strip(), "SOURCE_DATE_EPOCH from the environment"
-    try:
-        res = subprocess.run(["git", "log", "-1", "--format=%ct", "--", "."], cwd=project, capture_output=True,
-                             text=True, check=False, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        res = None
-    if res is not None and res.returncode == 0 and res.stdout.strip().isdigit():
-        return str(max(int(res.stdout.strip()), ZIP_EPOCH)), "the time of the project's last git commit"
-    return str(ZIP_EPOCH), "1980-01-01 (no git history and no SOURCE_DATE_EPOCH)"
+# SOURCE_DATE_EPOCH's rule lives in buildrows.build.epoch (light: the hook and `env` read it too).
+from buildrows.build.epoch import ZIP_EPOCH as ZIP_EPOCH  # noqa: E402
+from buildrows.build.epoch import source_date_epoch as source_date_epoch  # noqa: E402

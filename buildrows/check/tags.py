@@ -191,8 +191,10 @@ def local_tag_problem(row: Row, wheel_path: str | PurePath, *, train_given: bool
         return None
     if want and local != want:
         return (f"{wheel} is version {version}, not tagged +{want} for row {row.name}: the project must take "
-                "its local version from BUILDROWS_LOCAL_VERSION (buildrows.metadata, a scikit-build-core provider, "
-                "does), or the policy must opt in to stamping ([project] stamp = true); a wheel published without "
+                "its local version from BUILDROWS_LOCAL_VERSION (the in-tree provider `buildrows init` writes, "
+                "build_support/buildrows_version.py, does for scikit-build-core, wherever the wheel is built; "
+                "`buildrows init` prints the pyproject.toml lines), or the policy must opt in to stamping "
+                "([project] stamp = true); a wheel published without "
                 f"local tags is checked with --cuda {row.cuda.dotted if row.cuda else 'TRAIN'} beside --row")
     if not want and plus and local.startswith("cu"):
         return f"{wheel} is a CPU row's wheel ({row.name}) but carries the CUDA tag +{local}"

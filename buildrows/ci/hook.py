@@ -116,18 +116,32 @@ def hook(pol: Policy, env: Mapping[str, str], python: str, platform: str, ui: UI
     so the nvcc check below sees it."""
     import os
 
+    from buildrows.build.rowenv import build_variables
     from buildrows.plan.row import plan_row
-    from buildrows.render.envfile import Format, append_files, environment_from_plan, format_env
+    from buildrows.render.envfile import Format, append_files, format_env
 
     row = find_row(pol, env, python, platform)
     ui.info(f"buildrows hook: row {row.name} (policy {pol.path})")
     root = provision_toolkit(row, env, platform, provision, ui) if provision else None
     # refuses: no list, wrong OS, missing or wrong nvcc
+    # The interpreter that runs the hook runs the build step: its LDSHARED is the build's. It is not
+    # pinned as Python_EXECUTABLE: the build step's frontend (an isolated one, in test-infra) picks it.
+    from buildrows.build.rowenv import running_interpreter
+
+    running = running_interpreter(row)
     plan = plan_row(pol, row, env, step="hook", toolkit=root)
     if plan.compiler is not None:
         ui.info(f"CUDA compiler: {plan.compiler.describe()}")
     ui.info(f"generator: {plan.generator.generator} - {plan.generator.reason}")
-    values = environment_from_plan(plan, env)
+    # What `build` sets for the row (buildrows.build.rowenv): LDSHARED without this interpreter's own
+    # rpath (the one the build step runs), SOURCE_DATE_EPOCH, the row's variables.
+    from buildrows.build.rowenv import policy_project
+
+    shared = build_variables(plan, pol.project.driver, running.path if running is not None else None,
+                             policy_project(pol), env)
+    for note in shared.notes:
+        ui.info(note)
+    values = shared.as_dict()
     values.update(compiler_cache_variables(pol, plan, env, ui))
     if root is not None:
         values[CUDA_BIN_VAR] = os.path.join(root, "bin")

@@ -25,8 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
+    from buildrows.build.rowenv import env_command_variables
     from buildrows.policy.rows import select_one
-    from buildrows.render.envfile import Format, append_files, format_env, row_environment
+    from buildrows.render.envfile import Format, append_files, format_env
 
     pol = policy(args, ui)
     row = select_one(pol, args.row)
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             targets.append((path, fmt))
     if args.output:
         targets.append((args.output, args.format))
-    values = row_environment(pol, row, os.environ, check_toolchain=not args.no_toolchain_check)
+    values = env_command_variables(pol, row, os.environ, check_toolchain=not args.no_toolchain_check)
     texts = [(path, format_env(values, fmt)) for path, fmt in targets]  # all rendered before any write
     append_files(texts)  # opens and locks every file before writing any
     for path, _ in texts:

@@ -46,6 +46,10 @@ def run(args: argparse.Namespace, ui: UI) -> int:
                        "    fix: edit that file, or move it away and run buildrows init again") from None
     for line in summary:
         ui.info(line)
+    from buildrows.adopt.switch_note import said_of_policy
+
+    for line in said_of_policy(project, path):  # no CUDA switch found in a setup.py (issue 35)
+        ui.info(line)
     ui.print(str(path))
     _wheel_metadata(project, path, ui)
     ui.ok("next: `buildrows rows` lists the rows, `buildrows doctor` checks this machine, "
@@ -57,8 +61,8 @@ def run(args: argparse.Namespace, ui: UI) -> int:
 
 def _wheel_metadata(project: Path, policy_path: Path, ui: UI) -> None:
     """What the project needs for its wheels to carry the row's version and runtime requirement
-    (buildrows.adopt.provider): files written only where absent, the rest printed."""
-    from buildrows.adopt import provider as adopt
+    (buildrows.build.provider): files written only where absent, the rest printed."""
+    from buildrows.build import provider as adopt
     from buildrows.policy.load import load_policy
 
     pol = load_policy(policy_path)

@@ -41,6 +41,10 @@ WINDOWS_CUDA_FLAG = "-Xcompiler=/Zc:preprocessor"
 #: Steps that build on this machine, so the row must be this machine's (render and env may
 #: prepare a row for another machine of the same OS, a dry run).
 BUILDS_HERE = ("hook", "build")
+#: The row's nvcc flags (`-gencode=arch=compute_75,code=sm_75 ...`) and its architecture list
+#: (`7.5 9.0 12.0+PTX`, the policy's, normalised), for a setup.py that runs nvcc itself; empty on CPU rows.
+GENCODE_VAR = "BUILDROWS_CUDA_GENCODE"
+ARCHS_VAR = "BUILDROWS_CUDA_ARCHS"
 #: The cache variables that pin the row's interpreter (FindPython and FindPython3).
 PYTHON_PINS = ("Python_EXECUTABLE", "Python3_EXECUTABLE")
 
@@ -171,6 +175,8 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         # refuses it for rows PyTorch builds): set empty, which every reader treats as unset, so a value
         # the builder's image carries cannot contradict CMAKE_CUDA_ARCHITECTURES.
         environment.insert(0, ("TORCH_CUDA_ARCH_LIST", archs.torch_cuda_arch_list or ""))
+        # For a setup.py that runs nvcc itself: the row's -gencode flags and its list, ready to use.
+        environment += [(GENCODE_VAR, " ".join(archs.nvcc_flags)), (ARCHS_VAR, " ".join(archs.tokens))]
         home = toolkit if toolkit is not None else (compiler.root if compiler is not None else None)
         if home is not None:
             # setup.py projects and torch.utils.cpp_extension take the toolkit from CUDA_HOME

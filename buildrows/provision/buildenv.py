@@ -19,7 +19,7 @@ from buildrows.plan.provisioned import envs_dir
 from buildrows.policy.model import Policy, Row
 from buildrows.process.runner import Command
 from buildrows.provision.interpreters import Interpreter, probe
-from buildrows.provision.torch import REPORT, TorchInstall
+from buildrows.provision.torch import DEFAULT_INDEX, REPORT, InstalledTorch, TorchInstall
 
 STAMP = "buildrows-env.json"
 #: Bumped when the environment's layout changes, so old environments are not reused.
@@ -99,8 +99,10 @@ def env_key(base: Interpreter, requirements: Sequence[str], project: str = "",
             torch: TorchInstall | None = None) -> str:
     """What the environment depends on: the interpreter (its real file and version), the
     requirements, the project it serves and the torch it holds."""
+    # The torch's accelerator too (issue 35): with one index for every row (BUILDROWS_TORCH_INDEX=pypi,
+    # or a template without {accel}) a CPU row once reused its CUDA row's environment.
     data = json.dumps([FORMAT, os.path.realpath(base.path), base.version, sorted(requirements), project,
-                       None if torch is None else [torch.requirement, torch.index]])
+                       None if torch is None else [torch.requirement, torch.index, torch.accel]])
     return hashlib.sha256(data.encode()).hexdigest()[:16]
 
 
@@ -140,6 +142,23 @@ def plan_row_env(policy: Policy, row: Row, base: Interpreter, project: Path, req
     return replace(plan_env(base, requirements, env, project=project, torch=torch), backend=backend)
 
 
+def unreachable_index(build_env: BuildEnv, row: Row, command: str, env: Mapping[str, str]) -> str | None:
+    """The refusal's text when the row's torch index does not answer (asked once, in seconds,
+    before pip would retry it for minutes), with the routes that work; None when it answers or
+    pip's own configuration is used. `command`: the build command the fix repeats."""
+    from buildrows.provision.torch import INDEX_VARIABLE, index_problem, unreachable_fix
+
+    torch = build_env.torch
+    if torch is None or torch.index is None:
+        return None
+    problem = index_problem(torch.index)
+    if problem is None:
+        return None
+    return (f"row {row.name}: the torch index of its train does not answer: {problem} (set by "
+            f"{INDEX_VARIABLE if env.get(INDEX_VARIABLE, '').strip() else 'the default index'}); nothing was installed\n"
+            + unreachable_fix(row, torch, command))
+
+
 def start(build_env: BuildEnv) -> None:
     """Remove what an interrupted set-up left, before the commands run."""
     if build_env.root.exists():
@@ -169,9 +188,21 @@ def verify_torch(build_env: BuildEnv, row: Row, env: Mapping[str, str]) -> tuple
             "find-links (pip config list; PIP_EXTRA_INDEX_URL, PIP_FIND_LINKS), and falls back to them when that "
             "index does not answer\n"
             f"    nothing was cached: the environment {build_env.root} is removed\n"
-            "    fix: make the row's index reachable, or point BUILDROWS_TORCH_INDEX at a mirror of it (a URL "
-            "with {accel}); or pin the policy's torch to a build of the row's train ([project] torch, e.g. "
-            f"\"2.14.1+{build_env.torch.accel}\")")
+            + torch_fix(row, build_env.torch, got))
+
+
+def torch_fix(row: Row, torch: TorchInstall, got: InstalledTorch | None) -> str:
+    """The fix for a torch that is not the row's, offering only what can resolve: a local-version
+    pin (`2.14.1+cu130`) exists on PyTorch's per-train indexes, never on PyPI (no local versions
+    there), so it is offered only when the row's index is such an index; PyPI's Linux torch is a
+    CUDA build, so `pypi` is never the way to a CPU row's torch there."""
+    lines = ["    fix: make the row's index reachable, or point BUILDROWS_TORCH_INDEX at a mirror of "
+             f"{DEFAULT_INDEX} (a URL with {{accel}})"]
+    if torch.index is not None and got is not None:
+        public = got.version.split("+", 1)[0]
+        lines.append(f"or pin the policy's torch to the row's build of it: torch = \"{public}+{torch.accel}\" "
+                     "under [project]")
+    return "; ".join(lines)
 
 
 def finish(build_env: BuildEnv) -> None:

@@ -6,7 +6,7 @@ checked, so only an interrupted or BUILDROWS_KEEP_DOWNLOADS=1 install leaves the
 cache (ccache's files), importable (the link builds import buildrows.metadata through), nvcc-answers
 (what `nvcc --version` said, so `env` and `hook` do not run it again: buildrows.plan.toolchain). In a
 project: its build trees (build/skbuild-ROW, build/ROW), the rows' logs (build/logs) and the
-wheels an earlier build kept aside (dist/earlier-*/).
+wheels an earlier build kept aside (dist/.buildrows/earlier-*/).
 
 An entry's age is the time since the newest change to it or its immediate contents (a toolkit
 or an environment is rewritten when it is provisioned again). The compiler cache is pruned file
@@ -112,7 +112,9 @@ def project_entries(project: Path, wheel_dir: Path | None = None) -> list[Entry]
     build = project / "build"
     trees = [p for p in _children(build) if p.is_dir() and p.name != "logs"]
     dist = wheel_dir or project / "dist"
-    earlier = [p for p in _children(dist) if p.is_dir() and p.name.startswith("earlier-")]
+    from buildrows.provision.wheel_dirs import earlier_dirs
+
+    earlier = earlier_dirs(dist)  # under .buildrows/, and the old layout's at the top
     return (_entries("build-trees", trees) + _entries("logs", _children(build / "logs"))
             + _entries("earlier-wheels", earlier))
 

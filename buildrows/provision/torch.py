@@ -134,3 +134,63 @@ def answered_from(report: str) -> str | None:
             url = (item.get("download_info") or {}).get("url")
             return str(url) if url else None
     return None
+
+
+# --- the row's index, asked once before pip is ------------------------------------------------
+
+#: Seconds the probe waits for the row's torch index to answer: pip's own default (15 s a try,
+#: 5 retries with back-off) spent about 2 minutes on an index it could not reach (issue 35).
+PROBE_TIMEOUT = 5.0
+
+
+def index_problem(index: str, timeout: float = PROBE_TIMEOUT) -> str | None:
+    """Why the row's torch index cannot be used (it does not resolve, refuses, times out, or
+    answers an error for its torch page), or None when it answers. One try, `timeout` seconds."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    page = index.rstrip("/") + "/torch/"
+    parsed = urllib.parse.urlparse(page)
+    if parsed.scheme == "file":
+        path = urllib.request.url2pathname(parsed.path)
+        import os
+
+        return None if os.path.isdir(path) else f"{path} is no directory"
+    if parsed.scheme not in ("http", "https"):
+        return f"{index!r} is not an http(s) or file URL"
+    try:
+        with urllib.request.urlopen(urllib.request.Request(page, method="GET"), timeout=timeout) as got:
+            got.read(1)
+    except urllib.error.HTTPError as e:
+        return f"{page} answered HTTP {e.code}"
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", e)
+        return f"{page} does not answer ({reason})"
+    return None
+
+
+def unreachable_fix(row: Row, install: TorchInstall, command: str) -> str:
+    """The fix for a row whose torch index does not answer, offering `BUILDROWS_TORCH_INDEX=pypi`
+    only where pip's configured index can hold the row's torch: PyPI's Linux torch is a CUDA
+    build (of the train PyTorch chose for that release, which verification holds to the row's),
+    and elsewhere a CPU build."""
+    fixes = []
+    linux = row.os == "linux"
+    if (row.cuda is not None) == linux:
+        fixes.append(f"{INDEX_VARIABLE}=pypi {command} (pip's configured index, PyPI: its "
+                     f"{'Linux torch is a CUDA build' if linux else 'torch is a CPU build there'}; the torch "
+                     "installed is verified to be the row's before it is used)")
+    fixes.append(f"point {INDEX_VARIABLE} at a reachable mirror of {DEFAULT_INDEX} (a URL with {{accel}})")
+    return "\n".join(f"    fix: {f}" for f in fixes)
+
+
+def reachable_fix(row: Row, install: TorchInstall, command: str, pip: str) -> str:
+    """Doctor's fix for a missing torch, naming only routes that work here: `command` (build
+    --provision) and `pip` (the pip line) when the row's index answers; else why not, and the
+    routes `unreachable_fix` offers."""
+    problem = index_problem(install.index) if install.index is not None else None
+    if problem is None:
+        return f"`{command}` installs {install.describe()} into a cached environment of this interpreter; or install it here: {pip}"
+    routes = [line.strip().removeprefix("fix: ") for line in unreachable_fix(row, install, command).splitlines()]
+    return f"the row's torch index does not answer here ({problem}); " + "; or ".join(routes)

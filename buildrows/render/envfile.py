@@ -54,7 +54,9 @@ def row_variables(plan: RowPlan) -> dict[str, str]:
         "BUILDROWS_CUDA": "ON" if row.is_cuda else "OFF",
     }
     if not row.is_cuda:
-        values.update(dict.fromkeys(CPU_CLEARED, ""))
+        from buildrows.plan.row import ARCHS_VAR, GENCODE_VAR
+
+        values.update(dict.fromkeys((*CPU_CLEARED, GENCODE_VAR, ARCHS_VAR), ""))
     values.update(plan.environment)  # TORCH_CUDA_ARCH_LIST, CU_VERSION, BUILDROWS_LOCAL_VERSION
     values[LOCAL_VERSION_VAR] = row.local_tag
     values[REQUIRES_DIST_VAR] = "\n".join(row.requires_dist)

@@ -72,6 +72,11 @@ def _version_provider(doc: dict[str, Any]) -> str | None:
     return None
 
 
+def version_provider(project: Path) -> str | None:
+    """The metadata provider the project's pyproject.toml gives its version through, if any."""
+    return _version_provider(_pyproject(project))
+
+
 def scikit_build_core(project: Path, local_tag: str) -> Adoption:
     """The provider file and the pyproject.toml lines that name it."""
     doc = _pyproject(project)
