@@ -48,6 +48,10 @@ class _Run:
         # The wheels this invocation moved into the wheel directory, by row: a row never replaces another's.
         self.written: dict[Path, str] = {}
         self.lock = threading.Lock()  # rows build in threads (followers): `written` is shared
+        from buildrows.build.remote_cache import resolve, without_writer
+
+        # Without a store, still without the writer's secret in the build (buildrows.build.remote_cache).
+        self.remote = without_writer(pol.compiler_cache, env, "no compiler cache")
         if not args.no_compiler_cache:
             from buildrows.build.compiler_cache import INSTALL_HINT, find_ccache
 
@@ -55,9 +59,12 @@ class _Run:
             if self.ccache is None:
                 ui.warn(f"no ccache found: building without the compiler cache\n    fix: {INSTALL_HINT}")
             else:
-                from buildrows.build.remote_cache import resolve
-
                 self.remote = resolve(pol.compiler_cache, env, ui)
+        from buildrows.build.remote_cache import withhold
+
+        # Every step of a job that does not write runs without the writer's variables (a build
+        # requirement's setup.py as much as the project's own build).
+        self.env = withhold(self.remote, env)
 
     def seeding(self, bp: drivers.BuildPlan, base_env: Mapping[str, str]) -> tuple[str, Path] | None:
         """(key, build tree) under which this row's CMake compiler detection is shared with the
@@ -115,6 +122,7 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
     require_places(pol, env, args)
     state = _Run(pol, env, host, args, ui)
+    env = state.env  # without the writer's secret unless this job writes with it
     outcomes: dict[str, RowOutcome] = {}
     provided: dict[str, Provided] = {}
     # Every row's interpreter, toolkit and toolchain first: a row that cannot be built is known
@@ -669,7 +677,7 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     # CMake tree the project's setup.py keeps still writes where this reads).
     nvcc_log = (cache.stats_log.parent / f"{row.name}-nvcc.log"
                 if cache is not None and driver == "setup.py" and row.is_cuda else None)
-    base_env: Mapping[str, str] = env
+    base_env: Mapping[str, str] = env  # state.env: the writer's secret only in a job that writes
     if cache is not None:
         from buildrows.build.compiler_cache import prepare, without_ccache_settings
         from buildrows.build.remote_cache import withhold
