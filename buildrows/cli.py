@@ -155,6 +155,12 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
     except BrokenPipeError:
         return _closed_pipe()
     except Exception as e:  # a bug in buildrows, not bad input
+        from buildrows.build.diskfull import disk_full, is_disk_full
+
+        if is_disk_full(e):  # the machine's failure, not a bug: the path, exit 4
+            full = disk_full(e, f"during `buildrows {args.command}`")
+            ui.error(full.title, str(full))
+            return full.exit_code
         ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
                  "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
         if os.environ.get("BUILDROWS_DEBUG"):

@@ -250,7 +250,8 @@ ProbeKind = Literal["unreachable", "refused", "malformed"]
 def probe(url: str, env: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S) -> tuple[ProbeKind, str] | None:
     """One exchange with the store before the build, bounded in time and size, the secret never in
     what it returns (buildrows.build.store_probe)."""
-    from buildrows.build import store_probe  # here: the hook and `env` import this module, and rarely probe
+    # Imported here: the hook and `env` import this module, and most jobs have no store to probe.
+    from buildrows.build import store_probe
 
     return store_probe.probe(url, env, timeout)
 

@@ -164,10 +164,7 @@ class _Answers:
             if left <= 0:
                 raise TimeoutError
             self.sock.settimeout(left)
-            try:
-                chunk = self.sock.recv(4096)
-            except socket.timeout as e:  # an alias of TimeoutError from Python 3.10, not before
-                raise TimeoutError from e
+            chunk = self.sock.recv(4096)  # socket.timeout is TimeoutError
             if not chunk:
                 raise _Misbehaves(f"the store closed the connection before answering {what}")
             self.buffer += chunk
