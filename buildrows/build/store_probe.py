@@ -14,7 +14,7 @@ The probe meets all of them with the same result, one warning and a build withou
 The secret: a URL names its credential as ``${VAR}``. It is parsed with the placeholder in it, and
 the value is substituted only into the user and password the probe sends, so no parser message can
 carry a part of it. The expanded URL (what ccache will parse) must name the same store; a secret
-that breaks it (a ``/``, ``#``, ``?`` or ``@`` in a password) is reported by the variable's name.
+that breaks it (a ``/``, ``#`` or ``?`` in a password) is reported by the variable's name.
 Whatever a store answers is shown with every secret's value masked, truncated, printable only.
 """
 
@@ -75,7 +75,7 @@ def _store(parts: SplitResult, env: Mapping[str, str]) -> tuple[str, str, int | 
 
 def malformed(url: str, env: Mapping[str, str]) -> str | None:
     """Why the URL, once its variables are expanded as ccache expands them, no longer names the
-    store it names with them as placeholders (a secret holding `/`, `#`, `?`, `@`), or None. The
+    store it names with them as placeholders (a secret holding `/`, `#` or `?`), or None. The
     answer names the variables, never their values; no parser message is passed on."""
     placeholder = urlsplit(url)
     want = _store(placeholder, env)
@@ -90,7 +90,7 @@ def malformed(url: str, env: Mapping[str, str]) -> str | None:
             [m.group(1) or m.group(2) for m in _VAR.finditer(url)]
     which = ", ".join(dict.fromkeys(names)) or "its variables"
     return (f"once {which} {'is' if len(names) == 1 else 'are'} expanded, the URL no longer names the same store "
-            "(a `/`, `#`, `?` or `@` in the value ends the URL's credential early), so ccache could not use it")
+            "(a `/`, `#` or `?` in the value ends the URL's credential early), so ccache could not use it")
 
 
 def probe(url: str, env: Mapping[str, str], deadline_s: float = DEADLINE_S) -> tuple[ProbeKind, str] | None:
@@ -154,11 +154,11 @@ class _Answers:
         while True:
             end = self.buffer.find(b"\n")
             if end >= 0:
-                line, self.buffer = self.buffer[:end], self.buffer[end + 1:]
+                line, self.buffer = self.buffer[:end].rstrip(b"\r"), self.buffer[end + 1:]
                 if len(line) > MAX_LINE:
                     break
-                return line.rstrip(b"\r")
-            if len(self.buffer) > MAX_LINE:
+                return line
+            if len(self.buffer) > MAX_LINE + 1:  # its \r aside
                 break
             left = self.deadline - time.monotonic()
             if left <= 0:
