@@ -203,6 +203,7 @@ def _leaky_project(root: Path, store: RedisServer) -> tuple[Path, Path]:
     policy.write_text(
         f'[project]\nname = "leaky"\ndriver = "scikit-build-core"\n[python]\nversions = ["{PY}"]\n'
         '[cuda]\ntrains = ["13.0"]\n[platforms.linux-x86_64]\ntrains = ["13.0"]\ncpu = true\n'
+        '[[platforms.linux-x86_64.cuda]]\ntrains = ["13.0"]\narchs = "9.0"\n'
         f'[compiler-cache]\nremote = "redis://ccache-reader:${{BR_READER_PW}}@127.0.0.1:{store.port}"\n'
         f'write-remote = "redis://ccache-writer:${{BR_WRITER_PW}}@127.0.0.1:{store.port}"\n', encoding="utf-8")
     return policy, project / "build" / f"skbuild-{CPU}" / "build-env.txt"

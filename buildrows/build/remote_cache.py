@@ -236,7 +236,7 @@ def decide(settings: CompilerCacheSettings, env: Mapping[str, str]) -> Remote:
     if write_url:
         return Remote(write_url, "read-write", f"from {write_whence}, the writer's credential; {trusted}", "writer",
                       reader=url)
-    return Remote(url, "read-write", f"from {whence}; {trusted}")
+    return Remote(url, "read-write", f"from {whence}; {trusted}", withheld=withheld)  # another store: not the writer's
 
 
 def unset_variables(url: str, env: Mapping[str, str]) -> tuple[str, ...]:
