@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from buildrows.build.diskfull import disk_full, is_disk_full
 from buildrows.build.record import RECORD_NAME, BuildRecord, record_bytes
 from buildrows.build.wheeldir import STAMP_PREFIX, Owned, owned_dir
 from buildrows.errors import BadInput
@@ -245,8 +246,10 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
         _drop(scratch)
         raise BadInput(f"{src}: cannot stamp this wheel: {e}\n"
                        "    fix: rebuild it; stamping refuses a wheel whose RECORD does not match its content") from e
-    except BaseException:  # a full disk, SIGTERM: no half-written wheel stays beside the result
+    except BaseException as e:  # a full disk, SIGTERM: no half-written wheel stays beside the result
         _drop(scratch)
+        if is_disk_full(e):
+            raise disk_full(e, f"while stamping {src.name}", (src.parent,)) from e
         raise
     os.replace(tmp, dest)
     _drop(scratch)
