@@ -160,14 +160,14 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
         if is_disk_full(e):  # the machine's failure, not a bug: the path, exit 4
             full = disk_full(e, f"during `buildrows {args.command}`")
             ui.error(full.title, str(full))
-            return full.exit_code
-        ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
-                 "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
+        else:
+            ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
+                     "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
         if os.environ.get("BUILDROWS_DEBUG"):
             import traceback
 
             traceback.print_exc()
-        return EXIT_INTERNAL
+        return full.exit_code if is_disk_full(e) else EXIT_INTERNAL
 
 
 #: A reader closed the pipe (`buildrows schema | head -1`): the exit status a shell gives a

@@ -31,6 +31,7 @@ from tests.conftest import REPO, Result
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 CPU = f"linux-x86_64-cpu-py{PY.replace('.', '')}"
+WHEEL = f"stoppable-0.1.0-cp{PY.replace('.', '')}-cp{PY.replace('.', '')}-linux_x86_64.whl"
 needs_cmake = pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ninja") is None,
                                  reason="needs cmake and ninja")
 
@@ -180,7 +181,7 @@ def test_after_sigkill_the_next_build_removes_the_unchecked_wheel_and_never_plac
     (left,) = (dist / ".buildrows-staging").iterdir()
     assert (left / ".owner").is_file()
     # As the killed build could have left it: a complete wheel, never stamped nor checked.
-    unchecked = left / "stoppable-0.1.0-py3-none-any.whl"
+    unchecked = left / WHEEL  # the very name this row's wheel has
     shutil.copy(_any_wheel(tmp_path), unchecked)
     (policy.parent / "SLEEP").unlink()
     done = subprocess.run([sys.executable, "-m", "buildrows", "--config", str(policy), "build", CPU, "--no-check",
@@ -188,8 +189,8 @@ def test_after_sigkill_the_next_build_removes_the_unchecked_wheel_and_never_plac
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"removed {left}: a killed build's unfinished wheel (never checked, never placed)" in done.stderr
     assert not left.exists()
-    assert sorted(p.name for p in dist.iterdir()) == ["stoppable-0.1.0-py3-none-any.whl"]
-    with zipfile.ZipFile(dist / "stoppable-0.1.0-py3-none-any.whl") as z:
+    assert sorted(p.name for p in dist.iterdir()) == [WHEEL]
+    with zipfile.ZipFile(dist / WHEEL) as z:
         assert "stoppable.py" in z.namelist()  # this build's wheel, not the planted one
 
 
@@ -294,12 +295,12 @@ def test_a_full_build_directory_or_cache_is_a_clear_message_or_a_build_without_t
     assert first.returncode == 0, first.stderr
     shutil.rmtree(cache / "ccache", ignore_errors=True)
     fill(cache, 0)
-    (dist / "stoppable-0.1.0-py3-none-any.whl").unlink()
+    (dist / WHEEL).unlink()
     full = build({**build_env, "BUILDROWS_CACHE": str(cache)})
     print("\n" + full.stderr[-1500:])
     assert full.returncode == 0, full.stderr
     assert "cannot be written (no space left on its device): building without the compiler cache" in full.stderr
-    assert (dist / "stoppable-0.1.0-py3-none-any.whl").is_file()
+    assert (dist / WHEEL).is_file()
 
     # build/ full: exit 4, the path named, not "a bug in buildrows".
     shutil.rmtree(policy.parent / "build")

@@ -232,6 +232,7 @@ def _build_one(state: _Run, row: Row, label: str, provided: Provided | None, pre
     """Build one row under its header, its output prefixed with its name when rows build beside
     each other and kept in its log (buildrows.build.logs); every error becomes its outcome, with
     its time and its log."""
+    import contextlib
     import copy
     import time
     from dataclasses import replace
@@ -272,9 +273,18 @@ def _build_one(state: _Run, row: Row, label: str, provided: Provided | None, pre
             if prefixed:  # the row's end, among the other rows' lines
                 ui.info(f"{outcome.status} in {took:.1f}s" + (f": {outcome.reason}" if outcome.reason else ""))
             return replace(outcome, seconds=took, log=log)
+    except OSError as e:  # the row's own log on a full disk: said once, without the log
+        from buildrows.build.diskfull import disk_full, is_disk_full
+
+        if not is_disk_full(e):
+            raise
+        full = disk_full(e, f"while building {row.name}", (logs.directory if logs is not None else Path("."),))
+        state.ui.error(full.title, str(full))
+        return _outcome_of_error(row, full)
     finally:
         if handle is not None:
-            handle.close()
+            with contextlib.suppress(OSError):  # what could not be flushed was said above
+                handle.close()
 
 
 def _interrupted(row: Row, ui: UI) -> RowOutcome:
