@@ -67,7 +67,10 @@ def place(source: Path, target: Path) -> bool:
     except OSError:  # no hard links on this file system: a rename, which the lock keeps exclusive
         if target.exists():
             return False
-        os.rename(source, target)
+        try:
+            os.rename(source, target)  # replaces nothing on Windows; the lock covers the others
+        except FileExistsError:
+            return False
         return True
     source.unlink()
     return True
