@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -169,37 +168,41 @@ def test_sigterm_stops_the_steps_prints_the_summary_and_exits_143(tmp_path: Path
 
 @pytest.mark.integration
 @needs_cmake
-def test_after_sigkill_the_next_build_removes_the_unchecked_wheel_and_never_places_it(
+def test_after_sigkill_the_next_build_waits_for_the_orphaned_steps_then_removes_their_unchecked_wheel(
         tmp_path: Path, build_env: dict[str, str]) -> None:
+    """Before: the next build started beside the killed one's still-running compilers (it got the
+    tree's lock at once), and the staging directory, with the wheel they finished, stayed for good."""
     policy = stoppable_project(tmp_path)
     (policy.parent / "SLEEP").write_text("")
     dist = tmp_path / "dist"
-    proc, sleeper = _started(policy, dist, build_env)
-    proc.kill()
-    proc.communicate()
-    os.kill(sleeper, signal.SIGKILL)  # our own test's process: SIGKILL reaches no child of buildrows
+    killed, sleeper = _started(policy, dist, build_env)
+    killed.kill()
+    killed.communicate()
     (left,) = (dist / ".buildrows-staging").iterdir()
     assert (left / ".owner").is_file()
-    # As the killed build could have left it: a complete wheel, never stamped nor checked.
-    unchecked = left / WHEEL  # the very name this row's wheel has
-    shutil.copy(_any_wheel(tmp_path), unchecked)
     (policy.parent / "SLEEP").unlink()
-    done = subprocess.run([sys.executable, "-m", "buildrows", "--config", str(policy), "build", CPU, "--no-check",
-                           "--wheel-dir", str(dist)], env=build_env, capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert f"removed {left}: a killed build's unfinished wheel (never checked, never placed)" in done.stderr
+    log = tmp_path / "next.err"
+    with log.open("w") as err:
+        nxt = subprocess.Popen([sys.executable, "-m", "buildrows", "--config", str(policy), "build", CPU, "--no-check",
+                                "--wheel-dir", str(dist)], env=build_env, stdout=subprocess.DEVNULL, stderr=err, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "waiting: the buildrows that built" not in log.read_text():
+            assert nxt.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
+        assert "was killed, and the steps it started still run, holding its lock" in log.read_text()
+        assert left.is_dir()  # its steps still write there: not removed under them
+        os.kill(sleeper, signal.SIGKILL)  # the orphaned step now finishes its wheel in the killed build's staging
+        assert nxt.wait(timeout=120) == 0, log.read_text()
+    finally:
+        if nxt.poll() is None:
+            nxt.kill()
+    text = log.read_text()
+    assert f"removed {left}: a killed build's unfinished wheel (never checked, never placed)" in text, text
     assert not left.exists()
     assert sorted(p.name for p in dist.iterdir()) == [WHEEL]
-    with zipfile.ZipFile(dist / WHEEL) as z:
-        assert "stoppable.py" in z.namelist()  # this build's wheel, not the planted one
-
-
-def _any_wheel(root: Path) -> Path:
-    path = root / "planted" / "planted-0.1.0-py3-none-any.whl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(path, "w") as z:
-        z.writestr("planted.py", "")
-    return path
+    (placed,) = [ln for ln in text.splitlines() if ln.startswith("  wheel: ") and ".buildrows-staging" in ln]
+    assert str(left) not in placed  # the wheel placed is this build's own
 
 
 # --- disk full ---------------------------------------------------------------------------------------

@@ -179,6 +179,7 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
             outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
     if followers:
         _build_together(state, followers, number, len(ready), provided, outcomes, jobs, followers=True)
+    _clean_wheel_dir(pol, args, ui)  # again: a killed build's steps this one waited for may have ended since
     differences = _compare_members(state, rows, outcomes) if not progress.INTERRUPTED.is_set() else []
     ordered = [outcomes[r.name] for r in rows]
     _report(ordered, env, ui, differences, args)

@@ -161,8 +161,11 @@ def _stream(argv: Sequence[str], env: Mapping[str, str], cmd: Command, ui: UI,
             log.writelines(f"# {k}={shlex.quote(v)}\n" for k, v in cmd.env)
             log.write(f"# started: {time.strftime('%Y-%m-%d %H:%M:%S')}\n\n")
             log.flush()
+        from buildrows.build.lock import inherited
+
         proc = subprocess.Popen(list(argv), env=dict(env), cwd=cmd.cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **progress.popen_options())
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, pass_fds=inherited(),
+                                **progress.popen_options())
         progress.register(proc)
         try:
             assert proc.stdout is not None

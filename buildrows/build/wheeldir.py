@@ -12,8 +12,8 @@ A row builds into a directory of its own under ``.buildrows-staging/`` (and stam
 ``.buildrows-stamp-*`` scratch directory). Each such directory holds ``.owner``, locked by the
 process working in it for as long as it does, and removed by that process before it lets go. A
 later run finds a ``.owner`` nobody holds only where its process was killed (SIGKILL, a power
-cut): that directory, with whatever half-written or unchecked wheel it holds, is removed, never
-placed. A directory without ``.owner`` was left on purpose (a refused wheel its error names) and is
+cut) and after the steps it started have ended too (they inherit the lock): that directory, with
+whatever half-written or unchecked wheel it holds, is removed, never placed. A directory without ``.owner`` was left on purpose (a refused wheel its error names) and is
 kept.
 """
 
@@ -26,6 +26,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from buildrows.build.lock import pass_on
 
 #: The lock file in each working directory (staging, stamping scratch).
 OWNER = ".owner"
@@ -88,6 +90,7 @@ class Owned:
             return
         with suppress(OSError):
             (self.path / OWNER).unlink(missing_ok=True)
+        pass_on(self._fd, on=False)
         os.close(self._fd)
         self._fd = None
 
@@ -106,6 +109,7 @@ def owned_dir(parent: Path, prefix: str) -> Owned:
     except BaseException:
         os.close(fd)
         raise
+    pass_on(fd)  # the steps hold it too: a killed build's directory stays while they still write there
     return Owned(path, fd)
 
 
