@@ -610,15 +610,15 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
 
         shutil.rmtree(staging, ignore_errors=True)  # a wheel half-written when the step stopped
         raise
-    except OSError as e:  # a full disk, most often: no half-written or unchecked wheel stays
-        import shutil
-
+    except OSError as e:
         from buildrows.build.diskfull import disk_full, is_disk_full
 
-        shutil.rmtree(staging, ignore_errors=True)
-        if is_disk_full(e):
-            raise disk_full(e, f"while building {row.name}") from e
-        raise
+        if not is_disk_full(e):
+            raise
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)  # no half-written or unchecked wheel stays
+        raise disk_full(e, f"while building {row.name}") from e
     finally:
         owned.release()
         _remove_if_empty(staging)
@@ -628,10 +628,9 @@ def _clean_wheel_dir(pol: Policy, args: BuildOptions, ui: UI) -> None:
     """Remove what a killed build left in the wheel directory (buildrows.build.wheeldir), saying so."""
     from buildrows.build import drivers
     from buildrows.build.prepare import project_of
-    from buildrows.build.wheeldir import clean
+    from buildrows.build.wheeldir import clean_saying
 
-    for left in clean(drivers.default_wheel_dir(project_of(pol, args), args.wheel_dir)):
-        ui.info(f"  removed {left}: a killed build's unfinished wheel (never checked, never placed)")
+    clean_saying(drivers.default_wheel_dir(project_of(pol, args), args.wheel_dir), ui)
 
 
 def _tree_lock(state: _Run, row: Row) -> AbstractContextManager[None]:

@@ -28,6 +28,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from buildrows.build.lock import pass_on
+from buildrows.ui import UI
 
 #: The lock file in each working directory (staging, stamping scratch).
 OWNER = ".owner"
@@ -156,3 +157,9 @@ def clean(wheel_dir: Path) -> list[Path]:
     with suppress(OSError):
         (wheel_dir / STAGING).rmdir()  # when nothing else is left in it
     return removed
+
+
+def clean_saying(wheel_dir: Path, ui: UI) -> None:
+    """`clean`, each removal said."""
+    for left in clean(wheel_dir):
+        ui.info(f"  removed {left}: a killed build's unfinished wheel (never checked, never placed)")
