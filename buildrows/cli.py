@@ -50,7 +50,7 @@ EPILOG = (
     "Start with `buildrows init` in a project (or `--config PATH` to an existing policy), then "
     "`buildrows rows`, `buildrows doctor`, `buildrows build`. `buildrows COMMAND --help` describes a command. "
     "Exit codes: 0 success, 1 internal error, 2 bad input, 3 refused by policy, 4 an external command "
-    "failed, 5 the wheel check failed."
+    "failed (or the disk is full), 5 the wheel check failed; 130 after Ctrl-C, 143 after SIGTERM."
 )
 
 
