@@ -50,7 +50,7 @@ EPILOG = (
     "Start with `buildrows init` in a project (or `--config PATH` to an existing policy), then "
     "`buildrows rows`, `buildrows doctor`, `buildrows build`. `buildrows COMMAND --help` describes a command. "
     "Exit codes: 0 success, 1 internal error, 2 bad input, 3 refused by policy, 4 an external command "
-    "failed, 5 the wheel check failed."
+    "failed (or the disk is full), 5 the wheel check failed; 130 after Ctrl-C, 143 after SIGTERM."
 )
 
 
@@ -159,13 +159,19 @@ def main(argv: Sequence[str] | None = None, ui: UI | None = None) -> int:
     except BrokenPipeError:
         return _closed_pipe()
     except Exception as e:  # a bug in buildrows, not bad input
-        ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
-                 "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
+        from buildrows.process.diskfull import disk_full, is_disk_full
+
+        if is_disk_full(e):  # the machine's failure, not a bug: the path, exit 4
+            full = disk_full(e, f"during `buildrows {args.command}`")
+            ui.error(full.title, str(full))
+        else:
+            ui.error("internal error", f"{type(e).__name__}: {e}\n    this is a bug in buildrows; please report it "
+                     "with the command you ran (set BUILDROWS_DEBUG=1 for the traceback)")
         if os.environ.get("BUILDROWS_DEBUG"):
             import traceback
 
             traceback.print_exc()
-        return EXIT_INTERNAL
+        return full.exit_code if is_disk_full(e) else EXIT_INTERNAL
 
 
 #: A reader closed the pipe (`buildrows schema | head -1`): the exit status a shell gives a

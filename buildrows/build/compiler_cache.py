@@ -255,7 +255,11 @@ def prepare(cache: CompilerCache) -> None:
         import threading
 
         tmp = path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")  # rows build in threads
-        tmp.write_text(text, encoding="utf-8")
+        try:
+            tmp.write_text(text, encoding="utf-8")
+        except OSError:  # a full disk: no half-written file left behind
+            tmp.unlink(missing_ok=True)
+            raise
         os.replace(tmp, path)
     cache.stats_log.parent.mkdir(parents=True, exist_ok=True)
     cache.stats_log.write_text("", encoding="utf-8")

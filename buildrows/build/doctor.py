@@ -85,7 +85,8 @@ def cmake_false(value: str) -> bool:
 def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, toolkit: str | None = None) -> Finding:
     """A CUDA row's nvcc exists, runs and is the row's train; a CPU row says how CUDA stays off.
     With a provisioned `toolkit`, its nvcc is the row's (whatever CUDACXX or PATH say)."""
-    from buildrows.plan.toolchain import NO_CUDA_COMPILER, check_cuda_compiler, locate_cuda_compiler
+    from buildrows.plan.nvcc_archs import check_cuda_compiler
+    from buildrows.plan.toolchain import NO_CUDA_COMPILER, locate_cuda_compiler
 
     if row.cuda is None:
         option = policy.project.cuda_option

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from buildrows.build.doctor import Finding
+from buildrows.build.findings import Finding
 from buildrows.policy.model import Driver, Policy, Row
 
 CHECK = "predicted check"

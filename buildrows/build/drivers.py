@@ -24,12 +24,12 @@ frontend make a fresh environment from the registry instead, as a release job ma
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildrows.frozen import Frozen, frozen_dataclass
+from buildrows.plan.host import row_python as row_python
 from buildrows.plan.row import RowPlan
 from buildrows.policy.model import Driver, Row
 from buildrows.process.runner import Command
@@ -49,17 +49,6 @@ class BuildPlan(Frozen):
     install_dir: Path | None = None  # cmake-presets: the install tree `build` checks instead of a wheel
     files: tuple[tuple[Path, str], ...] = ()  # written before the commands run (setup.py: its setuptools config)
     tree: Path | None = None  # the row's own build tree, tied to what built it (buildrows.build.buildtree)
-
-
-def row_python(row: Row, env: Mapping[str, str]) -> str | None:
-    """The interpreter that builds the row: this one when it is the row's Python, else pythonX.Y on PATH."""
-    from buildrows.plan.host import host_python
-
-    if host_python() == row.python:
-        return sys.executable
-    from buildrows.process.runner import find_tool
-
-    return find_tool(f"python{row.python}", env)
 
 
 def requires_dist(row: Row) -> list[str]:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from buildrows.build.prepare import BuildOptions, Provided
     from buildrows.build.remote_cache import Remote
     from buildrows.build.summary import RowOutcome
+    from buildrows.build.wheeldir import Owned
     from buildrows.check.members import MemberDifference
     from buildrows.errors import BuildrowsError
     from buildrows.plan.row import RowPlan
@@ -49,6 +50,10 @@ class _Run:
         # The wheels this invocation moved into the wheel directory, by row: a row never replaces another's.
         self.written: dict[Path, str] = {}
         self.lock = threading.Lock()  # rows build in threads (followers): `written` is shared
+        from buildrows.build.remote_cache import resolve, without_writer
+
+        # Without a store, still without the writer's secret in the build (buildrows.build.remote_cache).
+        self.remote = without_writer(pol.compiler_cache, env, "no compiler cache")
         if not args.no_compiler_cache:
             from buildrows.build.compiler_cache import INSTALL_HINT, find_ccache
 
@@ -56,9 +61,12 @@ class _Run:
             if self.ccache is None:
                 ui.warn(f"no ccache found: building without the compiler cache\n    fix: {INSTALL_HINT}")
             else:
-                from buildrows.build.remote_cache import resolve
-
                 self.remote = resolve(pol.compiler_cache, env, ui)
+        from buildrows.build.remote_cache import withhold
+
+        # Every step of a job that does not write runs without the writer's variables (a build
+        # requirement's setup.py as much as the project's own build).
+        self.env = withhold(self.remote, env)
 
     def seeding(self, bp: drivers.BuildPlan, base_env: Mapping[str, str]) -> tuple[str, Path] | None:
         """(key, build tree) under which this row's CMake compiler detection is shared with the
@@ -120,7 +128,9 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     _settle_wheel_dir(pol, args, ui)
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
     require_places(pol, env, args)
+    _clean_wheel_dir(pol, args, ui)
     state = _Run(pol, env, host, args, ui)
+    env = dict(state.env)  # without the writer's secret unless this job writes with it
     outcomes: dict[str, RowOutcome] = {}
     provided: dict[str, Provided] = {}
     # Every row's interpreter, toolkit and toolchain first: a row that cannot be built is known
@@ -175,6 +185,7 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
             outcomes[row.name] = _build_one(state, row, f"row {number[row.name]}/{len(ready)}", provided.get(row.name))
     if followers:
         _build_together(state, followers, number, len(ready), provided, outcomes, jobs, followers=True)
+    _clean_wheel_dir(pol, args, ui)  # again: a killed build's steps this one waited for may have ended since
     differences = _compare_members(state, rows, outcomes) if not progress.INTERRUPTED.is_set() else []
     ordered = [outcomes[r.name] for r in rows]
     _report(ordered, env, ui, differences, args)
@@ -228,6 +239,7 @@ def _build_one(state: _Run, row: Row, label: str, provided: Provided | None, pre
     """Build one row under its header, its output prefixed with its name when rows build beside
     each other and kept in its log (buildrows.process.logs); every error becomes its outcome, with
     its time and its log."""
+    import contextlib
     import copy
     import time
     from dataclasses import replace
@@ -268,15 +280,26 @@ def _build_one(state: _Run, row: Row, label: str, provided: Provided | None, pre
             if prefixed:  # the row's end, among the other rows' lines
                 ui.info(f"{outcome.status} in {took:.1f}s" + (f": {outcome.reason}" if outcome.reason else ""))
             return replace(outcome, seconds=took, log=log)
+    except OSError as e:  # the row's own log on a full disk: said once, without the log
+        from buildrows.process.diskfull import disk_full, is_disk_full
+
+        if not is_disk_full(e):
+            raise
+        full = disk_full(e, f"while building {row.name}", (logs.directory if logs is not None else Path("."),))
+        state.ui.error(full.title, str(full))
+        return _outcome_of_error(row, full)
     finally:
         if handle is not None:
-            handle.close()
+            with contextlib.suppress(OSError):  # what could not be flushed was said above
+                handle.close()
 
 
 def _interrupted(row: Row, ui: UI) -> RowOutcome:
     from buildrows.errors import Interrupted
+    from buildrows.process.progress import TERMINATED
 
-    e = Interrupted("stopped by the user (Ctrl-C)\n    fix: run the same build again: its tree is kept and reused")
+    who = "by SIGTERM (a CI runner cancelling the job?)" if TERMINATED.is_set() else "by the user (Ctrl-C)"
+    e = Interrupted(f"stopped {who}\n    fix: run the same build again: its tree is kept and reused")
     ui.error(e.title, str(e))
     return _outcome_of_error(row, e)
 
@@ -355,9 +378,9 @@ def _outcome_of_error(row: Row, e: BuildrowsError, project: Path | None = None) 
     step = re.match(r"step '(.+)' failed after [0-9.ms]+: (.+)$", first)
     if step and e.exit_code == EXIT_EXTERNAL:  # the error line is what a person needs; the log names the step
         first = re.sub(r"^(\.\./)+", "", step.group(2))  # the compiler ran in build/skbuild-ROW
-    stopped = re.match(r"step '(.+)' stopped by the user after ([0-9.ms]+)", first)
+    stopped = re.match(r"step '(.+)' stopped by (the user|SIGTERM) after ([0-9.ms]+)", first)
     if stopped and e.exit_code == EXIT_INTERRUPTED:
-        first = f"Ctrl-C during step '{stopped.group(1)}'"
+        first = f"{'SIGTERM' if stopped.group(2) == 'SIGTERM' else 'Ctrl-C'} during step '{stopped.group(1)}'"
     if project is not None:
         first = first.replace(f"{project}{__import__('os').sep}", "")
     fix = next((ln.removeprefix("fix:").strip() for ln in lines if ln.startswith("fix:")), "")
@@ -510,7 +533,7 @@ def provide(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args: B
     if not args.provision:
         return Provided(interp, None)
     if row.cuda is not None:
-        from buildrows.plan.toolchain import check_cuda_compiler
+        from buildrows.plan.nvcc_archs import check_cuda_compiler
 
         try:
             comp = check_cuda_compiler(row, env, host)
@@ -590,7 +613,8 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
     # or (stamping renames) remove another's wheel or one already in the wheel directory: the CUDA
     # row's wheel, before stamping, has exactly the CPU wheel's name. It moves into the wheel
     # directory under its final name (`_unstage`).
-    staging = _staging_dir(final_dir, row)
+    owned = _staging_dir(final_dir, row)
+    staging = owned.path
     try:
         with _tree_lock(state, row):
             return _build_row(state, row, provided, staging, final_dir)
@@ -599,8 +623,27 @@ def build_row(state: _Run, row: Row, provided: Provided | None = None) -> RowOut
 
         shutil.rmtree(staging, ignore_errors=True)  # a wheel half-written when the step stopped
         raise
+    except OSError as e:
+        from buildrows.process.diskfull import disk_full, is_disk_full
+
+        if not is_disk_full(e):
+            raise
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)  # no half-written or unchecked wheel stays
+        raise disk_full(e, f"while building {row.name}") from e
     finally:
+        owned.release()
         _remove_if_empty(staging)
+
+
+def _clean_wheel_dir(pol: Policy, args: BuildOptions, ui: UI) -> None:
+    """Remove what a killed build left in the wheel directory (buildrows.build.wheeldir), saying so."""
+    from buildrows.build import drivers
+    from buildrows.build.prepare import project_of
+    from buildrows.build.wheeldir import clean_saying
+
+    clean_saying(drivers.default_wheel_dir(project_of(pol, args), args.wheel_dir), ui)
 
 
 def _tree_lock(state: _Run, row: Row) -> AbstractContextManager[None]:
@@ -688,16 +731,27 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
             bp = drivers.setup_py_plan(plan, python, project, wheel_dir, env, isolation=args.isolation,
                                        provider_path=importable)
     cache = state.compiler_cache(row, project, plan.compiler, dict(plan.cache))
+    if cache is not None:
+        from buildrows.build.compiler_cache import prepare
+        from buildrows.process.diskfull import is_disk_full
+
+        try:
+            prepare(cache)
+        except OSError as e:  # a full BUILDROWS_CACHE costs the cache, not the build
+            if not is_disk_full(e):
+                raise
+            ui.warn(f"the compiler cache {cache.directory} cannot be written (no space left on its device): building "
+                    "without the compiler cache\n    fix: free space there, or point BUILDROWS_CACHE at another disk")
+            cache = None
     # A setup.py CUDA row's nvcc compiles get a stats log of their own (one path per row, so a
     # CMake tree the project's setup.py keeps still writes where this reads).
     nvcc_log = (cache.stats_log.parent / f"{row.name}-nvcc.log"
                 if cache is not None and driver == "setup.py" and row.is_cuda else None)
-    base_env: Mapping[str, str] = env
+    base_env: Mapping[str, str] = env  # state.env: the writer's secret only in a job that writes
     if cache is not None:
-        from buildrows.build.compiler_cache import prepare, without_ccache_settings
+        from buildrows.build.compiler_cache import without_ccache_settings
         from buildrows.build.remote_cache import withhold
 
-        prepare(cache)
         # Without the user's ccache settings, and without the writer's secret unless this job writes.
         base_env = withhold(state.remote, without_ccache_settings(env))
         nvcc = plan.compiler.path if plan.compiler is not None and driver == "setup.py" else None
@@ -879,13 +933,13 @@ def _tie_tree(state: _Run, plan: RowPlan, bp: drivers.BuildPlan, python: str | N
     state.ui.info("  " + buildtree.settle(bp.tree, built_with).describe(project))
 
 
-def _staging_dir(final_dir: Path, row: Row) -> Path:
+def _staging_dir(final_dir: Path, row: Row) -> Owned:
     """A fresh directory for the row's wheel under the wheel directory (the same file system, so
-    the wheel moves into place by a rename); fresh, so nothing an earlier run left is taken."""
-    import tempfile
+    the wheel moves into place by a rename); fresh, so nothing an earlier run left is taken. This
+    process holds it (buildrows.build.wheeldir): a later run removes it only if this one was killed."""
+    from buildrows.build.wheeldir import owned_dir
 
-    (final_dir / STAGING).mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{row.name}-", dir=final_dir / STAGING))
+    return owned_dir(final_dir / STAGING, f"{row.name}-")
 
 
 def _remove_if_empty(staging: Path) -> None:
@@ -912,14 +966,15 @@ def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
     that another row of this invocation wrote is a refusal (the new wheel stays where it was
     built, and the error says where); one from an earlier invocation is kept, moved aside into
     `.buildrows/earlier-<time>/` of the wheel directory, and the move is reported."""
-    import os
     import time
 
     from buildrows.errors import Refused
 
     target = final_dir / wheel.name
     final_dir.mkdir(parents=True, exist_ok=True)
-    with state.lock:
+    from buildrows.build.wheeldir import place, placing
+
+    with state.lock, placing(final_dir):  # other threads, then other processes placing here
         other = state.written.get(target)
         if other is not None and other != row.name:
             raise Refused(
@@ -929,17 +984,18 @@ def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
                 "+cu130, to CUDA wheels), or build these rows into different --wheel-dir directories")
         if target.exists() and _same_file(wheel, target):
             wheel.unlink()
-        else:
-            if target.exists():
-                aside = aside_root(final_dir) / time.strftime("earlier-%Y%m%d-%H%M%S") / wheel.name
-                n = 1
-                while aside.exists():
-                    n += 1
-                    aside = aside_root(final_dir) / time.strftime(f"earlier-%Y%m%d-%H%M%S-{n}") / wheel.name
-                aside.parent.mkdir(parents=True, exist_ok=True)
-                os.rename(target, aside)
-                state.ui.warn(f"  {target} was there already (an earlier build, other content): kept as {aside}")
-            os.rename(wheel, target)
+        elif not place(wheel, target):  # never over a file: one there is kept aside first
+            aside = aside_root(final_dir) / time.strftime("earlier-%Y%m%d-%H%M%S") / wheel.name
+            n = 1
+            while aside.exists():
+                n += 1
+                aside = aside_root(final_dir) / time.strftime(f"earlier-%Y%m%d-%H%M%S-{n}") / wheel.name
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            if not place(target, aside) or not place(wheel, target):
+                raise Refused(f"row {row.name}'s wheel {wheel.name} could not be placed in {final_dir} without "
+                              f"replacing a file; it stays at {wheel}\n    fix: build into a --wheel-dir no other "
+                              "program writes to")
+            state.ui.warn(f"  {target} was there already (an earlier build, other content): kept as {aside}")
         state.written[target] = row.name
     state.ui.info(f"  wheel: {target}")
     return target

@@ -34,21 +34,18 @@ test-infra's build step) use the decision.
 from __future__ import annotations
 
 import fnmatch
-import re
 from collections.abc import Mapping, Sequence
-from functools import cache
-from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import unquote, urlsplit
+from typing import Literal
 
 from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.policy.model import CompilerCacheSettings
-
-if TYPE_CHECKING:
-    import socket
+from buildrows.policy.store_url import SCHEMES as SCHEMES
+from buildrows.policy.store_url import masked as masked
+from buildrows.policy.store_url import same_store as same_store
+from buildrows.policy.store_url import url_problem as url_problem
+from buildrows.policy.store_url import variables as variables
 from buildrows.ui import UI
 
-#: The schemes ccache's built-in backends serve (HTTPS is not supported by its HTTP backend).
-SCHEMES = ("redis", "redis+unix", "http")
 #: Overrides the policy's store (a URL, or "off" for none), for a developer or another CI.
 REMOTE_VAR = "BUILDROWS_CACHE_REMOTE"
 #: Overrides the policy's writer (the same store with the writer's credential).
@@ -60,72 +57,16 @@ TRUSTED_EVENTS = ("push", "workflow_dispatch", "schedule", "release")
 #: build whose store stopped answering.
 CONNECT_TIMEOUT_MS = 500
 OPERATION_TIMEOUT_MS = 3000
+#: One deadline for the whole probe (connect, credential, read), whatever the store does.
 PROBE_TIMEOUT_S = 2.0
+#: A secret that breaks its URL: what to do (ccache expands ${VAR} before it parses the URL).
+SECRET_FIX = ("give the credential a value without `/`, `#`, `?`, `@` or `%` (ccache puts it into the URL as it is), "
+              "or export BUILDROWS_CACHE_REMOTE=off")
 
 Mode = Literal["read-write", "read-only", "off"]
 #: Which credential a job uses: the writer, the reader (write-remote is set), or the one URL of a
 #: policy without write-remote ("shared").
 Credential = Literal["writer", "reader", "shared"]
-
-
-@cache
-def _var() -> re.Pattern[str]:
-    return re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
-
-
-def variables(url: str) -> tuple[str, ...]:
-    """The environment variables a URL names (`$VAR` or `${VAR}`; `$$` is a literal `$`)."""
-    out: list[str] = []
-    for m in _var().finditer(url.replace("$$", "")):
-        name = m.group(1) or m.group(2)
-        if name not in out:
-            out.append(name)
-    return tuple(out)
-
-
-def masked(url: str) -> str:
-    """The URL as a log line may show it: any user or password replaced by ***."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    host = parts.netloc.rsplit("@", 1)[1]
-    return parts._replace(netloc="***@" + host).geturl()
-
-
-def url_problem(url: str) -> str | None:
-    """What is wrong with a store URL, or None: a scheme ccache serves, a host, and no credential
-    written into it (a password or token must be `${VAR}`, read from the environment)."""
-    parts = urlsplit(url.strip())
-    if parts.scheme not in SCHEMES:
-        why = " (ccache's HTTP backend does not do HTTPS: put a TLS proxy on the runner's side)" if parts.scheme == "https" else ""
-        return f"{url!r}: the scheme must be one of {', '.join(SCHEMES)}{why}"
-    if any(c.isspace() for c in url.strip()) or "|" in url:
-        return f"{url!r}: a store URL has no spaces or `|` (buildrows adds ccache's attributes itself)"
-    if parts.scheme == "redis+unix":
-        if not parts.path:
-            return f"{url!r}: redis+unix needs a socket path, e.g. redis+unix:/run/redis.sock"
-    elif not parts.hostname:
-        return f"{url!r}: the URL names no host"
-    if "@" in parts.netloc:
-        userinfo = parts.netloc.rsplit("@", 1)[0]
-        secret = userinfo.split(":", 1)[1] if ":" in userinfo else userinfo
-        if secret and not _var().fullmatch(unquote(secret)):
-            return (f"{masked(url)!r}: the URL carries a credential; a password or token must come from the "
-                    "environment as ${VAR}, never from a file")
-    return None
-
-
-def same_store(a: str, b: str) -> bool:
-    """Whether two store URLs name one store (scheme, host, port and path; credentials aside)."""
-    pa, pb = urlsplit(a.strip()), urlsplit(b.strip())
-
-    def port(p: Any) -> int | None:
-        try:
-            return int(p.port or {"redis": 6379, "http": 80}.get(p.scheme, 0)) or None
-        except ValueError:
-            return None
-    return (pa.scheme, (pa.hostname or "").lower(), port(pa), pa.path.rstrip("/")) == \
-        (pb.scheme, (pb.hostname or "").lower(), port(pb), pb.path.rstrip("/"))
 
 
 @frozen_dataclass(frozen=True, eq=False, repr=False)
@@ -177,14 +118,31 @@ def _writer_override(url: str, env: Mapping[str, str]) -> str | None:
     return write
 
 
+def writer_variables(settings: CompilerCacheSettings, env: Mapping[str, str]) -> tuple[str, ...]:
+    """The variables the writer's URLs name (the policy's write-remote, BUILDROWS_CACHE_WRITE_REMOTE):
+    what the build of a job that does not write with them must not see."""
+    found = variables(settings.write_url or "") + variables(env.get(WRITE_REMOTE_VAR, ""))
+    return tuple(dict.fromkeys(found))
+
+
+def without_writer(settings: CompilerCacheSettings, env: Mapping[str, str], why: str) -> Remote | None:
+    """The decision of a build that uses no store at all (--no-compiler-cache, no ccache): none,
+    and the writer's variables withheld from its build; None when there are none."""
+    writers = writer_variables(settings, env)
+    return Remote(None, "off", why, withheld=writers) if writers else None
+
+
 def decide(settings: CompilerCacheSettings, env: Mapping[str, str]) -> Remote:
     """The store and mode for a job in `env` (no probing; see `usable`). Raises ValueError with the
     problem when BUILDROWS_CACHE_REMOTE or BUILDROWS_CACHE_WRITE_REMOTE holds a URL that cannot be used."""
     url, whence = settings.url, settings.source
     write_url, write_whence = settings.write_url, settings.write_source
+    # Every writer's variable, whatever the overrides: a job that does not write with it never passes
+    # it to its build (BUILDROWS_CACHE_REMOTE=off or =URL leave the policy's writer's secret set).
+    writers = writer_variables(settings, env)
     override = env.get(REMOTE_VAR, "").strip()
     if override.lower() in ("off", "none"):
-        return Remote(None, "off", f"{REMOTE_VAR}={override}")
+        return Remote(None, "off", f"{REMOTE_VAR}={override}", withheld=writers)
     if override:
         problem = url_problem(override)
         if problem is not None:
@@ -192,14 +150,14 @@ def decide(settings: CompilerCacheSettings, env: Mapping[str, str]) -> Remote:
         # Another store: the policy's writer is not for it.
         url, whence, write_url, write_whence = override, REMOTE_VAR, None, ""
     if not url:
-        return Remote(None, "off", "none configured")
+        return Remote(None, "off", "none configured", withheld=writers)
     written = _writer_override(url, env)
     if written is not None:
         write_url, write_whence = written, WRITE_REMOTE_VAR
     credential: Credential = "reader" if write_url else "shared"
     # The writer's variables that the reader does not also name: a job that does not write never
     # passes them on to its build.
-    withheld = tuple(v for v in variables(write_url) if v not in variables(url)) if write_url else ()
+    withheld = tuple(v for v in writers if v not in variables(url))
     ref, event = env.get("GITHUB_REF", ""), env.get("GITHUB_EVENT_NAME", "")
     hermetic = _matches(ref, settings.hermetic_refs) if ref else None
     if hermetic is not None:
@@ -218,7 +176,7 @@ def decide(settings: CompilerCacheSettings, env: Mapping[str, str]) -> Remote:
     if write_url:
         return Remote(write_url, "read-write", f"from {write_whence}, the writer's credential; {trusted}", "writer",
                       reader=url)
-    return Remote(url, "read-write", f"from {whence}; {trusted}")
+    return Remote(url, "read-write", f"from {whence}; {trusted}", withheld=withheld)  # another store: not the writer's
 
 
 def unset_variables(url: str, env: Mapping[str, str]) -> tuple[str, ...]:
@@ -226,85 +184,16 @@ def unset_variables(url: str, env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(v for v in variables(url) if v not in env)
 
 
-ProbeKind = Literal["unreachable", "refused"]
+ProbeKind = Literal["unreachable", "refused", "malformed"]
 
 
 def probe(url: str, env: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S) -> tuple[ProbeKind, str] | None:
-    """One exchange with the store before the build, as ccache would start one: connect, present the
-    URL's credential and read one key that is not there. None when that works; else ("unreachable",
-    why) or ("refused", what the store answered: a wrong password, an ACL without GET, a 401)."""
-    import socket  # here: the hook and `env` import this module, and never probe
+    """One exchange with the store before the build, bounded in time and size, the secret never in
+    what it returns (buildrows.build.store_probe)."""
+    # Imported here: the hook and `env` import this module, and most jobs have no store to probe.
+    from buildrows.build import store_probe
 
-    parts = urlsplit(_expand(url, env))
-    try:
-        if parts.scheme == "redis+unix":
-            if not hasattr(socket, "AF_UNIX"):
-                return "unreachable", "this platform has no Unix sockets"
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            sock.connect(parts.path)
-        else:
-            port = parts.port or (6379 if parts.scheme == "redis" else 80)
-            sock = socket.create_connection((parts.hostname or "", port), timeout=timeout)
-    except (OSError, ValueError) as e:
-        return "unreachable", str(e) or type(e).__name__
-    try:
-        with sock:
-            answer = _redis_probe(sock, parts) if parts.scheme.startswith("redis") else _http_probe(sock, parts)
-    except (OSError, ValueError) as e:
-        return "unreachable", f"no answer to the probe ({e or type(e).__name__})"
-    return None if answer is None else ("refused", answer)
-
-
-def _redis_probe(sock: socket.socket, parts: Any) -> str | None:
-    """AUTH (when the URL has a credential) and a GET, as ccache's Redis backend sends them; the
-    store's error reply, or None."""
-    f = sock.makefile("rb")
-
-    def command(*args: str) -> bytes:
-        sock.sendall(f"*{len(args)}\r\n".encode() + b"".join(
-            f"${len(a.encode())}\r\n{a}\r\n".encode() for a in args))
-        line = f.readline()
-        if not line:
-            raise ValueError("the connection closed")
-        if line.startswith(b"$") and line[1:2] != b"-":
-            f.read(int(line[1:].strip()) + 2)
-        return line.rstrip(b"\r\n")
-
-    user, password = unquote(parts.username or ""), unquote(parts.password or "")
-    if password or user:
-        reply = command("AUTH", user, password) if password and user else command("AUTH", password or user)
-        if reply.startswith(b"-"):
-            return f"AUTH: {reply[1:].decode(errors='replace')}"
-    reply = command("GET", "ccache:buildrows-probe")
-    if reply.startswith(b"-"):
-        return f"GET: {reply[1:].decode(errors='replace')}"
-    return None
-
-
-def _http_probe(sock: socket.socket, parts: Any) -> str | None:
-    """A GET of an object that is not there, with the URL's credential (basic auth, as ccache's HTTP
-    backend sends it); the status when the server refuses it (401, 403), or None."""
-    import base64
-
-    path = parts.path.rstrip("/") + "/buildrows-probe"
-    lines = [f"GET {path} HTTP/1.1", f"Host: {parts.hostname}", "User-Agent: buildrows", "Connection: close"]
-    if "@" in parts.netloc:
-        userinfo = parts.netloc.rsplit("@", 1)[0]
-        lines.append("Authorization: Basic " + base64.b64encode(unquote(userinfo).encode()).decode())
-    sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
-    status = sock.makefile("rb").readline().decode(errors="replace").strip()
-    if not status.startswith("HTTP/"):
-        raise ValueError(f"not an HTTP answer: {status[:60]!r}")
-    code = status.split(" ", 2)[1:2]
-    if code and code[0] in ("401", "403"):
-        return f"GET {path}: {status.split(' ', 1)[1]}"
-    return None
-
-
-def _expand(url: str, env: Mapping[str, str]) -> str:
-    """The URL with its variables expanded - for the probe's own connection only, never shown."""
-    return _var().sub(lambda m: env.get(m.group(1) or m.group(2), ""), url.replace("$$", "\0")).replace("\0", "$")
+    return store_probe.probe(url, env, timeout)
 
 
 def usable(remote: Remote, env: Mapping[str, str]) -> tuple[Remote, list[str]]:
@@ -317,13 +206,17 @@ def usable(remote: Remote, env: Mapping[str, str]) -> tuple[Remote, list[str]]:
     if remote.credential == "writer" and remote.reader is not None:
         missing = unset_variables(remote.url, env)
         refused = None if missing else probe(remote.url, env)
-        if missing or (refused is not None and refused[0] == "refused"):
-            why = (f"names {', '.join(missing)}, which this job's environment does not set" if missing
-                   else f"was refused by the store ({refused[1] if refused else ''})")
+        if missing or (refused is not None and refused[0] in ("refused", "malformed")):
+            if missing:
+                why = f"names {', '.join(missing)}, which this job's environment does not set"
+                fix = "give trusted jobs the writer's secret (a protected environment's secret; see the guide's compiler cache page)"
+            elif refused is not None and refused[0] == "malformed":
+                why, fix = f"cannot be used: {refused[1]}", SECRET_FIX
+            else:
+                why = f"was refused by the store ({refused[1] if refused else ''})"
+                fix = "give trusted jobs the writer's secret (a protected environment's secret; see the guide's compiler cache page)"
             warnings.append(f"the writer's credential for the remote compiler cache {masked(remote.url)} {why}: this "
-                            "job reads the store with the reader's credential and writes nothing\n    fix: give trusted "
-                            "jobs the writer's secret (a protected environment's secret; see the guide's compiler cache "
-                            "page)")
+                            f"job reads the store with the reader's credential and writes nothing\n    fix: {fix}")
             writer_vars = tuple(v for v in variables(remote.url) if v not in variables(remote.reader))
             remote = Remote(remote.reader, "read-only", f"{remote.reason}; without the writer's secret", "reader",
                             withheld=writer_vars)
@@ -345,6 +238,10 @@ def usable(remote: Remote, env: Mapping[str, str]) -> tuple[Remote, list[str]]:
     if problem is None:
         return remote, warnings
     kind, why = problem
+    if kind == "malformed":
+        warnings.append(f"the remote compiler cache {masked(url)} cannot be used: {why}: building with the local cache "
+                        f"only\n    fix: {SECRET_FIX}")
+        return Remote(None, "off", "its secret breaks the URL", withheld=remote.withheld), warnings
     if kind == "refused":
         warnings.append(f"the remote compiler cache {masked(url)} refused this job's credential ({why}): "
                         "building with the local cache only\n    fix: check the secret the URL names and the "

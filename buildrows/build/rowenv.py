@@ -99,7 +99,7 @@ def env_command_variables(policy: Policy, row: Row, env: Mapping[str, str], *,
     plan = plan_row(policy, row, env, check_toolchain=check_toolchain, step="env")
     python = None
     if row.os == "linux" and policy.project.driver == "setup.py":  # LDSHARED: only setuptools links with it
-        from buildrows.build.drivers import row_python
+        from buildrows.plan.host import row_python
 
         python = row_python(row, env)
     return build_variables(plan, policy.project.driver, python, policy_project(policy), env).as_dict()

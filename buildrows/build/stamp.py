@@ -26,15 +26,16 @@ from __future__ import annotations
 import os
 import shutil
 import stat
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from buildrows.build.wheeldir import STAMP_PREFIX, Owned, owned_dir
 from buildrows.check.record import RECORD_NAME, BuildRecord, record_bytes
 from buildrows.errors import BadInput
+from buildrows.process.diskfull import disk_full, is_disk_full
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -201,7 +202,7 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
 
     src = Path(wheel)
     name = parse_wheel_filename(src.name)
-    scratch: Path | None = None
+    scratch: Owned | None = None
     try:
         with WheelFile(src) as zin:
             old_info = zin.dist_info_path
@@ -218,8 +219,9 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
             tags = src.name[: -len(".whl")].split("-", 2)[2]  # [build-]python-abi-platform
             dest = src.with_name(f"{name.distribution}-{new_version.replace('-', '_')}-{tags}.whl")
             # WheelFile wants a wheel's name: write it in a scratch directory beside the result.
-            scratch = Path(tempfile.mkdtemp(prefix=".buildrows-stamp-", dir=dest.parent))
-            tmp = scratch / dest.name
+            # Held by this process (buildrows.build.wheeldir): a killed stamp's scratch goes at the next build.
+            scratch = owned_dir(dest.parent, STAMP_PREFIX)
+            tmp = scratch.path / dest.name
             old_data = f"{old_info[: -len('.dist-info')]}.data"
             FixedTimeWheel.date_time = zin.getinfo(meta_name).date_time
             with FixedTimeWheel(tmp, "w") as zout:
@@ -241,15 +243,25 @@ def stamp_wheel(wheel: str | os.PathLike[str], *, local_tag: str, requirements: 
                 if record is not None:
                     zout.writestr(f"{new_info}/{RECORD_NAME}", record_bytes(record))
     except (WheelError, zipfile.BadZipFile, KeyError, UnicodeDecodeError) as e:
-        if scratch is not None:
-            shutil.rmtree(scratch, ignore_errors=True)
+        _drop(scratch)
         raise BadInput(f"{src}: cannot stamp this wheel: {e}\n"
                        "    fix: rebuild it; stamping refuses a wheel whose RECORD does not match its content") from e
+    except BaseException as e:  # a full disk, SIGTERM: no half-written wheel stays beside the result
+        _drop(scratch)
+        if is_disk_full(e):
+            raise disk_full(e, f"while stamping {src.name}", (src.parent,)) from e
+        raise
     os.replace(tmp, dest)
-    shutil.rmtree(scratch, ignore_errors=True)
+    _drop(scratch)
     if dest != src:
         src.unlink()
     return Stamped(dest, new_version, mp.add, tuple(changes))
+
+
+def _drop(scratch: Owned | None) -> None:
+    if scratch is not None:
+        scratch.release()
+        shutil.rmtree(scratch.path, ignore_errors=True)
 
 
 def _renamed(path: str, old_info: str, new_info: str, old_data: str, new_data: str) -> str:

@@ -57,5 +57,14 @@ def _positive(text: str) -> int:
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.build.orchestrate import build_rows
     from buildrows.build.prepare import BuildOptions
+    from buildrows.process import progress
 
-    return build_rows(BuildOptions.of(args), ui)
+    with progress.terminating():  # SIGTERM: the steps stopped, the summary printed, exit 143
+        try:
+            code = build_rows(BuildOptions.of(args), ui)
+        except KeyboardInterrupt:
+            if not progress.TERMINATED.is_set():
+                raise
+            ui.error("terminated", "stopped by SIGTERM before any row started")
+            return progress.EXIT_TERMINATED
+    return progress.EXIT_TERMINATED if progress.TERMINATED.is_set() else code

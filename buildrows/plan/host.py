@@ -13,9 +13,12 @@ import re
 import sys
 from collections.abc import Mapping
 from functools import cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from buildrows.errors import BadInput, Refused
+
+if TYPE_CHECKING:
+    from buildrows.policy.model import Row
 
 HostOs = Literal["linux", "windows"]
 
@@ -129,3 +132,12 @@ def _machine() -> str:
     import platform
 
     return platform.machine()
+
+
+def row_python(row: Row, env: Mapping[str, str]) -> str | None:
+    """The interpreter that builds the row: this one when it is the row's Python, else pythonX.Y on PATH."""
+    if host_python() == row.python:
+        return sys.executable
+    from buildrows.process.runner import find_tool
+
+    return find_tool(f"python{row.python}", env)

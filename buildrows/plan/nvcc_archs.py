@@ -1,4 +1,5 @@
-"""What a row's own nvcc compiles, asked of it and kept like its version (issue 36).
+"""A row's CUDA compiler checked (`check_cuda_compiler`: found, of the row's train) and what it
+compiles, asked of it and kept like its version (issue 36).
 
 buildrows' data (buildrows/data/cuda_trains.toml) says what each train it knows compiles, and a
 train newer than the data is taken to compile what the newest train there does. The nvcc that
@@ -22,8 +23,16 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from buildrows.errors import Refused
-from buildrows.plan.toolchain import CudaCompiler, _answer_file, _identity
+from buildrows.errors import Problem, Refused
+from buildrows.plan.toolchain import (
+    NO_CUDA_COMPILER,
+    CudaCompiler,
+    HostOs,
+    _answer_file,
+    _identity,
+    locate_cuda_compiler,
+    read_train,
+)
 from buildrows.policy.archs import Arch, beyond_data
 from buildrows.policy.model import Row
 
@@ -130,3 +139,28 @@ def check_row_archs(row: Row, compiler: CudaCompiler, env: Mapping[str, str], *,
                 f"    fix: drop {a.dotted} from the row's architecture list, or build the row with a toolkit that "
                 "compiles it")
     return listed
+
+
+def check_cuda_compiler(row: Row, env: Mapping[str, str], host: HostOs | None = None) -> CudaCompiler:
+    """The row's nvcc: it must exist, run, and be the row's train (major and minor), else Refused."""
+    if row.cuda is None:
+        raise ValueError(f"{row.name} is a CPU row; it has no CUDA compiler to check")
+    found = locate_cuda_compiler(env, host)
+    if found is None:
+        raise Refused(
+            f"row {row.name} needs a CUDA {row.cuda.dotted} compiler and none was found "
+            "(looked at CUDACXX, CUDA_HOME/bin, CUDA_PATH/bin and nvcc on PATH)",
+            [Problem(NO_CUDA_COMPILER, row=row.name, field="cuda", refusal=True,
+                     hint=f"install CUDA {row.cuda.dotted} and set CUDA_HOME to it (or put its nvcc on PATH)")],
+        )
+    comp = read_train(found, env)
+    if comp.train != row.cuda:
+        raise Refused(
+            f"row {row.name} is CUDA {row.cuda.dotted}, but the toolkit found is CUDA {comp.version} "
+            f"({comp.path}, through {comp.source}); a wheel tagged {row.local_tag} must be compiled by "
+            f"CUDA {row.cuda.dotted}\n"
+            f"    fix: point CUDA_HOME (or CUDACXX) at a CUDA {row.cuda.dotted} toolkit, or build the "
+            f"{comp.train.cu if comp.train else 'matching'} row instead",
+        )
+    check_row_archs(row, comp, env)  # the train's own word on what it compiles (its data may be older)
+    return comp

@@ -23,7 +23,6 @@ from buildrows.plan.toolchain import (
     CudaCompiler,
     GeneratorChoice,
     HostOs,
-    check_cuda_compiler,
     choose_generator,
     host_os,
     read_train,
@@ -136,6 +135,8 @@ def plan_row(policy: Policy, row: Row, env: Mapping[str, str], *, host: HostOs |
         compiler = toolkit_compiler(row, toolkit, env)
     if row.is_cuda and compiler is None and check_toolchain:
         try:
+            from buildrows.plan.nvcc_archs import check_cuda_compiler
+
             compiler = check_cuda_compiler(row, env, host)
         except (Refused, BadInput):
             # No nvcc of the row's train here: one `buildrows toolkit install` put in the cache

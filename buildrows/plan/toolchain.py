@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
-from buildrows.errors import BadInput, Problem, Refused
+from buildrows.errors import BadInput, Refused
 from buildrows.frozen import Frozen, frozen_dataclass
 
 # Host detection lives in buildrows.plan.host; re-exported for the many callers that import it from here.
@@ -295,33 +295,6 @@ def find_cuda_compiler(env: Mapping[str, str], host: HostOs | None = None) -> Cu
     """Locate nvcc and read its train; None when there is none anywhere."""
     found = locate_cuda_compiler(env, host)
     return read_train(found, env) if found is not None else None
-
-
-def check_cuda_compiler(row: Row, env: Mapping[str, str], host: HostOs | None = None) -> CudaCompiler:
-    """The row's nvcc: it must exist, run, and be the row's train (major and minor), else Refused."""
-    if row.cuda is None:
-        raise ValueError(f"{row.name} is a CPU row; it has no CUDA compiler to check")
-    found = locate_cuda_compiler(env, host)
-    if found is None:
-        raise Refused(
-            f"row {row.name} needs a CUDA {row.cuda.dotted} compiler and none was found "
-            "(looked at CUDACXX, CUDA_HOME/bin, CUDA_PATH/bin and nvcc on PATH)",
-            [Problem(NO_CUDA_COMPILER, row=row.name, field="cuda", refusal=True,
-                     hint=f"install CUDA {row.cuda.dotted} and set CUDA_HOME to it (or put its nvcc on PATH)")],
-        )
-    comp = read_train(found, env)
-    if comp.train != row.cuda:
-        raise Refused(
-            f"row {row.name} is CUDA {row.cuda.dotted}, but the toolkit found is CUDA {comp.version} "
-            f"({comp.path}, through {comp.source}); a wheel tagged {row.local_tag} must be compiled by "
-            f"CUDA {row.cuda.dotted}\n"
-            f"    fix: point CUDA_HOME (or CUDACXX) at a CUDA {row.cuda.dotted} toolkit, or build the "
-            f"{comp.train.cu if comp.train else 'matching'} row instead",
-        )
-    from buildrows.plan.nvcc_archs import check_row_archs
-
-    check_row_archs(row, comp, env)  # the train's own word on what it compiles (its data may be older)
-    return comp
 
 
 @frozen_dataclass(frozen=True, eq=False, repr=False)

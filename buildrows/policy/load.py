@@ -442,7 +442,7 @@ class _Resolver:
         return GpuTest(script=script, linux_runner=g.get("linux-runner"), windows_runner=g.get("windows-runner"))
 
     def _compiler_cache(self, c: dict[str, Any]) -> CompilerCacheSettings:
-        from buildrows.build.remote_cache import url_problem
+        from buildrows.policy.store_url import url_problem
 
         url = c.get("remote")
         if url is not None:
@@ -455,7 +455,7 @@ class _Resolver:
                 url = None
         write_url = c.get("write-remote")
         if write_url is not None:
-            from buildrows.build.remote_cache import same_store
+            from buildrows.policy.store_url import same_store
 
             problem = url_problem(write_url)
             if problem is not None:

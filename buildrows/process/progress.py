@@ -5,7 +5,8 @@ Each step runs in a process group of its own (`popen_options`), so the terminal'
 buildrows only: buildrows then sends SIGINT to every running step's group (`interrupt_all`),
 stops echoing their output (a child Python's KeyboardInterrupt traceback goes to the log, not the
 screen), and reports the rows as interrupted (exit 130). A step that has not stopped 10 seconds
-later gets SIGTERM, and 5 seconds after that SIGKILL.
+later gets SIGTERM, and 5 seconds after that SIGKILL. SIGTERM to buildrows (a CI runner cancelling
+the job) takes the same way out, sending SIGTERM to the steps at once, and exits 143 (`terminating`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,20 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from buildrows.ui import UI
 
-#: Set once the user pressed Ctrl-C: no new step starts, running ones are being stopped.
+#: Set once the user pressed Ctrl-C (or SIGTERM came): no new step starts, running ones are being stopped.
 INTERRUPTED = threading.Event()
+#: Set once SIGTERM came (a CI runner cancelling the job): the same stop as Ctrl-C, SIGTERM first
+#: to the steps, and exit EXIT_TERMINATED.
+TERMINATED = threading.Event()
+#: The exit status of a build stopped by SIGTERM (128 + 15, as a shell reports it).
+EXIT_TERMINATED = 143
 _RUNNING: set[subprocess.Popen[bytes]] = set()
 _LOCK = threading.Lock()
 
@@ -104,13 +112,15 @@ def interrupt_all() -> None:
     INTERRUPTED.set()
     with _LOCK:
         procs = list(_RUNNING)
+    first = "TERM" if TERMINATED.is_set() else "INT"  # SIGTERM: the runner kills us all soon
     for p in procs:
-        _signal(p, "KILL" if again else "INT")
+        _signal(p, "KILL" if again else first)
     if again or not procs:
         return
+    steps = (("KILL", GRACE_KILL),) if first == "TERM" else (("TERM", GRACE_TERM), ("KILL", GRACE_KILL))
 
     def escalate() -> None:
-        for which, wait in (("TERM", GRACE_TERM), ("KILL", GRACE_KILL)):
+        for which, wait in steps:
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline and any(p.poll() is None for p in procs):
                 time.sleep(0.1)
@@ -118,6 +128,33 @@ def interrupt_all() -> None:
                 _signal(p, which)
 
     threading.Thread(target=escalate, daemon=True, name="buildrows-stop").start()
+
+
+def cause() -> str:
+    """What stopped the build, as messages say it."""
+    return "SIGTERM" if TERMINATED.is_set() else "Ctrl-C"
+
+
+@contextmanager
+def terminating() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C for the body (steps stopped, rows reported, the summary printed),
+    and remember it (TERMINATED). Only the main thread can take a signal; elsewhere nothing changes."""
+    TERMINATED.clear()
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        already = TERMINATED.is_set()
+        TERMINATED.set()
+        if not already:
+            raise KeyboardInterrupt  # lands where Ctrl-C would, and takes the same way out
+
+    before = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def error_kind(line: str) -> int | None:

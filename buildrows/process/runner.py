@@ -112,11 +112,16 @@ def run_step(ui: UI, cmd: Command, base: Mapping[str, str] | None = None, *,
     try:
         code, first, last = _stream(argv, env, cmd, ui, log_path)
     except OSError as e:
+        from buildrows.process.diskfull import disk_full, is_disk_full
+
+        if is_disk_full(e):  # its log could not be written
+            raise disk_full(e, f"during step '{cmd.step}'") from e
         raise ExternalFailure(f"step '{cmd.step}' could not start `{shlex.join(argv)}`: {e}") from e
     elapsed = time.perf_counter() - start
     where = f"\n    log: {log_path}" if log_path is not None else ""
     if progress.INTERRUPTED.is_set():
-        raise Interrupted(f"step '{cmd.step}' stopped by the user after {duration(elapsed)} (Ctrl-C; its processes "
+        who = "by SIGTERM" if progress.TERMINATED.is_set() else "by the user"
+        raise Interrupted(f"step '{cmd.step}' stopped {who} after {duration(elapsed)} ({progress.cause()}; its processes "
                           f"were stopped){where}\n    fix: run the same build again: its tree is kept and reused")
     if code != 0:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
@@ -149,8 +154,11 @@ def _stream(argv: Sequence[str], env: Mapping[str, str], cmd: Command, ui: UI,
             log.writelines(f"# {k}={shlex.quote(v)}\n" for k, v in cmd.env)
             log.write(f"# started: {time.strftime('%Y-%m-%d %H:%M:%S')}\n\n")
             log.flush()
+        from buildrows.process.lock import inherited
+
         proc = subprocess.Popen(list(argv), env=dict(env), cwd=cmd.cwd, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, **progress.popen_options())
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, pass_fds=inherited(),
+                                **progress.popen_options())
         progress.register(proc)
         try:
             assert proc.stdout is not None
@@ -181,7 +189,7 @@ def _stream(argv: Sequence[str], env: Mapping[str, str], cmd: Command, ui: UI,
                 proc.wait()
         if log is not None:
             if progress.INTERRUPTED.is_set():
-                log.write("\n# Ctrl-C: buildrows sent SIGINT to this step's process group (a KeyboardInterrupt "
+                log.write(f"\n# {progress.cause()}: buildrows stopped this step's process group (a KeyboardInterrupt "
                           "above is the step's reaction to it)")
             log.write(f"\n# exit status: {code}\n")
         return code, watch.first_error(), watch.last_line
