@@ -81,7 +81,9 @@ READ: tuple[tuple[str, str, str], ...] = (
 #: the conventional ones (CMAKE_ARGS, TORCH_CUDA_ARCH_LIST, CUDA_HOME, CUDACXX, ...).
 SET: tuple[tuple[str, str], ...] = (
     ("BUILDROWS_CUDA", "`ON` for a CUDA row, `OFF` otherwise."),
+    ("BUILDROWS_CUDA_ARCHS", "The row's architecture list as TORCH_CUDA_ARCH_LIST writes it (`7.5 9.0+PTX`); empty on a CPU row."),
     ("BUILDROWS_CUDA_BIN", "The bin directory of a toolkit the hook provisioned (the pre-script puts it on PATH)."),
+    ("BUILDROWS_CUDA_GENCODE", "The row's nvcc `-gencode=...` flags, for a setup.py that calls nvcc itself; empty on a CPU row."),
     ("BUILDROWS_CUDA_OPTION", "The project's CUDA option (the policy's `cuda-option`), as a CMake cache variable."),
     ("BUILDROWS_LOCAL_VERSION", "The row's local version (`+cu130`), for the metadata provider."),
     ("BUILDROWS_PLATFORM", "The row's platform (`linux-x86_64`)."),
