@@ -183,7 +183,7 @@ def _real(path: str) -> str:
     return os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
 
 
-def rootfs_tar(packages: Sequence[str], toolkit: Path, out: Path) -> None:
+def rootfs_tar(packages: Sequence[str], toolkit: Path | None, out: Path) -> None:
     """The root file system as a tar: the packages' files, merged-/usr links, /etc basics, the toolkit."""
     added: set[str] = set()
     with tarfile.open(out, "w") as tar:
@@ -215,6 +215,8 @@ def rootfs_tar(packages: Sequence[str], toolkit: Path, out: Path) -> None:
                 info.type, info.mode = tarfile.DIRTYPE, 0o1777 if "tmp" in d else 0o755
                 tar.addfile(info)
                 added.add(d)
+        if toolkit is None:
+            return
         tar.add(str(toolkit.resolve()), f"usr/local/cuda-{CUDA_TRAIN}", recursive=True)
         info = tarfile.TarInfo("usr/local/cuda")
         info.type, info.linkname = tarfile.SYMTYPE, f"cuda-{CUDA_TRAIN}"
@@ -236,15 +238,50 @@ def ensure_image(env: Mapping[str, str], work: Path, log: list[str] | None = Non
         tar = Path(tmp) / "rootfs.tar"
         rootfs_tar(sorted(packages), toolkit, tar)
         path = f"/usr/local/cuda-{CUDA_TRAIN}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-        res = subprocess.run(["podman", "import", "--change", f"ENV PATH={path}",
-                              "--change", f"ENV CUDA_HOME=/usr/local/cuda-{CUDA_TRAIN}",
-                              "--change", "CMD /bin/bash", str(tar), image],
-                             capture_output=True, text=True, env=dict(env), check=False)
-        if res.returncode != 0:
-            raise ImageError(f"podman import failed: {res.stderr.strip()[-600:]}")
+        _import(env, tar, image, path, f"ENV CUDA_HOME=/usr/local/cuda-{CUDA_TRAIN}", "CMD /bin/bash")
     if log is not None:
         log.append(f"{image}: built in {time.monotonic() - start:.0f} s ({len(packages)} packages, nvcc {CUDA_TRAIN})")
     return image
+
+
+def small_image(env: Mapping[str, str], work: Path) -> str:
+    """An image with bash and nothing else (no Python, no nvcc), built in a second or two: doctor's
+    image findings trip on it. Tagged by a hash of its recipe, like the builder image."""
+    packages = package_closure(["bash"])
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(repr(sorted(packages.items())).encode())
+    image = f"{IMAGE_NAME}-bash:{h.hexdigest()[:16]}"
+    if subprocess.run(["podman", "image", "exists", image], env=dict(env), check=False).returncode == 0:
+        return image
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        tar = Path(tmp) / "rootfs.tar"
+        rootfs_tar(sorted(packages), None, tar)
+        _import(env, tar, image, "/usr/sbin:/usr/bin:/sbin:/bin")
+    return image
+
+
+def empty_image(env: Mapping[str, str], work: Path) -> str:
+    """An image with no files at all: no container of it starts a shell."""
+    image = f"{IMAGE_NAME}-empty:1"
+    if subprocess.run(["podman", "image", "exists", image], env=dict(env), check=False).returncode == 0:
+        return image
+    work.mkdir(parents=True, exist_ok=True)
+    tar = work / "empty.tar"
+    with tarfile.open(tar, "w") as t:
+        info = tarfile.TarInfo("tmp")
+        info.type, info.mode = tarfile.DIRTYPE, 0o1777
+        t.addfile(info)
+    _import(env, tar, image, "/usr/bin:/bin")
+    return image
+
+
+def _import(env: Mapping[str, str], tar: Path, image: str, path: str, *changes: str) -> None:
+    res = subprocess.run(["podman", "import", "--change", f"ENV PATH={path}", *[a for c in changes for a in
+                                                                                ("--change", c)], str(tar), image],
+                         capture_output=True, text=True, env=dict(env), check=False)
+    if res.returncode != 0:
+        raise ImageError(f"podman import failed: {res.stderr.strip()[-600:]}")
 
 
 def wheelhouse(directory: Path, python: str, extra: Sequence[str] = ()) -> Path:

