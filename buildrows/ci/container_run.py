@@ -254,15 +254,27 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
     job_env = dict(env)
     argv = command(runtime, job, job_env, uid=os.getuid() if hasattr(os, "getuid") else None,
                    gid=os.getgid() if hasattr(os, "getgid") else None)
-    run_step(ui, Command(f"{row.name} in {image}", tuple(argv),
-                         notes=(f"the job: {job_dir / 'job.sh'}; BUILD_ENV_FILE: {job_dir / 'build_env.sh'}",)),
-             job_env, doctor=f"buildrows --config {pol.path} doctor {row.name} --container")
+    try:
+        run_step(ui, Command(f"{row.name} in {image}", tuple(argv),
+                             notes=(f"the job: {job_dir / 'job.sh'}; BUILD_ENV_FILE: {job_dir / 'build_env.sh'}",)),
+                 job_env, doctor=f"buildrows --config {pol.path} doctor {row.name} --container")
+    except BuildrowsError:
+        _remove_if_empty(staging)  # nothing was built: no empty directory is left in the wheel directory
+        raise
     built = sorted(staging.glob("*.whl"))
     if len(built) != 1:
         raise ExternalFailure(f"row {row.name}: the container job left {len(built)} wheels in {staging} (one expected)"
                               f"\n    fix: read the job's output above; the job is {job_dir / 'job.sh'}")
     ok = True if opts.no_check else check_built_wheel(pol, row, built[0], ui)
     return _place(built[0], wheel_dir, ok, ui), ok
+
+
+def _remove_if_empty(staging: Path) -> None:
+    for d in (staging, staging.parent):
+        try:
+            d.rmdir()
+        except OSError:
+            break
 
 
 def _place(wheel: Path, wheel_dir: Path, ok: bool, ui: UI) -> Path:
@@ -285,10 +297,6 @@ def _place(wheel: Path, wheel_dir: Path, ok: bool, ui: UI) -> Path:
             os.rename(target, aside)
             ui.warn(f"  {target} was there already (an earlier build, other content): kept as {aside}")
         os.rename(wheel, target)
-    for d in (wheel.parent, wheel.parent.parent):
-        try:
-            d.rmdir()
-        except OSError:
-            break
+    _remove_if_empty(wheel.parent)
     ui.info(f"  wheel: {target}")
     return target
