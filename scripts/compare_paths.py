@@ -53,8 +53,8 @@ def facts(wheel: Path, row: str, config: Path) -> dict[str, str]:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         text = z.read(meta).decode()
         tag = z.read(meta.replace("METADATA", "WHEEL")).decode()
-    archs = subprocess.run([BUILDROWS, "archs", "--from-wheel", str(wheel)], capture_output=True, text=True,
-                           check=False).stdout.strip()
+    archs = " | ".join(subprocess.run([BUILDROWS, "archs", "--from-wheel", str(wheel)], capture_output=True, text=True,
+                                      check=False).stdout.strip().splitlines())
     check = subprocess.run([BUILDROWS, "--config", str(config), "check", str(wheel), "--row", row, "--json"],
                            capture_output=True, text=True, check=False)
     doc = json.loads(check.stdout) if check.stdout.strip().startswith("{") else {}
