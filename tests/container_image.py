@@ -241,7 +241,17 @@ def ensure_image(env: Mapping[str, str], work: Path, log: list[str] | None = Non
         _import(env, tar, image, path, f"ENV CUDA_HOME=/usr/local/cuda-{CUDA_TRAIN}", "CMD /bin/bash")
     if log is not None:
         log.append(f"{image}: built in {time.monotonic() - start:.0f} s ({len(packages)} packages, nvcc {CUDA_TRAIN})")
+    _remove_older(env, image)
     return image
+
+
+def _remove_older(env: Mapping[str, str], image: str) -> None:
+    """Images of an earlier recipe (another tag of the same name) are of no more use: removed."""
+    listed = subprocess.run(["podman", "images", "--format", "{{.Repository}}:{{.Tag}}", IMAGE_NAME],
+                            capture_output=True, text=True, env=dict(env), check=False).stdout.split()
+    older = [name for name in listed if name.startswith(IMAGE_NAME + ":") and name != image]
+    if older:
+        subprocess.run(["podman", "rmi", *older], capture_output=True, env=dict(env), check=False)
 
 
 def small_image(env: Mapping[str, str], work: Path) -> str:
