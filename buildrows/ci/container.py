@@ -110,6 +110,7 @@ class Job(Frozen):
     build_command: str  # the workflow's build command, with the wheel written to out_dir
     provision: str = ""  # hook --provision SOURCE ("" off)
     install: tuple[str, ...] = ()  # what the pre-script installs besides buildrows (ccache, auditwheel)
+    compiler_cache: bool = True  # the hook writes the launchers of the (mounted) compiler cache
 
 
 def build_command(pol: Policy, root: Path, out_dir: Path) -> str:
@@ -142,7 +143,7 @@ def job_script(job: Job) -> str:
         "set -euo pipefail",
         f"cd {q(str(job.root))}",
         f"export CU_VERSION={job.accel} DESIRED_CUDA={job.accel} PYTHON_VERSION={job.python} PACKAGE_TYPE=wheel",
-        f"export BUILD_ENV_FILE={env_file} {LOCAL_CACHE_VARIABLE}=1",
+        f"export BUILD_ENV_FILE={env_file}" + (f" {LOCAL_CACHE_VARIABLE}=1" if job.compiler_cache else ""),
         'echo "buildrows: image $(. /etc/os-release 2>/dev/null && echo "$PRETTY_NAME"), $(uname -m)"',
         "# The row's Python (test-infra makes a conda environment of it; here a venv of the image's).",
         "PY=",

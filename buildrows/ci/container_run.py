@@ -214,7 +214,7 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
     from buildrows.build.drivers import default_wheel_dir
     from buildrows.build.orchestrate import STAGING, check_built_wheel
     from buildrows.build.runner import Command, run_step
-    from buildrows.ci.container import command, job_script, mount_root
+    from buildrows.ci.container import build_command, command, job_script, mount_root
     from buildrows.ci.workflow import CCACHE_SPEC, REPAIR_SPECS
     from buildrows.provision.cache import cache_root
 
@@ -237,8 +237,6 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
     job_dir.mkdir(parents=True)
     wheel = buildrows_wheel(env, ui)
     shutil.copy2(wheel, job_dir / wheel.name)
-    from buildrows.ci.container import build_command
-
     install = [] if opts.no_compiler_cache else [CCACHE_SPEC]
     if pol.repair.auditwheel:
         install += list(REPAIR_SPECS)
@@ -246,11 +244,8 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
               config=os.path.relpath(Path(pol.path).resolve(), root), root=root, job_dir=job_dir, out_dir=staging,
               cache_dir=cache_root(env).resolve(), buildrows_wheel=job_dir / wheel.name,
               build_command=build_command(pol, root, staging), provision="auto" if opts.provision else "",
-              install=tuple(install))
-    script = job_script(job)
-    if opts.no_compiler_cache:
-        script = script.replace(" BUILDROWS_HOOK_COMPILER_CACHE=1", "")
-    (job_dir / "job.sh").write_text(script, encoding="utf-8")
+              install=tuple(install), compiler_cache=not opts.no_compiler_cache)
+    (job_dir / "job.sh").write_text(job_script(job), encoding="utf-8")
     job_env = dict(env)
     argv = command(runtime, job, job_env, uid=os.getuid() if hasattr(os, "getuid") else None,
                    gid=os.getgid() if hasattr(os, "getgid") else None)
