@@ -204,11 +204,11 @@ def rootfs_tar(packages: Sequence[str], toolkit: Path | None, out: Path) -> None
                     _add(tar, str(p), str(p).lstrip("/"), added)
             _add(tar, etc, etc.lstrip("/"), added)
         # Debian's alternatives: cc, c++, python3 ... are links through /etc/alternatives.
+        # Only where the packages brought what they point to (no python3 in an image of bash alone).
         for name in ("sh", "cc", "c++", "cpp", "python3"):
             p = f"/usr/bin/{name}"
-            if os.path.lexists(p):
+            if os.path.lexists(p) and os.path.realpath(p).lstrip("/") in added:
                 _add(tar, p, p.lstrip("/"), added)
-                _add(tar, os.path.realpath(p), os.path.realpath(p).lstrip("/"), added)
         for d in ("tmp", "root", "proc", "sys", "dev", "var/tmp", "usr/local/bin"):
             if d not in added:
                 info = tarfile.TarInfo(d)

@@ -432,3 +432,28 @@ def test_a_container_wheel_that_fails_its_check_is_rejected(tmp_path: Path,
     assert "[FAIL] device-code-covers-row" in out
     assert not list(dist.glob("*.whl"))
     assert [w.name for w in (dist / "rejected").glob("*.whl")] == [f"cuda_extension-0.1.0+cu130-cp{py}-cp{py}-linux_x86_64.whl"]
+
+
+def test_podman_that_cannot_set_rlimits_gets_a_fix_that_works(cli: Callable[..., Result],
+                                                              small_images: tuple[str, str], tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Podman's own defaults on these machines: the container does not start (it cannot raise
+    RLIMIT_NOFILE). Doctor says so, and the fix line it prints, run as printed, makes it start."""
+    bash, _ = small_images
+    conf = tmp_path / "containers.conf"
+    conf.write_text("", encoding="utf-8")  # podman's defaults
+    monkeypatch.setenv("CONTAINERS_CONF", str(conf))
+    probe = subprocess.run(["podman", "run", "--rm", bash, "bash", "-c", "true"], capture_output=True, text=True,
+                           check=False)
+    if probe.returncode == 0:
+        pytest.skip("podman's defaults run containers on this machine")
+    args = ("--config", str(BUNDLED), "doctor", "linux-x86_64-cpu-py311", "--container", "--image", bash)
+    r = cli(*args)
+    assert r.code == 3
+    assert f"[MISSING] container start: podman cannot run {bash}:" in r.out and "rlimit" in r.out
+    fix = next(line.strip()[len("fix: "):] for line in r.out.splitlines() if line.strip().startswith("fix: printf"))
+    assert fix.endswith(f">> {conf}")
+    subprocess.run(["bash", "-c", fix], check=True)
+    r = cli(*args)
+    assert "[ok     ] image's Python" not in r.out and "[MISSING] container start" not in r.out, r.out
+    assert "[MISSING] image's Python 3.11" in r.out  # it started: the bash-only image has no Python

@@ -81,9 +81,8 @@ def container_findings(pol: Policy, row: Row, env: Mapping[str, str], image_over
     if got.code != 0:
         last = (got.output.strip().splitlines() or ["no output"])[-1]
         fix = "read the runtime's error above"
-        if "setrlimit" in got.output or "crun" in got.output:
-            fix = ("use runc and no default ulimits: printf '[containers]\\ndefault_ulimits = []\\n[engine]\\n"
-                   "runtime = \"runc\"\\n' >> ~/.config/containers/containers.conf")
+        if runtime.name == "podman" and ("rlimit" in got.output or "crun" in got.output):
+            fix = conf_fix(env)
         findings.append(Finding("container start", "missing", f"{runtime.name} cannot run {image}: {last}", fix))
         return findings, runtime, image
     seen = dict(line.split("=", 1) for line in got.output.splitlines() if "=" in line)
@@ -109,6 +108,19 @@ def container_findings(pol: Policy, row: Row, env: Mapping[str, str], image_over
                                     "(the hook assembles the train into the cache the container shares)"))
         findings.append(gpu_finding(pol, runtime, env))
     return findings, runtime, image
+
+
+def conf_fix(env: Mapping[str, str]) -> str:
+    """Podman where it cannot set the default rlimits (crun, or runc in a restricted cgroup): runc and
+    no default ulimits in the containers.conf podman reads (CONTAINERS_CONF's file, root's
+    /etc/containers/containers.conf; a rootless user's own)."""
+    text = "printf '[containers]\\ndefault_ulimits = []\\n[engine]\\nruntime = \"runc\"\\n' >> "
+    named = env.get("CONTAINERS_CONF", "").strip()
+    if named:
+        return text + shlex.quote(named)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return text + "/etc/containers/containers.conf"
+    return "mkdir -p ~/.config/containers && " + text + "~/.config/containers/containers.conf"
 
 
 def gpu_finding(pol: Policy, runtime: Runtime, env: Mapping[str, str]) -> Finding:
