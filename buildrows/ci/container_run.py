@@ -190,9 +190,12 @@ def buildrows_wheel(env: Mapping[str, str], ui: UI) -> Path:
         return found[0]
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="wheel-", dir=out.parent))
-    run_step(ui, Command("buildrows' wheel for the container",
-                         (sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(source))), env)
-    os.replace(tmp, out)
+    try:
+        run_step(ui, Command("buildrows' wheel for the container",
+                             (sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp), str(source))), env)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed build's; gone already when it was moved into place
     return next(out.glob("buildrows-*.whl"))
 
 
