@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from buildrows.provision.wheel_dirs import KEPT, REJECTED, aside_root, rejected_dir
+from buildrows.provision.wheel_dirs import KEPT, REJECTED, rejected_dir
 from buildrows.ui import UI
 
 if TYPE_CHECKING:
@@ -954,25 +954,17 @@ def _remove_if_empty(staging: Path) -> None:
             break
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    from buildrows.build.stamp import same_wheel  # the same content, whatever its zip timestamps
-
-    return same_wheel(a, b)
-
-
 def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
     """Move the row's wheel from its own directory into the wheel directory under its final name.
     Nothing there is overwritten: the same bytes are already in place; a wheel of the same name
     that another row of this invocation wrote is a refusal (the new wheel stays where it was
     built, and the error says where); one from an earlier invocation is kept, moved aside into
     `.buildrows/earlier-<time>/` of the wheel directory, and the move is reported."""
-    import time
-
+    from buildrows.build.wheeldir import place_keeping_earlier, placing
     from buildrows.errors import Refused
 
     target = final_dir / wheel.name
     final_dir.mkdir(parents=True, exist_ok=True)
-    from buildrows.build.wheeldir import place, placing
 
     with state.lock, placing(final_dir):  # other threads, then other processes placing here
         other = state.written.get(target)
@@ -982,19 +974,8 @@ def _unstage(state: _Run, row: Row, wheel: Path, final_dir: Path) -> Path:
                 f"{final_dir}; it was not replaced, and {row.name}'s wheel stays at {wheel}\n"
                 "    fix: give each row's wheel its own name ([project] stamp = true adds the row's local tag, "
                 "+cu130, to CUDA wheels), or build these rows into different --wheel-dir directories")
-        if target.exists() and _same_file(wheel, target):
-            wheel.unlink()
-        elif not place(wheel, target):  # never over a file: one there is kept aside first
-            aside = aside_root(final_dir) / time.strftime("earlier-%Y%m%d-%H%M%S") / wheel.name
-            n = 1
-            while aside.exists():
-                n += 1
-                aside = aside_root(final_dir) / time.strftime(f"earlier-%Y%m%d-%H%M%S-{n}") / wheel.name
-            aside.parent.mkdir(parents=True, exist_ok=True)
-            if not place(target, aside) or not place(wheel, target):
-                raise Refused(f"row {row.name}'s wheel {wheel.name} could not be placed in {final_dir} without "
-                              f"replacing a file; it stays at {wheel}\n    fix: build into a --wheel-dir no other "
-                              "program writes to")
+        target, aside = place_keeping_earlier(wheel, final_dir, f"row {row.name}")
+        if aside is not None:
             state.ui.warn(f"  {target} was there already (an earlier build, other content): kept as {aside}")
         state.written[target] = row.name
     state.ui.info(f"  wheel: {target}")

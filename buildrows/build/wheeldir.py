@@ -163,3 +163,34 @@ def clean_saying(wheel_dir: Path, ui: UI) -> None:
     """`clean`, each removal said."""
     for left in clean(wheel_dir):
         ui.info(f"  removed {left}: a killed build's unfinished wheel (never checked, never placed)")
+
+
+def place_keeping_earlier(wheel: Path, final_dir: Path, who: str) -> tuple[Path, Path | None]:
+    """Put `wheel` into `final_dir` under its name, never over a file, with the directory's lock held
+    by the caller (`placing`). The same content already there: `wheel` is dropped. A different file
+    of that name: it is kept, moved aside into `.buildrows/earlier-<time>/` of the directory first.
+    Returns the placed wheel and where an earlier one went (or None). `who` names the wheel in the
+    refusal when a file appears between the moves (another program writing here)."""
+    import time
+
+    from buildrows.build.stamp import same_wheel  # the same content, whatever its zip timestamps
+    from buildrows.errors import Refused
+    from buildrows.provision.wheel_dirs import aside_root
+
+    target = final_dir / wheel.name
+    if target.exists() and same_wheel(wheel, target):
+        wheel.unlink()
+        return target, None
+    if place(wheel, target):
+        return target, None
+    stamp = time.strftime("earlier-%Y%m%d-%H%M%S")
+    aside = aside_root(final_dir) / stamp / wheel.name
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = aside_root(final_dir) / f"{stamp}-{n}" / wheel.name
+    aside.parent.mkdir(parents=True, exist_ok=True)
+    if not place(target, aside) or not place(wheel, target):
+        raise Refused(f"{who}'s wheel {wheel.name} could not be placed in {final_dir} without replacing a file; it "
+                      f"stays at {wheel}\n    fix: build into a --wheel-dir no other program writes to")
+    return target, aside

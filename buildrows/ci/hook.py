@@ -162,7 +162,9 @@ def compiler_cache_variables(pol: Policy, plan: RowPlan, env: Mapping[str, str],
     `${VAR}` (never expanded here). Empty, with a line saying why, otherwise."""
     from buildrows.build.remote_cache import REMOTE_VAR, resolve
 
-    if not pol.compiler_cache.url and not env.get(REMOTE_VAR, "").strip():
+    # `build --container` asks for the local cache too: its directory is the host's, mounted.
+    local = env.get("BUILDROWS_HOOK_COMPILER_CACHE", "") == "1"  # = buildrows.ci.container.LOCAL_CACHE_VARIABLE
+    if not pol.compiler_cache.url and not env.get(REMOTE_VAR, "").strip() and not local:
         return {}
     # Imported here: a hook without a store does not pay for them (it runs on every CI job).
     from buildrows.build import compiler_cache as cc
@@ -174,7 +176,7 @@ def compiler_cache_variables(pol: Policy, plan: RowPlan, env: Mapping[str, str],
                 f"    fix: pip install {cc.PINNED} in the build environment (the rendered pre-script does)")
         return {}
     remote = resolve(pol.compiler_cache, env, ui)  # says why when it is off or unusable
-    if remote is None or remote.storage is None:
+    if (remote is None or remote.storage is None) and not local:
         return {}
     cuda_files: tuple[str, ...] = ()
     if plan.compiler is not None:
@@ -183,7 +185,7 @@ def compiler_cache_variables(pol: Policy, plan: RowPlan, env: Mapping[str, str],
     directory = cc.cache_dir(env)
     cache = cc.CompilerCache(executable, directory, project_dir(pol.path, pol.project.source_dir, None),
                              directory / "stats" / f"hook-{plan.row.name}.log", cc.namespace(env), cuda_files,
-                             remote.storage)
+                             remote.storage if remote is not None else None)
     cc.prepare(cache)
     ui.info(f"compiler cache for the build step: {cache.directory} (ccache {cache.executable})")
     return cache.environment(plan.compiler.path if plan.compiler is not None else None)

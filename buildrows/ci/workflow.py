@@ -310,6 +310,21 @@ def _windows_path(rel: str) -> str:
     return rel.replace("/", "\\\\")
 
 
+def build_inputs(policy: Policy, policy_dir: str) -> list[tuple[str, BuildValue]]:
+    """How test-infra's build step builds the project (`build-platform`, `build-command`); also
+    what `build --container` runs (buildrows.ci.container). `policy_dir`: the policy's directory,
+    relative to the repository root ("" at the root)."""
+    src = _from_policy_dir(policy_dir, policy.project.source_dir, f"{policy.path}: [project] source-dir")
+    if policy.project.driver == "setup.py" and src == ".":
+        return [("build-platform", "setup-py")]
+    if src == ".":
+        return [("build-platform", "python-build-package"), ("build-command", BUILD_COMMAND)]
+    # test-infra builds in the repository's root and uploads its dist/: a project in a
+    # subdirectory is built from there into the root's dist/ (setup-py's route cannot).
+    return [("build-platform", "python-build-package"),
+            ("build-command", f"{BUILD_COMMAND} --outdir dist {shlex.quote(src)}")]
+
+
 def plan(
     policy: Policy,
     *,
@@ -393,16 +408,7 @@ def plan(
             ("package-name", policy.ci.import_name),
             ("submodules", policy.ci.submodules),
         ]
-        src = _from_policy_dir(policy_dir, policy.project.source_dir, f"{policy.path}: [project] source-dir")
-        if policy.project.driver == "setup.py" and src == ".":
-            build.append(("build-platform", "setup-py"))
-        elif src == ".":
-            build += [("build-platform", "python-build-package"), ("build-command", BUILD_COMMAND)]
-        else:
-            # test-infra builds in the repository's root and uploads its dist/: a project in a
-            # subdirectory is built from there into the root's dist/ (setup-py's route cannot).
-            build += [("build-platform", "python-build-package"),
-                      ("build-command", f"{BUILD_COMMAND} --outdir dist {shlex.quote(src)}")]
+        build += build_inputs(policy, policy_dir)
         # The hook: installs buildrows as pinned, finds the row, appends its values after pkg-helpers'.
         build.append(("pre-script", where(scripts.path(PRE_SCRIPT))))
         if windows:

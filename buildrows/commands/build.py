@@ -42,6 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON document on stdout (per row: outcome, times, wheel, check verdict, "
                         "compiler cache, log); the human report goes to stderr")
+    p.add_argument("--container", action="store_true",
+                   help="build each row as its CI job does, inside its builder image (the policy's image, else the "
+                        "matrix generator's for the row's train) with podman or docker: the hook, the workflow's "
+                        "build command and the post-script's stamp, with the project and buildrows' cache mounted; "
+                        "the wheel is checked here and written to the wheel directory")
+    p.add_argument("--image", metavar="IMAGE",
+                   help="with --container: build in this image instead of the row's (a local test image)")
 
 
 def _positive(text: str) -> int:
@@ -59,6 +66,11 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.build.prepare import BuildOptions
     from buildrows.process import progress
 
+    if getattr(args, "container", False):
+        from buildrows.ci.container_run import build_container
+
+        return build_container(BuildOptions.of(args), args.image, ui)
+    _image_needs_container(args)
     with progress.terminating():  # SIGTERM: the steps stopped, the summary printed, exit 143
         try:
             code = build_rows(BuildOptions.of(args), ui)
@@ -68,3 +80,11 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             ui.error("terminated", "stopped by SIGTERM before any row started")
             return progress.EXIT_TERMINATED
     return progress.EXIT_TERMINATED if progress.TERMINATED.is_set() else code
+
+
+def _image_needs_container(args: argparse.Namespace) -> None:
+    if getattr(args, "image", None) is not None:
+        from buildrows.errors import BadInput
+
+        raise BadInput("--image names the image of a container build, and --container is not given\n"
+                       "    fix: add --container, or drop --image")

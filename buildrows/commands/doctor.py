@@ -16,6 +16,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="check for this build driver instead of the policy's")
     p.add_argument("--isolation", action="store_true",
                    help="the wheel build will fetch its build requirements from the registry (PEP 517 isolation)")
+    p.add_argument("--container", action="store_true",
+                   help="check what `build --container` needs instead: podman or docker, the row's builder image on "
+                        "this machine, its Python and nvcc, and whether a container here reaches a GPU")
+    p.add_argument("--image", metavar="IMAGE", help="with --container: check this image instead of the row's")
+    p.add_argument("--provision", action="store_true",
+                   help="with --container: the hook will assemble a train the image lacks (as `build --provision`)")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document on stdout (per row: its findings, each with status, what was seen "
                         "and the fix; the row's verdict); the report goes to stderr")
@@ -24,6 +30,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.build.prepare import BuildOptions, doctor
 
+    if getattr(args, "container", False):
+        from buildrows.ci.container_run import doctor_container
+
+        return doctor_container(BuildOptions.of(args), args.image, ui)
+    if getattr(args, "image", None) is not None or getattr(args, "provision", False):
+        from buildrows.errors import BadInput
+
+        raise BadInput("--image and --provision apply to `doctor --container`\n    fix: add --container, or drop them")
     if getattr(args, "json", False):
         return _json(BuildOptions.of(args), ui)
     doctor(BuildOptions.of(args), ui)
