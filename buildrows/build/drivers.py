@@ -248,14 +248,23 @@ def with_cuda_bin_on_path(bp: BuildPlan, plan: RowPlan, base_env: Mapping[str, s
     return replace(bp, commands=tuple(commands))
 
 
-def with_ccache_on_path(bp: BuildPlan, cache: CompilerCache, base_env: Mapping[str, str]) -> BuildPlan:
+def with_ccache_on_path(bp: BuildPlan, cache: CompilerCache, base_env: Mapping[str, str],
+                       python: str | None = None) -> BuildPlan:
     """A setup.py build with `ccache` (the row's compiler cache) first on every command's PATH,
-    where torch.utils.cpp_extension looks for it (CompilerCache.on_path)."""
+    where torch.utils.cpp_extension looks for it (CompilerCache.on_path), and before it ccache's
+    masquerade directory, through which setuptools' own C and C++ compiles go
+    (buildrows.build.cache_masquerade; the link commands by full path, from `python`'s sysconfig)."""
     from dataclasses import replace
 
+    from buildrows.build.cache_masquerade import interpreter_link_commands, masquerade_environment
+
+    links = interpreter_link_commands(python) if os.name != "nt" else ("", "")
     commands = []
     for cmd in bp.commands:
-        extra = cache.on_path(cmd.environment(base_env).get("PATH", ""))
+        env = cmd.environment(base_env)
+        extra = cache.on_path(env.get("PATH", ""))
+        extra.update(masquerade_environment(cache.directory / "masquerade", cache.executable,
+                                            {**env, **extra}, links))
         commands.append(replace(cmd, env=(*cmd.env, *extra.items())))
     return replace(bp, commands=tuple(commands))
 
