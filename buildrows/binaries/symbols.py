@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import re
 import struct
+from array import array
 from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from buildrows.binaries.binfmt import BinaryFormatError, ByteSource
+from buildrows.binaries.exportset import ExportSet
 
 if TYPE_CHECKING:
     from buildrows.binaries.inflate import MemberStream
@@ -158,7 +160,7 @@ class DynamicSymbols:
     soname: str | None
     needed: tuple[str, ...]
     imports: tuple[Import, ...]
-    exported: frozenset[str]
+    exported: ExportSet  # ``name in exported``; held as hashes (buildrows.binaries.exportset)
     sonames_named: tuple[str, ...] = ()
     cuda_markers: tuple[str, ...] = ()
     scanned: bool = False  # whether the strings were scanned (a library streamed from a wheel)
@@ -275,12 +277,13 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
                 break
             at += nxt
     imports: list[Import] = []
-    exported: set[str] = set()
+    exported = array("q")  # the hashes of the exported names (ExportSet: 8 bytes each, not a str in a set)
     if _SHT_DYNSYM in by_type:
         i = by_type[_SHT_DYNSYM]
         sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
         data, names = read(i), strtab(sections[i][3])
         versym = read(by_type[_SHT_GNU_VERSYM]) if _SHT_GNU_VERSYM in by_type else b""
+        defines_raw = {k: v.encode("utf-8", "surrogateescape") for k, v in defines.items()}
         count = len(data) // sym.size
         vers = struct.unpack_from(f"{order}{min(count, len(versym) // 2)}H", versym) if versym else ()
         nvers = len(vers)
@@ -295,21 +298,22 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
             bind = info >> 4
             ver = vers[n] if n < nvers else 1
             end = find(b"\0", name_off)
-            name = names[name_off:end if end >= 0 else None].decode("utf-8", "surrogateescape")
+            raw = names[name_off:end if end >= 0 else None]
             if shndx == 0:
                 if bind == _STB_WEAK:
                     continue  # a weak reference may stay unresolved
+                name = raw.decode("utf-8", "surrogateescape")
                 wanted = wants.get(ver & 0x7FFF)
                 imports.append(Import(name, wanted[0], wanted[1]) if wanted else Import(name))
                 continue
             if bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE) or (other & 3) in (_STV_HIDDEN, _STV_INTERNAL):
                 continue
-            version = defines.get(ver & 0x7FFF)
+            version = defines_raw.get(ver & 0x7FFF)
             if version is not None and (ver & 0x7FFF) > 1:
-                exported.add(f"{name}@{version}")
+                exported.append(hash(raw + b"@" + version))
             if not ver & _VERSYM_HIDDEN:
-                exported.add(name)  # the default version: unversioned references bind to it
-    return DynamicSymbols(soname, tuple(needed), tuple(imports), frozenset(exported), versioned=bool(defines))
+                exported.append(hash(raw))  # the default version: unversioned references bind to it
+    return DynamicSymbols(soname, tuple(needed), tuple(imports), ExportSet(exported), versioned=bool(defines))
 
 
 class FileSource:

@@ -628,7 +628,7 @@ def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None)
     if syms is None:
         return None
     names = {i.name for i in syms.imports} | {m for m in syms.cuda_markers if m in _RUNTIME_SYMBOLS}
-    found = sorted(names & _RUNTIME_SYMBOLS) + sorted({n for n in syms.exported if n in _RUNTIME_SYMBOLS} - names)
+    found = sorted(names & _RUNTIME_SYMBOLS) + sorted({n for n in _RUNTIME_SYMBOLS if n in syms.exported} - names)
     if found:
         return f"carries the CUDA runtime's entry points ({', '.join(found)}): cudart linked in statically"
     return None
@@ -644,7 +644,7 @@ def _runtime_linked_in(exp: Expectation, info: Artifact, inputs: LoadInputs) -> 
         syms = inputs.libraries.get(lib.path)
         if lib.format != "elf" or syms is None:
             continue
-        found = sorted((set(syms.cuda_markers) | set(syms.exported)) & _RUNTIME_SYMBOLS)
+        found = sorted((set(syms.cuda_markers) & _RUNTIME_SYMBOLS) | {n for n in _RUNTIME_SYMBOLS if n in syms.exported})
         if found:
             out.append(f"{lib.path} carries the CUDA runtime's entry points ({', '.join(found)}): cudart is linked in "
                        f"statically, but [cuda.runtime.{exp.cuda.major}] mode is \"none\" (the wheel links no CUDA "
