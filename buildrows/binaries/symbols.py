@@ -171,12 +171,34 @@ class DynamicSymbols:
         reference needs that version where the library defines versions (the loader's rule; a
         library without versions satisfies any)."""
         if version is not None and self.versioned:
-            return f"{name}@{version}" in self.exported
+            return self.exported.has_versioned(name, version)
         return name in self.exported
 
 
+#: The largest string table read whole (torch's libtorch_cpu.so: 5 MB). A larger one (TensorFlow's
+#: libtensorflow_cc.so.2: 87 MB) streams past once instead (buildrows.binaries.dynstream), so memory
+#: is bounded by this window, not by the symbol count; both give the same answer.
+STRING_WINDOW: Final = 16 << 20
+
+
 def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
-    """The dynamic symbols of an ELF file read through ``source``; None when it is not ELF."""
+    """The dynamic symbols of an ELF file read through ``source``; None when it is not ELF. A string
+    table over :data:`STRING_WINDOW` streams past once, never held whole (buildrows.binaries.dynstream)."""
+    from buildrows.binaries.dynstream import dynsym_string_table_size, read_symbols_streaming
+
+    if dynsym_string_table_size(source) <= STRING_WINDOW:
+        return _read_whole_strings(source)
+    got = read_symbols_streaming(source)
+    if got is None:
+        return None
+    soname, needed, imports, exported, versioned = got
+    return DynamicSymbols(soname, needed, tuple(Import(n, v, f) for n, v, f in imports), exported,
+                          versioned=versioned)
+
+
+def _read_whole_strings(source: ByteSource) -> DynamicSymbols | None:
+    """:func:`read_dynamic_symbols` with the string tables read whole (they are at most
+    :data:`STRING_WINDOW`): the fast way where memory allows."""
     head = bytes(source.read(0, min(64, source.size)))
     if len(head) < 16 or head[:4] != b"\x7fELF":
         return None
@@ -310,7 +332,7 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
                 continue
             version = defines_raw.get(ver & 0x7FFF)
             if version is not None and (ver & 0x7FFF) > 1:
-                exported.append(hash(raw + b"@" + version))
+                exported.append(hash((hash(raw), version)))
             if not ver & _VERSYM_HIDDEN:
                 exported.append(hash(raw))  # the default version: unversioned references bind to it
     return DynamicSymbols(soname, tuple(needed), tuple(imports), ExportSet(exported), versioned=bool(defines))

@@ -598,6 +598,8 @@ def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
         # still inflate their libraries: only those sections inflate again, from the checkpoints.
         markers = not described.has_device_code
         symbols = _passed_symbols(stream, markers)
+        if symbols is not None:
+            stream.release()  # read: its checkpoints are not held for the rest of the check
         with _PASSED_LOCK:
             _PASSED[info.filename] = PassedLibrary(stream, symbols, markers)
     return described
