@@ -81,8 +81,20 @@ def imported_symbols_from(read: Callable[[int, int], bytes], size: int) -> tuple
         _, str_off, str_size, _ = section(link)
         if offset + length > size or str_off + str_size > size:
             raise BinaryFormatError(".dynsym or its string table runs past the end of the file")
-        strings = read(str_off, str_size)
         entries = read(offset, length)
+        if str_size > STRING_WINDOW:  # TensorFlow's 87 MB: streamed past once, never held (binaries.dynstream)
+            from buildrows.binaries.dynstream import stream_strings
+
+            keys = []
+            for n, at in enumerate(range(sym.size, length - sym.size + 1, sym.size)):
+                entry = sym.unpack_from(entries, at)
+                name_off, shndx = (entry[0], entry[3]) if is64 else (entry[0], entry[5])
+                if shndx == 0 and name_off != 0:
+                    keys.append(name_off << 24 | n)
+            names = sorted((key & 0xFFFFFF, raw) for key, raw in stream_strings(read, str_off, str_size, sorted(keys)))
+            out += [raw.decode("utf-8", "surrogateescape") for _, raw in names]
+            continue
+        strings = read(str_off, str_size)
         for at in range(sym.size, length - sym.size + 1, sym.size):  # entry 0 is null
             entry = sym.unpack_from(entries, at)
             name_off, shndx = (entry[0], entry[3]) if is64 else (entry[0], entry[5])
