@@ -20,8 +20,9 @@ import pytest
 from buildrows.binaries import wheelread
 from buildrows.binaries.kernelfiles import cubin_arch, sniff
 from buildrows.binaries.looseread import LooseError, read_loose
-from buildrows.binaries.symbols import imported_symbols, wheel_imported_symbols
+from buildrows.binaries.symbols import imported_symbols
 from buildrows.binaries.wheelread import WheelError, read_kernels, read_wheel
+from buildrows.binaries.wheelsymbols import wheel_imported_symbols
 from tests.conftest import Result
 from tests.cuda_tools import build_plain_so, cuobjdump_list, find_cuobjdump, find_nvcc
 
@@ -378,7 +379,7 @@ def test_abi7_cubins_from_a_cuda12_ptxas(kernels: Path, tmp_path: Path) -> None:
 def test_load_symbols_ride_on_the_readers_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`check` reads the wheel with keep_for_symbols: the load check's symbol reader then takes each
     library's stream and string scan from that pass (no second inflate), with the same answer."""
-    from buildrows.binaries import symbols
+    from buildrows.binaries import wheelsymbols
 
     lib = build_plain_so(tmp_path)
     if lib is None:
@@ -386,10 +387,10 @@ def test_load_symbols_ride_on_the_readers_pass(tmp_path: Path, monkeypatch: pyte
     wheel = _wheel(tmp_path / "kern-1.0-py3-none-any.whl", {"kern/libplain.so": lib.read_bytes()})
     read_wheel(wheel)  # not kept: the symbol reader streams the library itself
     assert wheelread.passed_library(wheel, "kern/libplain.so") is None
-    alone = symbols.wheel_library_symbols(wheel, ["kern/libplain.so"], markers={"kern/libplain.so"})
+    alone = wheelsymbols.wheel_library_symbols(wheel, ["kern/libplain.so"], markers={"kern/libplain.so"})
     read_wheel(wheel, keep_for_symbols=True)
     assert wheelread.passed_library(wheel, "kern/libplain.so") is not None
     streams: list[object] = []
     monkeypatch.setattr(wheelread, "_member_stream", lambda *a: streams.append(a) or pytest.fail("inflated again"))
-    assert symbols.wheel_library_symbols(wheel, ["kern/libplain.so"], markers={"kern/libplain.so"}) == alone
+    assert wheelsymbols.wheel_library_symbols(wheel, ["kern/libplain.so"], markers={"kern/libplain.so"}) == alone
     assert streams == []

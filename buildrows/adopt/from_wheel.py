@@ -211,7 +211,7 @@ def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platfor
         # Symbols are read only where `check` reads them (the torch modes): a wheel that neither
         # requires torch nor links it cannot use torch's ABI, and an NVIDIA library wheel's
         # 500 MB libraries are then never inflated whole (init stays within check's memory).
-        from buildrows.binaries.symbols import wheel_imported_symbols
+        from buildrows.binaries.wheelsymbols import wheel_imported_symbols
 
         kinds = {p: torch_abi(s).kind for p, s in wheel_imported_symbols(wheel, [lib.path for lib in elf]).items()}
     links_torch = [lib.path for lib in elf if lib.path in needs_libtorch or kinds.get(lib.path, "none") != "none"]

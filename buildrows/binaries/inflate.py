@@ -250,6 +250,14 @@ class MemberStream:
             raise
         self._eof = inflater.eof
 
+    def release(self) -> None:
+        """Drop the checkpoints and the re-read cursor (some 40 KB each, every interval of output):
+        for a member whose ranges were read already. A later :meth:`read` still works, inflating
+        again from the member's start."""
+        with self._lock:
+            del self.checkpoints[1:]
+            self._cursor = None
+
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes from ``offset`` of the member, inflated again from the nearest checkpoint.
 

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import re
 import struct
-from collections.abc import Callable, Container, Iterable
+from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from buildrows.binaries.binfmt import BinaryFormatError, ByteSource
+from buildrows.binaries.dynstream import MAX_SYMBOL_SECTION, MAX_VERSION_ENTRIES
+from buildrows.binaries.exportset import ExportSet
 
 if TYPE_CHECKING:
     from buildrows.binaries.inflate import MemberStream
@@ -33,8 +36,6 @@ __all__ = [
     "imported_symbols",
     "library_symbols",
     "read_dynamic_symbols",
-    "wheel_imported_symbols",
-    "wheel_library_symbols",
 ]
 
 _SHT_DYNSYM = 11
@@ -79,8 +80,20 @@ def imported_symbols_from(read: Callable[[int, int], bytes], size: int) -> tuple
         _, str_off, str_size, _ = section(link)
         if offset + length > size or str_off + str_size > size:
             raise BinaryFormatError(".dynsym or its string table runs past the end of the file")
-        strings = read(str_off, str_size)
         entries = read(offset, length)
+        if str_size > STRING_WINDOW:  # TensorFlow's 87 MB: streamed past once, never held (binaries.dynstream)
+            from buildrows.binaries.dynstream import stream_strings
+
+            keys = []
+            for n, at in enumerate(range(sym.size, length - sym.size + 1, sym.size)):
+                entry = sym.unpack_from(entries, at)
+                name_off, shndx = (entry[0], entry[3]) if is64 else (entry[0], entry[5])
+                if shndx == 0 and name_off != 0:
+                    keys.append(name_off << 24 | n)
+            names = sorted((key & 0xFFFFFF, raw) for key, raw in stream_strings(read, str_off, str_size, sorted(keys)))
+            out += [raw.decode("utf-8", "surrogateescape") for _, raw in names]
+            continue
+        strings = read(str_off, str_size)
         for at in range(sym.size, length - sym.size + 1, sym.size):  # entry 0 is null
             entry = sym.unpack_from(entries, at)
             name_off, shndx = (entry[0], entry[3]) if is64 else (entry[0], entry[5])
@@ -89,20 +102,6 @@ def imported_symbols_from(read: Callable[[int, int], bytes], size: int) -> tuple
             end = strings.find(b"\0", name_off)
             out.append(strings[name_off:end if end >= 0 else None].decode("utf-8", "surrogateescape"))
     return tuple(out)
-
-
-def wheel_imported_symbols(wheel: Path, members: Iterable[str]) -> dict[str, tuple[str, ...]]:
-    """member -> its imported symbols, for the ELF members named: each streams through the
-    check's reader (buildrows.binaries.wheelread.member_reader), one at a time, so memory is
-    .dynsym and its strings, never a library (init --from-wheel held 1.95 GB for NVIDIA's
-    cuDNN wheel when it read each library whole)."""
-    from buildrows.binaries.wheelread import member_reader
-
-    out: dict[str, tuple[str, ...]] = {}
-    for member in members:
-        read, size = member_reader(wheel, member)
-        out[member] = imported_symbols_from(read, size)
-    return out
 
 
 # --- What a library exports, imports and names, for "would it load" (buildrows.check.loading) ------------
@@ -121,9 +120,7 @@ _DT_SONAME = 14
 _STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
 _STV_HIDDEN, _STV_INTERNAL = 2, 1
 _VERSYM_HIDDEN = 0x8000
-# Bounds on what a hostile header can make us read or loop over.
-MAX_SYMBOL_SECTION: Final = 256 << 20
-MAX_VERSION_ENTRIES: Final = 1_000_000
+# Bounds on what a hostile header can make us read or loop over (kept in dynstream, which reads them too).
 HEAD: Final = 1 << 16
 # Names a library may pass to dlopen ("libcublas.so.12"), and signs that it calls the CUDA runtime or driver
 # itself (cudart linked in statically carries its entry points' names and dlopens "libcuda.so.1").
@@ -158,7 +155,7 @@ class DynamicSymbols:
     soname: str | None
     needed: tuple[str, ...]
     imports: tuple[Import, ...]
-    exported: frozenset[str]
+    exported: ExportSet  # ``name in exported``; held as hashes (buildrows.binaries.exportset)
     sonames_named: tuple[str, ...] = ()
     cuda_markers: tuple[str, ...] = ()
     scanned: bool = False  # whether the strings were scanned (a library streamed from a wheel)
@@ -169,12 +166,34 @@ class DynamicSymbols:
         reference needs that version where the library defines versions (the loader's rule; a
         library without versions satisfies any)."""
         if version is not None and self.versioned:
-            return f"{name}@{version}" in self.exported
+            return self.exported.has_versioned(name, version)
         return name in self.exported
 
 
+#: The largest string table read whole (torch's libtorch_cpu.so: 5 MB). A larger one (TensorFlow's
+#: libtensorflow_cc.so.2: 87 MB) streams past once instead (buildrows.binaries.dynstream), so memory
+#: is bounded by this window, not by the symbol count; both give the same answer.
+STRING_WINDOW: Final = 16 << 20
+
+
 def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
-    """The dynamic symbols of an ELF file read through ``source``; None when it is not ELF."""
+    """The dynamic symbols of an ELF file read through ``source``; None when it is not ELF. A string
+    table over :data:`STRING_WINDOW` streams past once, never held whole (buildrows.binaries.dynstream)."""
+    from buildrows.binaries.dynstream import dynsym_string_table_size, read_symbols_streaming
+
+    if dynsym_string_table_size(source) <= STRING_WINDOW:
+        return _read_whole_strings(source)
+    got = read_symbols_streaming(source)
+    if got is None:
+        return None
+    soname, needed, imports, exported, versioned = got
+    return DynamicSymbols(soname, needed, tuple(Import(n, v, f) for n, v, f in imports), exported,
+                          versioned=versioned)
+
+
+def _read_whole_strings(source: ByteSource) -> DynamicSymbols | None:
+    """:func:`read_dynamic_symbols` with the string tables read whole (they are at most
+    :data:`STRING_WINDOW`): the fast way where memory allows."""
     head = bytes(source.read(0, min(64, source.size)))
     if len(head) < 16 or head[:4] != b"\x7fELF":
         return None
@@ -275,12 +294,13 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
                 break
             at += nxt
     imports: list[Import] = []
-    exported: set[str] = set()
+    exported = array("q")  # the hashes of the exported names (ExportSet: 8 bytes each, not a str in a set)
     if _SHT_DYNSYM in by_type:
         i = by_type[_SHT_DYNSYM]
         sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
         data, names = read(i), strtab(sections[i][3])
         versym = read(by_type[_SHT_GNU_VERSYM]) if _SHT_GNU_VERSYM in by_type else b""
+        defines_raw = {k: v.encode("utf-8", "surrogateescape") for k, v in defines.items()}
         count = len(data) // sym.size
         vers = struct.unpack_from(f"{order}{min(count, len(versym) // 2)}H", versym) if versym else ()
         nvers = len(vers)
@@ -295,21 +315,22 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
             bind = info >> 4
             ver = vers[n] if n < nvers else 1
             end = find(b"\0", name_off)
-            name = names[name_off:end if end >= 0 else None].decode("utf-8", "surrogateescape")
+            raw = names[name_off:end if end >= 0 else None]
             if shndx == 0:
                 if bind == _STB_WEAK:
                     continue  # a weak reference may stay unresolved
+                name = raw.decode("utf-8", "surrogateescape")
                 wanted = wants.get(ver & 0x7FFF)
                 imports.append(Import(name, wanted[0], wanted[1]) if wanted else Import(name))
                 continue
             if bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE) or (other & 3) in (_STV_HIDDEN, _STV_INTERNAL):
                 continue
-            version = defines.get(ver & 0x7FFF)
+            version = defines_raw.get(ver & 0x7FFF)
             if version is not None and (ver & 0x7FFF) > 1:
-                exported.add(f"{name}@{version}")
+                exported.append(hash((hash(raw), version)))
             if not ver & _VERSYM_HIDDEN:
-                exported.add(name)  # the default version: unversioned references bind to it
-    return DynamicSymbols(soname, tuple(needed), tuple(imports), frozenset(exported), versioned=bool(defines))
+                exported.append(hash(raw))  # the default version: unversioned references bind to it
+    return DynamicSymbols(soname, tuple(needed), tuple(imports), ExportSet(exported), versioned=bool(defines))
 
 
 class FileSource:
@@ -459,57 +480,3 @@ def passed_symbols(stream: MemberStream, markers: bool, *, scan: bool = True) ->
     if got is not None and scan:  # its string sections only, inflated again like the symbols
         got = _with_strings(got, scan_strings(source, markers=markers))
     return got
-
-
-def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = True,
-                          markers: Container[str] = (), max_member_size: int | None = None) -> dict[str, DynamicSymbols]:
-    """member -> its dynamic symbols (and, with ``scan``, the soname strings it carries; for the members in
-    ``markers``, the CUDA runtime's entry points too), for the ELF members named: each streams past once,
-    one at a time; memory is a chunk, the checkpoints and the symbol sections, not the library."""
-    from buildrows.binaries.inflate import InflateError
-    from buildrows.binaries.wheelread import (
-        DEFAULT_MAX_MEMBER_SIZE,
-        WheelError,
-        members_named,
-        passed_library,
-    )
-    from buildrows.binaries.wheelread import _member_stream as member_stream
-
-    out: dict[str, DynamicSymbols] = {}
-    infos = members_named(wheel, members)  # the check's one pass over the central directory
-    for info in infos:
-        passed = passed_library(wheel, info.filename)
-        if passed is not None:  # it streamed past in read_wheel: only the symbol sections inflate again
-            if scan and passed.symbols is not None and passed.markers == (info.filename in markers):
-                out[info.filename] = passed.symbols  # read by read_wheel's worker, right after the pass
-                continue
-            try:
-                got = passed_symbols(passed.stream, info.filename in markers, scan=scan)
-            except InflateError as exc:
-                raise WheelError(str(wheel), str(exc), info.filename) from None
-            except BinaryFormatError as exc:
-                raise WheelError(str(wheel), str(exc), info.filename) from exc
-            if got is not None:
-                out[info.filename] = got
-            continue
-        stream = member_stream(wheel, info, max_member_size or DEFAULT_MAX_MEMBER_SIZE)
-        head = bytearray()
-        try:
-            for _, piece in stream.chunks():
-                if len(head) < HEAD:
-                    head += piece[:HEAD - len(head)]
-                    if len(head) >= 4 and head[:4] != b"\x7fELF":
-                        break  # a PE or other file: nothing to read here
-            if head[:4] != b"\x7fELF":
-                continue
-            source = _StreamedSource(stream, bytes(head))
-            got = read_dynamic_symbols(source)
-            if got is not None and scan:
-                got = _with_strings(got, scan_strings(source, markers=info.filename in markers))
-        except InflateError as exc:
-            raise WheelError(str(wheel), str(exc), info.filename) from None
-        except BinaryFormatError as exc:
-            raise WheelError(str(wheel), str(exc), info.filename) from exc
-        if got is not None:
-            out[info.filename] = got
-    return out

@@ -166,6 +166,14 @@ class WheelInfo:
     kernels: tuple[KernelFile, ...] = ()
 
 
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: `taskset`, a container's cpuset), not the machine's."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
 def is_shared_library(member: str) -> bool:
     """Whether a member name looks like a shared library (``.so``, ``.so.N``, ``.dll``, ``.pyd``)."""
     low = member.lower()
@@ -209,7 +217,7 @@ def read_wheel(
 
     ``keep_for_symbols``: also scan each ELF library's strings as it streams past and keep its
     stream (checkpoints, not data) so that the load check's symbol reader
-    (:func:`buildrows.binaries.symbols.wheel_library_symbols`) inflates only the symbol sections
+    (:func:`buildrows.binaries.wheelsymbols.wheel_library_symbols`) inflates only the symbol sections
     again, not every library a second time (:func:`passed_library`)."""
     wheel = Path(path)
     name = parse_wheel_filename(wheel.name)
@@ -221,7 +229,7 @@ def read_wheel(
     with _PASSED_LOCK:
         _PASSED.clear()
         _PASSED_FOR[:] = [directory.key] if keep_for_symbols else []
-    if (workers if workers is not None else min(DEFAULT_WORKERS, os.cpu_count() or 1)) > 1:
+    if (workers if workers is not None else min(DEFAULT_WORKERS, _usable_cpus())) > 1:
         # The kernel files are sniffed while the libraries inflate (the inflaters release the GIL):
         # on PyTorch's wheel, 13,000 members' first bytes, a tenth of a second off the wall time.
         with ThreadPoolExecutor(max_workers=1) as side:
@@ -598,6 +606,8 @@ def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
         # still inflate their libraries: only those sections inflate again, from the checkpoints.
         markers = not described.has_device_code
         symbols = _passed_symbols(stream, markers)
+        if symbols is not None:
+            stream.release()  # read: its checkpoints are not held for the rest of the check
         with _PASSED_LOCK:
             _PASSED[info.filename] = PassedLibrary(stream, symbols, markers)
     return described
@@ -673,7 +683,7 @@ def _read_libraries(
     wheel: Path, libs: list[_Member], max_size: int, workers: int | None
 ) -> Iterator[LibraryInfo]:
     if workers is None:
-        workers = min(DEFAULT_WORKERS, os.cpu_count() or 1)
+        workers = min(DEFAULT_WORKERS, _usable_cpus())
     if workers <= 1 or len(libs) <= 1:
         for info in libs:
             yield _library_info(wheel, info, max_size)
@@ -736,7 +746,7 @@ def read_kernels(
         return ()
     sniffed = _sniff_members(wheel, candidates)
     if workers is None:
-        workers = min(DEFAULT_WORKERS, os.cpu_count() or 1)
+        workers = min(DEFAULT_WORKERS, _usable_cpus())
     tasks = [(info, kind, prefix) for info, kind, prefix in sniffed if kind is not None]
     if workers <= 1 or len(tasks) <= 1:
         found = [_kernel_file(wheel, info, kind, prefix, max_member_size) for info, kind, prefix in tasks]

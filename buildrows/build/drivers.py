@@ -131,7 +131,14 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     if provider_path is not None:
         values["PYTHONPATH"] = provider_path
     notes += shared.notes
-    config, text = setuptools_config(plan.row, project, base_env)
+    from buildrows.build.setup_parallel import parallel_jobs
+
+    jobs = parallel_jobs(project, plan.row.is_cuda, {**base_env, **values})
+    config, text = setuptools_config(plan.row, project, base_env, parallel=jobs)
+    if jobs is not None and f"parallel = {jobs}" in text:
+        values["TORCH_NO_COMPILER_WRAPPER"] = "1"
+        notes.append(f"extensions: {jobs} at once (torch's BuildExtension without ninja, a CPU row: "
+                     "[build_ext] parallel; TORCH_NO_COMPILER_WRAPPER=1, so its compiler swap does not race)")
     values["DIST_EXTRA_CONFIG"] = str(config)
     argv = _frontend(python, project, wheel_dir, isolation)
     cmd = Command("build (setup.py wheel)", tuple(argv), tuple(values.items()), str(project),
@@ -139,14 +146,16 @@ def setup_py_plan(plan: RowPlan, python: str, project: Path, wheel_dir: Path, ba
     return BuildPlan(plan.row, "setup.py", (cmd,), wheel_dir, files=((config, text),), tree=config.parent / config.stem)
 
 
-def setuptools_config(row: Row, project: Path, env: Mapping[str, str]) -> tuple[Path, str]:
+def setuptools_config(row: Row, project: Path, env: Mapping[str, str], *,
+                      parallel: int | None = None) -> tuple[Path, str]:
     """The extra setuptools configuration (DIST_EXTRA_CONFIG, read after setup.cfg) that gives a
     setup.py row its own build directory, build/setuptools-ROW, as scikit-build-core rows get
     build/skbuild-ROW. setuptools' build/lib.<platform>-<python> is the same for a train's CUDA
     row and the CPU row of that Python: without this, a CPU build after a CUDA one in the same
     checkout packs the CUDA row's stale extension (seen on the H200 with torchsort, whose
     isotonic_cuda module the CPU row's wheel then shipped). A user's own DIST_EXTRA_CONFIG is kept:
-    its sections are copied, and only [build] build_base is set."""
+    its sections are copied, and only [build] build_base is set (and, with ``parallel``, [build_ext]
+    parallel where theirs sets none: buildrows.build.setup_parallel)."""
     import configparser
 
     base = project / "build" / f"setuptools-{row.name}"
@@ -158,6 +167,10 @@ def setuptools_config(row: Row, project: Path, env: Mapping[str, str]) -> tuple[
     if not parser.has_section("build"):
         parser.add_section("build")
     parser.set("build", "build_base", base.as_posix())
+    if parallel is not None and not (parser.has_section("build_ext") and parser.has_option("build_ext", "parallel")):
+        if not parser.has_section("build_ext"):
+            parser.add_section("build_ext")
+        parser.set("build_ext", "parallel", str(parallel))
     import io
 
     out = io.StringIO()
@@ -230,14 +243,23 @@ def with_cuda_bin_on_path(bp: BuildPlan, plan: RowPlan, base_env: Mapping[str, s
     return replace(bp, commands=tuple(commands))
 
 
-def with_ccache_on_path(bp: BuildPlan, cache: CompilerCache, base_env: Mapping[str, str]) -> BuildPlan:
+def with_ccache_on_path(bp: BuildPlan, cache: CompilerCache, base_env: Mapping[str, str],
+                       python: str | None = None) -> BuildPlan:
     """A setup.py build with `ccache` (the row's compiler cache) first on every command's PATH,
-    where torch.utils.cpp_extension looks for it (CompilerCache.on_path)."""
+    where torch.utils.cpp_extension looks for it (CompilerCache.on_path), and before it ccache's
+    masquerade directory, through which setuptools' own C and C++ compiles go
+    (buildrows.build.cache_masquerade; the link commands by full path, from `python`'s sysconfig)."""
     from dataclasses import replace
 
+    from buildrows.build.cache_masquerade import interpreter_link_commands, masquerade_environment
+
+    links = interpreter_link_commands(python) if os.name != "nt" else ("", "")
     commands = []
     for cmd in bp.commands:
-        extra = cache.on_path(cmd.environment(base_env).get("PATH", ""))
+        env = cmd.environment(base_env)
+        extra = cache.on_path(env.get("PATH", ""))
+        extra.update(masquerade_environment(cache.directory / "masquerade", cache.executable,
+                                            {**env, **extra}, links))
         commands.append(replace(cmd, env=(*cmd.env, *extra.items())))
     return replace(bp, commands=tuple(commands))
 

@@ -4,6 +4,7 @@ its arguments into `BuildOptions` and calls `build_rows`."""
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from pathlib import Path
@@ -766,7 +767,7 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         bp, epoch = drivers.with_source_date_epoch(bp, project, base_env)
         ui.info(f"  {epoch}")
     if cache is not None and driver == "setup.py":
-        bp = drivers.with_ccache_on_path(bp, cache, base_env)
+        bp = drivers.with_ccache_on_path(bp, cache, base_env, python)
     if driver == "setup.py" and row.is_cuda:
         unchanged = bp
         bp = drivers.with_cuda_bin_on_path(bp, plan, base_env)  # a setup.py that finds nvcc on PATH (pycuda)
@@ -814,8 +815,8 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
         cache_text = _setup_py_cache_text(stats, row.is_cuda, nvcc_stats,
                                           _nvcc_runs(logs.directory) if logs is not None else None)
         ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension finds it "
-                "for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); setuptools compiles a plain Extension's "
-                "C/C++ itself")
+                "for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); ccache's masquerade directory "
+                "is before it, so setuptools' own C/C++ compiles go through it too")
     if seeded:
         cache_text += ", detection reused"
     if bp.wheel_dir is None:
@@ -916,7 +917,8 @@ def _setup_py_cache_text(stats: CacheStats | None, cuda: bool, nvcc_stats: Cache
                      "or a torch whose cpp_extension runs CUDA_HOME/bin/nvcc itself without ninja)")
     else:
         parts.append("no nvcc compiles")
-    parts.append(f"C/C++ {hits(other)}" if other else "C/C++ not cached (setup.py: setuptools runs the compiler itself)")
+    parts.append(f"C/C++ {hits(other)}" if other else "no C/C++ compiles" if os.name != "nt"
+                 else "C/C++ not cached (setup.py on Windows: setuptools runs MSVC itself)")
     return "; ".join(parts)
 
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from buildrows.build.wheeldir import STAMP_PREFIX, Owned, owned_dir
+from buildrows.build.wheeldir import same_wheel as same_wheel
 from buildrows.check.record import RECORD_NAME, BuildRecord, record_bytes
 from buildrows.errors import BadInput
 from buildrows.process.diskfull import disk_full, is_disk_full
@@ -271,36 +272,6 @@ def _renamed(path: str, old_info: str, new_info: str, old_data: str, new_data: s
     if sep and head == old_data:
         return f"{new_data}/{rest}"
     return path
-
-
-def same_wheel(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
-    """Whether two wheels hold the same members with the same content and file modes, in any zip
-    timestamps, compression or member order: a rebuild of the same sources is the same wheel."""
-    import filecmp
-
-    if filecmp.cmp(a, b, shallow=False):  # streams: wheels may be a gigabyte
-        return True
-    try:
-        with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
-            ia = {i.filename: i for i in za.infolist()}
-            ib = {i.filename: i for i in zb.infolist()}
-            if ia.keys() != ib.keys():
-                return False
-            for name, info in ia.items():
-                other = ib[name]
-                if (info.file_size != other.file_size or info.CRC != other.CRC
-                        or (info.external_attr >> 16) != (other.external_attr >> 16)):
-                    return False
-                with za.open(name) as fa, zb.open(name) as fb:
-                    while True:
-                        chunk = fa.read(1 << 20)
-                        if chunk != fb.read(1 << 20):
-                            return False
-                        if not chunk:
-                            break
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
-    return True
 
 
 # SOURCE_DATE_EPOCH's rule lives in buildrows.build.epoch (light: the hook and `env` read it too).

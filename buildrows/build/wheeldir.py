@@ -173,7 +173,6 @@ def place_keeping_earlier(wheel: Path, final_dir: Path, who: str) -> tuple[Path,
     refusal when a file appears between the moves (another program writing here)."""
     import time
 
-    from buildrows.build.stamp import same_wheel  # the same content, whatever its zip timestamps
     from buildrows.errors import Refused
     from buildrows.provision.wheel_dirs import aside_root
 
@@ -194,3 +193,34 @@ def place_keeping_earlier(wheel: Path, final_dir: Path, who: str) -> tuple[Path,
         raise Refused(f"{who}'s wheel {wheel.name} could not be placed in {final_dir} without replacing a file; it "
                       f"stays at {wheel}\n    fix: build into a --wheel-dir no other program writes to")
     return target, aside
+
+
+def same_wheel(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two wheels hold the same members with the same content and file modes, in any zip
+    timestamps, compression or member order: a rebuild of the same sources is the same wheel."""
+    import filecmp
+    import zipfile
+
+    if filecmp.cmp(a, b, shallow=False):  # streams: wheels may be a gigabyte
+        return True
+    try:
+        with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
+            ia = {i.filename: i for i in za.infolist()}
+            ib = {i.filename: i for i in zb.infolist()}
+            if ia.keys() != ib.keys():
+                return False
+            for name, info in ia.items():
+                other = ib[name]
+                if (info.file_size != other.file_size or info.CRC != other.CRC
+                        or (info.external_attr >> 16) != (other.external_attr >> 16)):
+                    return False
+                with za.open(name) as fa, zb.open(name) as fb:
+                    while True:
+                        chunk = fa.read(1 << 20)
+                        if chunk != fb.read(1 << 20):
+                            return False
+                        if not chunk:
+                            break
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+    return True

@@ -357,7 +357,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
         raise BadInput(f"{wheel}: cannot read: {e}") from e
     symbols = None
     if needs_symbols(exp):
-        from buildrows.binaries.symbols import wheel_imported_symbols
+        from buildrows.binaries.wheelsymbols import wheel_imported_symbols
 
         try:
             symbols = wheel_imported_symbols(wheel, [lib.path for lib in info.libraries if lib.format == "elf"])

@@ -128,7 +128,8 @@ class LoadInputs:
 def torch_libraries(path: Path) -> TorchLibraries:
     """A torch given as a wheel (``torch-2.13.0+cpu-...whl``), a torch package directory, or a
     site-packages (or environment) holding one. Raises ValueError saying what is wrong."""
-    from buildrows.binaries.symbols import library_symbols, wheel_library_symbols
+    from buildrows.binaries.symbols import library_symbols
+    from buildrows.binaries.wheelsymbols import wheel_library_symbols
 
     if path.is_file() and path.suffix == ".whl":
         from buildrows.binaries.wheelread import parse_wheel_filename
@@ -167,7 +168,8 @@ def torch_libraries(path: Path) -> TorchLibraries:
 def read_load_inputs(wheel: Path, info: Artifact, torch: TorchLibraries | None, *,
                      loose: bool = False) -> LoadInputs:
     """Read the shipped ELF libraries' symbols (a wheel's streamed, loose files' from disk)."""
-    from buildrows.binaries.symbols import library_symbols, wheel_library_symbols
+    from buildrows.binaries.symbols import library_symbols
+    from buildrows.binaries.wheelsymbols import wheel_library_symbols
 
     elf = [lib.path for lib in info.libraries if lib.format == "elf"]
     if loose:
@@ -628,7 +630,7 @@ def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None)
     if syms is None:
         return None
     names = {i.name for i in syms.imports} | {m for m in syms.cuda_markers if m in _RUNTIME_SYMBOLS}
-    found = sorted(names & _RUNTIME_SYMBOLS) + sorted({n for n in syms.exported if n in _RUNTIME_SYMBOLS} - names)
+    found = sorted(names & _RUNTIME_SYMBOLS) + sorted({n for n in _RUNTIME_SYMBOLS if n in syms.exported} - names)
     if found:
         return f"carries the CUDA runtime's entry points ({', '.join(found)}): cudart linked in statically"
     return None
@@ -644,7 +646,7 @@ def _runtime_linked_in(exp: Expectation, info: Artifact, inputs: LoadInputs) -> 
         syms = inputs.libraries.get(lib.path)
         if lib.format != "elf" or syms is None:
             continue
-        found = sorted((set(syms.cuda_markers) | set(syms.exported)) & _RUNTIME_SYMBOLS)
+        found = sorted((set(syms.cuda_markers) & _RUNTIME_SYMBOLS) | {n for n in _RUNTIME_SYMBOLS if n in syms.exported})
         if found:
             out.append(f"{lib.path} carries the CUDA runtime's entry points ({', '.join(found)}): cudart is linked in "
                        f"statically, but [cuda.runtime.{exp.cuda.major}] mode is \"none\" (the wheel links no CUDA "

@@ -5,7 +5,7 @@ image (one short container) for the row's Python and nvcc; each finding says wha
 part runs the job buildrows.ci.container computes (the hook, the workflow's build command and the
 post-script's stamp, inside the image, with the project, buildrows' cache and a staging directory
 mounted), then checks the wheel here as every row's wheel is checked and moves it into the wheel
-directory (a failing one under rejected/).
+directory (a failing one among its rejected wheels, .buildrows/rejected/).
 """
 
 from __future__ import annotations
