@@ -121,7 +121,7 @@ def test_several_wheels_one_per_train(tmp_path: Path, cli: Callable[..., Result]
 def test_init_reads_no_symbols_of_a_wheel_that_neither_requires_nor_links_torch(
         tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch) -> None:
     """Where check reads none (no torch mode), init reads none: NVIDIA's 500 MB libraries are never inflated whole."""
-    import buildrows.binaries.symbols as symbols
+    import buildrows.binaries.wheelsymbols as symbols
 
     def refuse(*_: object) -> None:
         raise AssertionError("init read the libraries' symbols")
