@@ -262,6 +262,9 @@ def unreadable_fix(e: Exception) -> str:
     if "not a wheel file name" in text:
         return ("pass a built wheel (NAME-VERSION-PYTHON-ABI-PLATFORM.whl); `buildrows build` prints the path of "
                 "each wheel it writes")
+    if "not a valid wheel file name" in text:
+        return ("give the wheel a name pip installs: a PEP 503 project name and a PEP 440 version in ASCII "
+                "(1.0+cu130), as `buildrows build` writes it; rebuild it with the version fixed")
     if "cannot open as a zip archive" in text:
         return ("this file is not a zip archive, so not a wheel (a truncated download, or another file renamed): "
                 "download or build it again")

@@ -8,7 +8,7 @@ import fnmatch
 import functools
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from packaging.markers import Marker
@@ -67,14 +67,123 @@ def carriers(soname: str) -> list[str]:
     return [p.name for p in packages().values() if soname in p.sonames]
 
 
-def _in_scope(req: Requirement, platform: str, extra: str | None) -> bool:
-    marker = str(req.marker or "")
+class _AllBut(frozenset[str]):
+    """Every extra but these (what `extra != "x"` selects)."""
+
+
+_Extras = frozenset[str]  # the extras a marker holds under; an _AllBut for "every extra but ..."
+
+
+def _in_scope(text: str, req: Requirement, platform: str, extra: str | None) -> bool:
+    scope = _scope(text, platform)
+    if isinstance(scope, bool):
+        return extra is None and scope
+    return extra is not None and (canonicalize_name(extra) not in scope if isinstance(scope, _AllBut)
+                                  else canonicalize_name(extra) in scope)
+
+
+@functools.lru_cache(maxsize=1024)
+def _scope(text: str, platform: str) -> bool | _Extras:
+    """Where the requirement `text` applies on `platform`: True/False for one without an `extra`
+    clause, else the extras it holds under. Cached per requirement: asked once per extra."""
+    req = _requirement(text)
+    marker = str(req.marker or "") if req is not None else ""
     if "extra" not in marker:
-        return extra is None and (req.marker is None or req.marker.evaluate(marker_environment(platform)))
-    if extra is None:
-        return False
-    env = dict(marker_environment(platform), extra=extra)
-    return Marker(marker).evaluate(env)
+        return req is not None and (req.marker is None or req.marker.evaluate(marker_environment(platform)))
+    assert req is not None and req.marker is not None
+    return _extras_where(req.marker, platform)
+
+
+def _extras_where(parsed: Marker, platform: str) -> _Extras:
+    """The extras under which `marker` holds on `platform`, in one pass over the marker, parsed once
+    (issue 37: a marker of 10,000 `extra == ...` clauses was parsed and evaluated again for each of
+    its 10,000 extras: minutes). Each clause on `extra` is a set, every other clause true or false,
+    combined as packaging evaluates markers (`and` binds tighter than `or`)."""
+    env = marker_environment(platform)
+    try:
+        return _where(parsed._markers, env)
+    except _Unsure:
+        # A clause this reading does not model (`extra in "a b"`, `"x" == extra`...): packaging decides, per extra named.
+        named = {canonicalize_name(m) for m in re.findall(r"""['"]([^'"]+)['"]""", str(parsed))}
+        return frozenset(e for e in named if parsed.evaluate(dict(env, extra=e)))
+
+
+class _Unsure(Exception):
+    pass
+
+
+_ALL: _Extras = _AllBut()
+_NONE: _Extras = frozenset()
+
+
+def _both(a: _Extras, b: _Extras) -> _Extras:
+    if isinstance(a, _AllBut) and isinstance(b, _AllBut):
+        return _AllBut(a | b)
+    if isinstance(a, _AllBut):
+        return frozenset(b - a)
+    if isinstance(b, _AllBut):
+        return frozenset(a - b)
+    return a & b
+
+
+def _either(a: _Extras, b: _Extras) -> _Extras:
+    if isinstance(a, _AllBut) and isinstance(b, _AllBut):
+        return _AllBut(a & b)
+    if isinstance(a, _AllBut):
+        return _AllBut(a - b)
+    if isinstance(b, _AllBut):
+        return _AllBut(b - a)
+    return a | b
+
+
+def _where(markers: Sequence[object], env: dict[str, str]) -> _Extras:
+    groups: list[_Extras] = [_ALL]
+    for item in markers:
+        if isinstance(item, list):
+            groups[-1] = _both(groups[-1], _where(item, env))
+        elif isinstance(item, tuple):
+            groups[-1] = _both(groups[-1], _clause(item, env))
+        elif item == "or":
+            groups.append(_ALL)
+        elif item != "and":
+            raise _Unsure
+    plain = [g for g in groups if not isinstance(g, _AllBut)]
+    but = [g for g in groups if isinstance(g, _AllBut)]
+    anyof = frozenset().union(*plain)
+    if not but:
+        return anyof
+    return _AllBut(frozenset.intersection(*but) - anyof)
+
+
+def _clause(item: tuple[object, ...], env: dict[str, str]) -> _Extras:
+    lhs, op, rhs = item
+    names = [getattr(x, "value", None) for x in (lhs, rhs)]
+    kinds = [type(x).__name__ for x in (lhs, rhs)]
+    if "extra" not in names or kinds[0] != "Variable":
+        if "extra" in names:
+            raise _Unsure
+        one = Marker(_spelled(item))
+        return _ALL if one.evaluate(dict(env, extra="")) else _NONE
+    value = canonicalize_name(str(names[1]))
+    if str(getattr(op, "value", "")) == "==":
+        return frozenset({value})
+    if str(getattr(op, "value", "")) == "!=":
+        return _AllBut({value})
+    raise _Unsure
+
+
+def _spelled(item: tuple[object, ...]) -> str:
+    lhs, op, rhs = item
+    return " ".join(x.serialize() if hasattr(x, "serialize") else str(x) for x in (lhs, op, rhs))
+
+
+@functools.lru_cache(maxsize=1024)
+def _requirement(text: str) -> Requirement | None:
+    """`text` parsed once: declared_nvidia is asked once per extra the wheel names."""
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
 
 
 def declared_nvidia(requires_dist: Iterable[str], platform: str, extra: str | None,
@@ -86,11 +195,10 @@ def declared_nvidia(requires_dist: Iterable[str], platform: str, extra: str | No
     toolkit = _table()[1].get(major, {})
     out: dict[str, str] = {}
     for text in requires_dist:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
+        req = _requirement(text)
+        if req is None:
             continue  # reported by runtime-declared's parse check
-        if not _in_scope(req, platform, extra):
+        if not _in_scope(text, req, platform, extra):
             continue
         name = canonicalize_name(req.name)
         if name == "cuda-toolkit":

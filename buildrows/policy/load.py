@@ -175,6 +175,9 @@ def load_policy(path: str | Path | None = None) -> Policy:
     """Read, validate and resolve a policy; raise one error that lists every problem."""
     cfg = find_config(path)
     text = _read(cfg)
+    from buildrows.policy.bounds import check_bounds
+
+    check_bounds(text, cfg)  # before tomllib: deep nesting and long dotted keys cost it GBs (issue 37)
     try:
         doc: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
