@@ -18,10 +18,16 @@ import time
 
 
 def main() -> int:
-    import buildrows.check.expect
+    import importlib
+    import pkgutil
+
     import buildrows.cli as cli
-    import buildrows.commands.check
-    import buildrows.policy.load  # noqa: F401
+
+    # What a check or a policy load imports, paid once here rather than in every child.
+    for package in ("buildrows.binaries", "buildrows.check", "buildrows.policy", "buildrows.commands"):
+        for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
+            importlib.import_module(f"{package}.{module.name}")
+    import pefile  # noqa: F401
 
     for line in sys.stdin:
         if not line.strip():

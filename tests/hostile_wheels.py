@@ -70,7 +70,7 @@ WHEEL_FILE = b"Wheel-Version: 1.0\nGenerator: hostile\nRoot-Is-Purelib: false\nT
 def wheel(dist_info: str = "hx-1.0", meta: bytes | None = None, members: list[tuple[str, bytes]] | None = None,
           *, compression: int = zipfile.ZIP_DEFLATED) -> bytes:
     """A wheel holding `members`, then `<dist_info>.dist-info/{METADATA,WHEEL,RECORD}`."""
-    name, _, version = dist_info.partition("-")
+    name, _, version = dist_info.rpartition("-")
     out = list(members if members is not None else [("hx/__init__.py", b"")])
     out += [(f"{dist_info}.dist-info/METADATA", meta if meta is not None else metadata(name, version)),
             (f"{dist_info}.dist-info/WHEEL", WHEEL_FILE), (f"{dist_info}.dist-info/RECORD", b"")]
@@ -266,8 +266,9 @@ def corpus(seed: int = 37, size: int = 320) -> list[Case]:
     cases: list[Case] = []
     for label, file_part, dist_part, refusal in name_cases():
         whl = f"{file_part}-{CP}.whl"
-        dist_name, _, dist_version = dist_part.partition("-")
-        cases.append(Case(f"name-{label}", check(whl), {whl: wheel(dist_part, metadata(dist_name, dist_version))},
+        dist_name, _, dist_version = dist_part.rpartition("-")
+        more = ("--archs", "9.0") if "+cu" in file_part else ()
+        cases.append(Case(f"name-{label}", check(whl, *more), {whl: wheel(dist_part, metadata(dist_name, dist_version))},
                           codes=(5,) if refusal else (0, 5), expect=refusal))
     templates: list[Callable[[random.Random, int], Case]] = [
         _two_dist_info, _file_and_dir, _meta_version, _meta_name, _pure_native, _marker, _metadata_size,

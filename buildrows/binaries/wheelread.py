@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 from buildrows.binaries.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
-from buildrows.binaries.fatbin import DeviceCode, FatbinError
+from buildrows.binaries.fatbin import MAX_CONTAINERS, DeviceCode, FatbinError
 from buildrows.binaries.fatbin import list_device_code as _fatbin_device_code
 from buildrows.binaries.fatscan import FatbinScanner
 from buildrows.binaries.inflate import PASS_INFLATER, InflateError, MemberStream
@@ -60,6 +60,7 @@ __all__ = [
     "is_shared_library",
     "iter_libraries",
     "list_device_code",
+    "member_names",
     "parse_wheel_filename",
     "read_dist_info_member",
     "read_wheel",
@@ -268,6 +269,11 @@ def check_archive(path: str | os.PathLike[str]) -> None:
     """Refuse (:class:`WheelError`) a file that is not a zip archive or whose member names are unsafe:
     the central directory only, nothing inflated (what `check` tries before it judges the name)."""
     _directory(Path(path))
+
+
+def member_names(path: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Every member's name, in the zip's order (the central directory, read once per process)."""
+    return _directory(Path(path)).names
 
 
 def read_dist_info_member(path: str | os.PathLike[str], filename: str) -> bytes | None:
@@ -862,6 +868,8 @@ def _kernel_file(wheel: Path, info: _Member, kind: KernelKind, prefix: bytes, ma
             scanner.feed(pos, piece)
         scanner.finish()
         code = scanner.device_code(0, stream.size)
+        if scanner.too_many:
+            raise FatbinError(f"more than {MAX_CONTAINERS} containers; refusing to read further")
         if code is None:  # not explained by its containers: the in-memory reader words why
             if stream.size > _WHOLE_FATBIN:
                 raise FatbinError(f"not a well-formed fat binary ({stream.size} bytes its containers do not explain)")
