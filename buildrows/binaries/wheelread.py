@@ -293,7 +293,7 @@ def _dist_info_member(wheel: Path, infos: list[_Member], name: WheelName, filena
     target = chosen.rsplit("/", 1)[0] + "/" + filename
     for info in infos:
         if info.filename == target:
-            return _read_member(wheel, info, MAX_METADATA_SIZE)
+            return _read_metadata(wheel, info)
     return None
 
 
@@ -729,12 +729,17 @@ def _requires_dist(wheel: Path, infos: list[_Member], name: WheelName) -> tuple[
         if len(candidates) != 1:
             raise WheelError(str(wheel), f"several .dist-info/METADATA and none is {expected}")
     info = candidates[0]
-    if info.file_size > MAX_METADATA_SIZE:
-        raise WheelError(str(wheel), f"METADATA is {info.file_size} bytes, more than the {MAX_METADATA_SIZE >> 20} MiB "
-                         "a wheel's metadata may take here (its description is read too)", info.filename)
-    data = _read_member(wheel, info, MAX_METADATA_SIZE)
+    data = _read_metadata(wheel, info)
     message = metadata_headers(data, str(wheel), info.filename)
     return tuple(str(value).strip() for value in message.get_all("Requires-Dist") or ())
+
+
+def _read_metadata(wheel: Path, info: _Member) -> bytes:
+    """A small `.dist-info` file whole (METADATA, the build record), refused past :data:`MAX_METADATA_SIZE`."""
+    if info.file_size > MAX_METADATA_SIZE:
+        raise WheelError(str(wheel), f"{info.filename.rsplit('/', 1)[-1]} is {info.file_size} bytes, more than the "
+                         f"{MAX_METADATA_SIZE >> 20} MiB a wheel's metadata may take here", info.filename)
+    return _read_member(wheel, info, MAX_METADATA_SIZE)
 
 
 def metadata_headers(data: bytes, wheel: str, member: str) -> email.message.Message:
