@@ -341,8 +341,11 @@ def make_wheel(
     parts = path.name.removesuffix(".whl").split("-")
     dist_info = f"{parts[0]}-{parts[1]}.dist-info" if path.name.endswith(".whl") and len(parts) >= 5 else DIST_INFO
     if metadata is not None and dist_info != DIST_INFO:
-        metadata = re.sub(r"(?m)^Name: .*$", f"Name: {parts[0]}", metadata, count=1)
-        metadata = re.sub(r"(?m)^Version: .*$", f"Version: {parts[1]}", metadata, count=1)
+        for field, value in (("Name", parts[0]), ("Version", parts[1])):
+            if re.search(rf"(?m)^{field}: ", metadata):
+                metadata = re.sub(rf"(?m)^{field}: .*$", f"{field}: {value}", metadata, count=1)
+            else:
+                metadata = f"{field}: {value}\n" + metadata
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=compression) as zf:
         for name, data in members.items():
