@@ -3,7 +3,7 @@ JSON line per job: exit code, wall seconds, peak RSS (MB, the child's own `ru_ma
 
 Used by tests/hostile_wheels.py: buildrows is imported once here, so a case costs a fork, not a
 Python start; the child's peak includes the ~40 MB this process holds, as a `buildrows` process would.
-A child past its `timeout` is killed (SIGKILL) and reported with rc -9. Each child runs under a 3 GB
+A child past its `timeout` (plus a second) is ended by SIGALRM and reported with rc -14. Each child runs under a 3 GB
 address-space limit, so a memory bomb cannot take the shared machine down (it ends in MemoryError,
 which buildrows reports as exit 1: a failure of the case, not of the machine)."""
 
@@ -57,7 +57,8 @@ def main() -> int:
         _, status, usage = os.wait4(pid, 0)
         seconds = time.monotonic() - start
         rc = os.waitstatus_to_exitcode(status)
-        print(json.dumps({"rc": rc, "seconds": round(seconds, 3), "rss_mb": round(usage.ru_maxrss / 1024, 1)}),
+        print(json.dumps({"rc": rc, "seconds": round(seconds, 3), "cpu": round(usage.ru_utime + usage.ru_stime, 3),
+                          "rss_mb": round(usage.ru_maxrss / 1024, 1)}),
               flush=True)
     return 0
 
