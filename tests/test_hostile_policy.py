@@ -87,3 +87,23 @@ def test_the_limits_themselves_still_parse(cli: Callable[..., Result], tmp_path:
     pol.write_text(text, encoding="utf-8")
     r = cli("--config", str(pol), "rows")
     assert "nested more than" not in r.err and "dotted key of more than" not in r.err, r.err
+
+
+def test_a_deeply_nested_build_record_is_malformed_not_a_crash(tmp_path: Path) -> None:
+    """`{"a":{"a":...` 100,000 deep was a RecursionError (a bug, exit 1): the wheel's build record, the
+    build tree's record and the source-outputs record are malformed instead (a record of ours is never that)."""
+    from buildrows.build.buildtree import read_record
+    from buildrows.build.record import BuildRecordError, parse_record
+    from buildrows.build.source_outputs import _read
+    from tests.hostile_wheels import nested_json
+
+    deep = nested_json(100_000)
+    with pytest.raises(BuildRecordError, match="x.whl: buildrows.json: nested too deeply to be a build record"):
+        parse_record(deep, "x.whl: buildrows.json")
+    from buildrows.build import buildtree, source_outputs
+
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / buildtree.RECORD).write_bytes(deep)
+    (tmp_path / "build" / source_outputs.RECORD).write_bytes(deep)
+    assert read_record(tmp_path / "build") is None
+    assert _read(tmp_path) == {}
