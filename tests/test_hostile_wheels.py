@@ -123,3 +123,35 @@ def test_generated_corpus_of_hostile_wheels(tmp_path: Path) -> None:
     assert not big, [(o.name, o.rss_mb) for o in big]
     for case, o in zip(cases, outcomes, strict=True):
         _assert_expected(case, o)
+
+
+def test_extras_read_from_a_marker_agree_with_packaging() -> None:
+    """The one-pass reading of a marker (buildrows.check.extras) against packaging's evaluation, per
+    extra, on 2,000 seeded markers mixing extra clauses (==, !=, reversed, `in`) with platform ones."""
+    import random
+
+    from packaging.markers import Marker
+
+    from buildrows.check.nvidia import _in_scope, _requirement
+    from buildrows.policy.requirements import marker_environment
+
+    rng = random.Random(37)
+    leaves = ['extra == "a"', 'extra == "B_c"', 'extra != "a"', 'extra == "d"', 'platform_system == "Linux"',
+              'platform_system == "Windows"', 'python_version >= "3"', '"a" == extra', 'extra in "a b"']
+
+    def marker(depth: int = 0) -> str:
+        if depth > 2 or rng.random() < 0.4:
+            return rng.choice(leaves)
+        return f"({marker(depth + 1)}{rng.choice([' and ', ' or '])}{marker(depth + 1)})"
+
+    env = marker_environment("linux-x86_64")
+    checked = 0
+    for _ in range(2000):
+        m = marker()
+        text = f"nvidia-x; {m}"
+        for extra in ("a", "b-c", "B.C", "d", "b", "zz"):
+            if "extra" in m:
+                want = Marker(m).evaluate(dict(env, extra=extra))
+                assert _in_scope(text, _requirement(text), "linux-x86_64", extra) is want, (m, extra)
+                checked += 1
+    assert checked > 5000

@@ -8,13 +8,13 @@ import fnmatch
 import functools
 import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from buildrows.check.extras import Extras, extras_where
 from buildrows.policy.requirements import marker_environment
 from buildrows.resources import data_file
 
@@ -67,23 +67,15 @@ def carriers(soname: str) -> list[str]:
     return [p.name for p in packages().values() if soname in p.sonames]
 
 
-class _AllBut(frozenset[str]):
-    """Every extra but these (what `extra != "x"` selects)."""
-
-
-_Extras = frozenset[str]  # the extras a marker holds under; an _AllBut for "every extra but ..."
-
-
 def _in_scope(text: str, req: Requirement, platform: str, extra: str | None) -> bool:
     scope = _scope(text, platform)
     if isinstance(scope, bool):
         return extra is None and scope
-    return extra is not None and (canonicalize_name(extra) not in scope if isinstance(scope, _AllBut)
-                                  else canonicalize_name(extra) in scope)
+    return extra is not None and scope.holds(extra)
 
 
 @functools.lru_cache(maxsize=1024)
-def _scope(text: str, platform: str) -> bool | _Extras:
+def _scope(text: str, platform: str) -> bool | Extras:
     """Where the requirement `text` applies on `platform`: True/False for one without an `extra`
     clause, else the extras it holds under. Cached per requirement: asked once per extra."""
     req = _requirement(text)
@@ -91,90 +83,7 @@ def _scope(text: str, platform: str) -> bool | _Extras:
     if "extra" not in marker:
         return req is not None and (req.marker is None or req.marker.evaluate(marker_environment(platform)))
     assert req is not None and req.marker is not None
-    return _extras_where(req.marker, platform)
-
-
-def _extras_where(parsed: Marker, platform: str) -> _Extras:
-    """The extras under which `marker` holds on `platform`, in one pass over the marker, parsed once
-    (issue 37: a marker of 10,000 `extra == ...` clauses was parsed and evaluated again for each of
-    its 10,000 extras: minutes). Each clause on `extra` is a set, every other clause true or false,
-    combined as packaging evaluates markers (`and` binds tighter than `or`)."""
-    env = marker_environment(platform)
-    try:
-        return _where(parsed._markers, env)
-    except _Unsure:
-        # A clause this reading does not model (`extra in "a b"`, `"x" == extra`...): packaging decides, per extra named.
-        named = {canonicalize_name(m) for m in re.findall(r"""['"]([^'"]+)['"]""", str(parsed))}
-        return frozenset(e for e in named if parsed.evaluate(dict(env, extra=e)))
-
-
-class _Unsure(Exception):
-    pass
-
-
-_ALL: _Extras = _AllBut()
-_NONE: _Extras = frozenset()
-
-
-def _both(a: _Extras, b: _Extras) -> _Extras:
-    if isinstance(a, _AllBut) and isinstance(b, _AllBut):
-        return _AllBut(a | b)
-    if isinstance(a, _AllBut):
-        return frozenset(b - a)
-    if isinstance(b, _AllBut):
-        return frozenset(a - b)
-    return a & b
-
-
-def _either(a: _Extras, b: _Extras) -> _Extras:
-    if isinstance(a, _AllBut) and isinstance(b, _AllBut):
-        return _AllBut(a & b)
-    if isinstance(a, _AllBut):
-        return _AllBut(a - b)
-    if isinstance(b, _AllBut):
-        return _AllBut(b - a)
-    return a | b
-
-
-def _where(markers: Sequence[object], env: dict[str, str]) -> _Extras:
-    groups: list[_Extras] = [_ALL]
-    for item in markers:
-        if isinstance(item, list):
-            groups[-1] = _both(groups[-1], _where(item, env))
-        elif isinstance(item, tuple):
-            groups[-1] = _both(groups[-1], _clause(item, env))
-        elif item == "or":
-            groups.append(_ALL)
-        elif item != "and":
-            raise _Unsure
-    plain = [g for g in groups if not isinstance(g, _AllBut)]
-    but = [g for g in groups if isinstance(g, _AllBut)]
-    anyof = frozenset().union(*plain)
-    if not but:
-        return anyof
-    return _AllBut(frozenset.intersection(*but) - anyof)
-
-
-def _clause(item: tuple[object, ...], env: dict[str, str]) -> _Extras:
-    lhs, op, rhs = item
-    names = [getattr(x, "value", None) for x in (lhs, rhs)]
-    kinds = [type(x).__name__ for x in (lhs, rhs)]
-    if "extra" not in names or kinds[0] != "Variable":
-        if "extra" in names:
-            raise _Unsure
-        one = Marker(_spelled(item))
-        return _ALL if one.evaluate(dict(env, extra="")) else _NONE
-    value = canonicalize_name(str(names[1]))
-    if str(getattr(op, "value", "")) == "==":
-        return frozenset({value})
-    if str(getattr(op, "value", "")) == "!=":
-        return _AllBut({value})
-    raise _Unsure
-
-
-def _spelled(item: tuple[object, ...]) -> str:
-    lhs, op, rhs = item
-    return " ".join(x.serialize() if hasattr(x, "serialize") else str(x) for x in (lhs, op, rhs))
+    return extras_where(req.marker, marker_environment(platform))
 
 
 @functools.lru_cache(maxsize=1024)
