@@ -21,9 +21,9 @@ from tests.hostile_wheels import corpus, replay_cases, run_cases  # noqa: E402
 
 
 def _cell(o: object) -> str:
-    rc, s, mb = o.rc, o.seconds, o.rss_mb  # type: ignore[attr-defined]
+    rc, s, cpu, mb = o.rc, o.seconds, o.cpu, o.rss_mb  # type: ignore[attr-defined]
     what = {1: "internal error", -14: "killed at limit", -9: "killed"}.get(rc, f"exit {rc}")
-    return f"{what}, {s:.2f} s, {mb:.0f} MB"
+    return f"{what}, {s:.2f} s ({cpu:.2f} s CPU), {mb:.0f} MB"
 
 
 def main(argv: list[str] | None = None) -> int:
