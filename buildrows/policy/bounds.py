@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from itertools import repeat
 from pathlib import Path
 from typing import Final
 
@@ -38,7 +39,8 @@ def check_bounds(text: str, file: str | Path) -> None:
         raise BadInput(f"{file}: the policy is {size} bytes, more than the {MAX_POLICY_BYTES >> 20} MiB a policy may be\n"
                        "    fix: a policy is a few KB; check that this is the file you meant")
     brackets = text.count("[") + text.count("{")
-    if brackets <= MAX_DEPTH and text.count(".") <= MAX_KEY_PARTS:
+    # A dotted key lies on one line: only a line with that many dots could hold one.
+    if brackets <= MAX_DEPTH and max(map(str.count, text.split("\n"), repeat(".")), default=0) < MAX_KEY_PARTS:
         return
     depth = dots = 0
     line = 1
