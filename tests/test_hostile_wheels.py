@@ -4,8 +4,9 @@ pure wheel), the issue's reproductions each held to its budget (docs/wheel-check
 and a generated corpus of 320 hostile wheels and policies.
 
 Every case runs through `buildrows` itself in a forked child (tests/hostile_server.py) and prints
-its exit code, seconds and peak RSS. Default-suite cost: about 60-90 s on 2 cores (the corpus and
-the replays; the 7 GB sparse member is read in under a second since its first bytes refuse it).
+its exit code, wall and CPU seconds and peak RSS. Default-suite cost: about 50 s of CPU in all (the
+corpus ~28 s, the replays ~13 s, the rest pytest and writing the cases; 160 s of wall time on a
+2-core machine shared at load 10). The 7 GB member is a sparse file, refused from its first bytes.
 """
 
 from __future__ import annotations
