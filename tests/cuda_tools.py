@@ -324,18 +324,35 @@ Requires-Dist: nothing
 """
 
 
+DIST_INFO = "demo-1.0+cu130.dist-info"
+
+
 def make_wheel(
     path: Path,
     members: dict[str, bytes],
     metadata: str | None = METADATA,
     compression: int = zipfile.ZIP_DEFLATED,
 ) -> Path:
-    """Write a wheel with the given members and, unless None, a METADATA."""
+    """Write a wheel with the given members and, unless None, a METADATA. The `.dist-info` and
+    METADATA's Name and Version are the file name's (`check` refuses a wheel whose are not, as pip
+    does); members given under the default `demo-1.0+cu130.dist-info/` move there too."""
+    import re
+
+    parts = path.name.removesuffix(".whl").split("-")
+    dist_info = f"{parts[0]}-{parts[1]}.dist-info" if path.name.endswith(".whl") and len(parts) >= 5 else DIST_INFO
+    if metadata is not None and dist_info != DIST_INFO:
+        for field, value in (("Name", parts[0]), ("Version", parts[1])):
+            if re.search(rf"(?m)^{field}: ", metadata):
+                metadata = re.sub(rf"(?m)^{field}: .*$", f"{field}: {value}", metadata, count=1)
+            else:
+                metadata = f"{field}: {value}\n" + metadata
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=compression) as zf:
         for name, data in members.items():
+            if name.startswith(DIST_INFO + "/"):
+                name = dist_info + name[len(DIST_INFO):]
             zf.writestr(zipfile.ZipInfo(name), data, compress_type=compression)
         if metadata is not None:
-            zf.writestr("demo-1.0+cu130.dist-info/METADATA", metadata)
+            zf.writestr(f"{dist_info}/METADATA", metadata)
     path.write_bytes(buffer.getvalue())
     return path

@@ -133,12 +133,25 @@ def test_bad_arguments(args: list[str], code: int, message: str, wheels: dict[st
     assert message in r.err
 
 
+def _without_local_version(src: Path, dest: Path) -> None:
+    """The same wheel as PyPI would carry it: version 1.0, not 1.0+cu130, in its name, .dist-info and
+    METADATA alike (a file merely renamed is one pip refuses: "inconsistent version")."""
+    import zipfile
+
+    with zipfile.ZipFile(src) as old, zipfile.ZipFile(dest, "w", zipfile.ZIP_DEFLATED) as new:
+        for info in old.infolist():
+            data = old.read(info)
+            if info.filename.endswith(".dist-info/METADATA"):
+                data = data.replace(b"Version: 1.0+cu130", b"Version: 1.0")
+            new.writestr(info.filename.replace("fx-1.0+cu130.dist-info", "fx-1.0.dist-info"), data)
+
+
 def test_train_for_a_wheel_without_local_tag(wheels: dict[str, Path], cli: Callable[..., Result], tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """PyPI's torch carries no +cu130: --archs alone must not silently check it as a CPU wheel."""
     monkeypatch.chdir(tmp_path)
     plain = tmp_path / "fx-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
-    plain.write_bytes(wheels["good"].read_bytes())
+    _without_local_version(wheels["good"], plain)
     r = cli("check", str(plain), "--archs", mcf.ROW_ARCHS)
     assert r.code == 2
     assert "the wheel's name carries no +cuXYZ tag, so its CUDA train is unknown" in r.err

@@ -82,7 +82,8 @@ def _wheel(d: Path, out: Path, name: str, members: dict[str, str], requires: tup
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
         for member, lib in members.items():
             zf.write(d / lib, member)
-        zf.writestr(f"{dist}.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n"
+        project, version = name.split("-")[:2]  # METADATA names the file's project and version, as pip requires
+        zf.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
                     + "".join(f"Requires-Dist: {r}\n" for r in requires))
     return path
 

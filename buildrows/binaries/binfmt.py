@@ -418,6 +418,9 @@ def _elf_dynamic(
 # --- PE --------------------------------------------------------------------------------------
 
 
+_PE_MAX_READ: Final = 16 << 20
+
+
 class _LazyBytes:
     """What pefile reads of ``data=``: length, slices and ``find``, served from a :class:`ByteSource`.
 
@@ -441,6 +444,11 @@ class _LazyBytes:
         start, stop, step = key.indices(size)
         if step != 1:
             raise TypeError("only contiguous slices are supported")
+        if stop - start > _PE_MAX_READ:
+            # pefile keeps the headers as data[:first section's offset]: a section pointer at 600 MB made that
+            # 600 MB, copied twice (1.9 GB, issue 37). Headers and import tables are KBs in any real DLL.
+            raise BinaryFormatError(f"malformed PE file: its headers or tables would span {stop - start} bytes from "
+                                    f"offset {start:#x} (more than {_PE_MAX_READ >> 20} MiB)")
         return bytes(self.source.read(start, stop - start)) if stop > start else b""
 
     def find(self, sub: bytes, start: int = 0, end: int | None = None) -> int:

@@ -88,6 +88,9 @@ FLAG_FAMILY: Final = 0x200000
 # it links, joined by "-" (LightGBM 4.7.0's lib_lightgbm.so: a 4688-byte header naming ~70 files,
 # which a 4096 bound refused as a malformed wheel). Only the 64 fixed bytes are ever read.
 MAX_ENTRIES: Final = 1_000_000
+# nvcc writes one container per translation unit: thousands in PyTorch's libraries. 4M empty containers
+# (64 MB, a 138 KB member) took 958 MB and 19 s (issue 37); past this many a file is refused.
+MAX_CONTAINERS: Final = 1 << 18
 MAX_ENTRY_HEADER: Final = 1 << 20
 _MIN_ENTRY_HEADER: Final = 64
 
@@ -294,9 +297,12 @@ def iter_entries(
     """
     view = memoryview(data).cast("B")
     end = len(view)
-    count = 0
+    count = containers = 0
     pos = _skip_zeros(view, 0)
     while pos < end:
+        containers += 1
+        if containers > MAX_CONTAINERS:
+            raise FatbinError(f"more than {MAX_CONTAINERS} containers; refusing to read further")
         if end - pos < _CONTAINER.size:
             raise FatbinError(
                 f"truncated container header at offset {pos:#x}: {end - pos} bytes left, need 16"

@@ -43,6 +43,7 @@ from buildrows.binaries.fatbin import (
     FLAG_ZSTD,
     KIND_ELF,
     KIND_PTX,
+    MAX_CONTAINERS,
     MAX_ENTRIES,
     MAX_ENTRY_HEADER,
     TKINFO_ABI,
@@ -117,6 +118,7 @@ class FatbinScanner:
         self.regions: list[tuple[int, int]] | None = None  # None: search everywhere
         self.skip_until = 0  # inside a container being read: no search before this offset
         self.lossy = False  # a skipped-over container was dropped: its inside went unsearched
+        self.too_many = False  # more than MAX_CONTAINERS found: the search stopped (the reader refuses the file)
 
     def limit_to(self, regions: list[tuple[int, int]]) -> None:
         """Search only inside these ``(start, end)`` ranges from now on."""
@@ -130,6 +132,8 @@ class FatbinScanner:
 
     def feed(self, offset: int, data: bytes) -> None:
         """The next piece of the file (``offset`` must be where the previous one ended)."""
+        if self.too_many:
+            return
         carry = self.carry
         end = offset + len(data)
         if self.live:
@@ -218,6 +222,12 @@ class FatbinScanner:
 
     def _done(self, cand: _Candidate, next_nonzero: int | None) -> None:
         cand.done = True
+        if self.too_many:
+            return
+        if len(self.found) >= MAX_CONTAINERS:  # bounded memory and time whatever the bytes (issue 37)
+            self.too_many = self.lossy = True
+            self.found.clear()
+            return
         self.found[cand.start] = _Container(
             cand.end, next_nonzero, tuple(cand.cubins), tuple(cand.ptx), tuple(cand.ptx_isa), tuple(cand.toolkits),
             cand.entries,

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from buildrows.binaries.binfmt import BinaryLayout, read_layout
-from buildrows.binaries.fatbin import DeviceCode, list_device_code
+from buildrows.binaries.binfmt import BinaryFormatError, BinaryLayout, read_layout
+from buildrows.binaries.fatbin import MAX_CONTAINERS, DeviceCode, FatbinError, list_device_code
 from buildrows.binaries.fatscan import FatbinScanner
 from buildrows.binaries.inflate import MemberStream
 
@@ -264,13 +264,23 @@ class _Planner:
             if rva:
                 wanted.append(rva)
         table = opt + opt_size
+        budget = _PE_KEEP  # what all sections together may keep (issue 37: 1,200 sections mapping the imports kept 1.9 GB)
         for i in range(nsections):
             vsize, va, raw_size, raw_ptr = struct.unpack_from("<IIII", head, table + 40 * i + 8)
             for rva in wanted:
                 if va <= rva < va + max(vsize, raw_size):
-                    src.want(raw_ptr + rva - va, min(raw_ptr + raw_size - (raw_ptr + rva - va), 1 << 22))
-                    src.want(raw_ptr, min(raw_size, 1 << 22))
+                    for at, size in ((raw_ptr + rva - va, min(raw_ptr + raw_size - (raw_ptr + rva - va), 1 << 22)),
+                                     (raw_ptr, min(raw_size, 1 << 22))):
+                        size = min(size, budget)
+                        if size > 0:
+                            src.want(at, size)
+                            budget -= size
         return None
+
+
+# The PE import tables kept while a DLL streams past, all sections together (a real DLL's are KBs);
+# what lies beyond is inflated again if pefile asks for it.
+_PE_KEEP: Final = 16 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +310,8 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
     ptx: list[str] = []
     isa: list[tuple[int, int]] = []
     toolkits: list[tuple[int, int]] = []
+    if ranges and scanner.too_many:
+        raise FatbinError(f"more than {MAX_CONTAINERS} fat-binary containers; refusing to read further")
     for offset, size in ranges:
         code = scanner.device_code(offset, size)
         if code is None and not scanner.searched(offset, size):
@@ -328,6 +340,10 @@ def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None 
     scanner = FatbinScanner(stream.size)
     planner = _Planner(source)
     for offset, data in stream.chunks():
+        if offset == 0 and len(data) >= 4 and data[:4] != b"\x7fELF" and data[:2] != b"MZ":
+            # Neither ELF nor PE: refused from its first bytes, not after inflating it all (a 7 GB
+            # member of zeros streamed for a minute to reach the same verdict, issue 37).
+            raise BinaryFormatError("not an ELF or PE file (unknown magic bytes)")
         source.feed(offset, data)
         scanner.feed(offset, data)
         if observe is not None:

@@ -14,6 +14,7 @@ members that inflate to anything but their declared size and CRC are refused wit
 
 from __future__ import annotations
 
+import email.message
 import email.parser
 import email.policy
 import functools
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, Final
 
 from buildrows.binaries.binfmt import BinaryFormat, BinaryFormatError, BinaryLayout, read_binary
-from buildrows.binaries.fatbin import DeviceCode, FatbinError
+from buildrows.binaries.fatbin import MAX_CONTAINERS, DeviceCode, FatbinError
 from buildrows.binaries.fatbin import list_device_code as _fatbin_device_code
 from buildrows.binaries.fatscan import FatbinScanner
 from buildrows.binaries.inflate import PASS_INFLATER, InflateError, MemberStream
@@ -59,13 +60,18 @@ __all__ = [
     "is_shared_library",
     "iter_libraries",
     "list_device_code",
+    "member_names",
     "parse_wheel_filename",
     "read_dist_info_member",
     "read_wheel",
 ]
 
 DEFAULT_MAX_MEMBER_SIZE: Final = 8 * 2**30
-MAX_METADATA_SIZE: Final = 64 * 2**20
+# METADATA is read whole, then its headers parsed: bounded so a hostile one costs at most this much
+# (issue 37: 60 MB took 57 s and 815 MB, 2.2 GB folded). The largest METADATA on PyPI we know of is
+# well under 1 MB (a long README); docs/wheel-check.md states the budget.
+MAX_METADATA_SIZE: Final = 16 * 2**20
+MAX_METADATA_HEADERS: Final = 2**20
 MAX_MEMBERS: Final = 1_000_000
 DEFAULT_WORKERS: Final = 4  # capped by the CPU count; each costs a few MB, not a library
 
@@ -196,6 +202,7 @@ def parse_wheel_filename(filename: str) -> WheelName:
     if build is not None and not build[0].isdigit():
         raise WheelError(filename, f"build tag {build!r} must start with a digit")
     python, abi, platform = parts[-3:]
+    _pip_accepts(filename)
     return WheelName(
         distribution=parts[0],
         version=parts[1],
@@ -204,6 +211,18 @@ def parse_wheel_filename(filename: str) -> WheelName:
         abi_tags=tuple(abi.split(".")),
         platform_tags=tuple(platform.split(".")),
     )
+
+
+def _pip_accepts(filename: str) -> None:
+    """Refuse a name pip refuses (packaging's own rules: a PEP 503 name, a PEP 440 version in ASCII
+    digits, a build tag of digits first), so that nothing downstream meets a version in Arabic-Indic digits."""
+    from packaging.utils import InvalidWheelFilename
+    from packaging.utils import parse_wheel_filename as pip_rules
+
+    try:
+        pip_rules(filename)
+    except InvalidWheelFilename as e:
+        raise WheelError(filename, f"not a valid wheel file name, so pip refuses it: {e}") from None
 
 
 def read_wheel(
@@ -260,6 +279,11 @@ def check_archive(path: str | os.PathLike[str]) -> None:
     _directory(Path(path))
 
 
+def member_names(path: str | os.PathLike[str]) -> tuple[str, ...]:
+    """Every member's name, in the zip's order (the central directory, read once per process)."""
+    return _directory(Path(path)).names
+
+
 def read_dist_info_member(path: str | os.PathLike[str], filename: str) -> bytes | None:
     """One small file of the wheel's ``.dist-info`` (``buildrows.json``, say), or None if absent."""
     wheel = Path(path)
@@ -277,7 +301,7 @@ def _dist_info_member(wheel: Path, infos: list[_Member], name: WheelName, filena
     target = chosen.rsplit("/", 1)[0] + "/" + filename
     for info in infos:
         if info.filename == target:
-            return _read_member(wheel, info, MAX_METADATA_SIZE)
+            return _read_metadata(wheel, info)
     return None
 
 
@@ -715,10 +739,28 @@ def _requires_dist(wheel: Path, infos: list[_Member], name: WheelName) -> tuple[
         if len(candidates) != 1:
             raise WheelError(str(wheel), f"several .dist-info/METADATA and none is {expected}")
     info = candidates[0]
-    data = _read_member(wheel, info, MAX_METADATA_SIZE)
-    parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
-    message = parser.parsebytes(data)
+    data = _read_metadata(wheel, info)
+    message = metadata_headers(data, str(wheel), info.filename)
     return tuple(str(value).strip() for value in message.get_all("Requires-Dist") or ())
+
+
+def _read_metadata(wheel: Path, info: _Member) -> bytes:
+    """A small `.dist-info` file whole (METADATA, the build record), refused past :data:`MAX_METADATA_SIZE`."""
+    if info.file_size > MAX_METADATA_SIZE:
+        raise WheelError(str(wheel), f"{info.filename.rsplit('/', 1)[-1]} is {info.file_size} bytes, more than the "
+                         f"{MAX_METADATA_SIZE >> 20} MiB a wheel's metadata may take here", info.filename)
+    return _read_member(wheel, info, MAX_METADATA_SIZE)
+
+
+def metadata_headers(data: bytes, wheel: str, member: str) -> email.message.Message:
+    """The header section of a METADATA file (up to its first blank line: the description after it is
+    never parsed), at most :data:`MAX_METADATA_HEADERS` bytes of it."""
+    end = min((i for i in (data.find(b"\n\n"), data.find(b"\r\n\r\n")) if i >= 0), default=len(data))
+    if end > MAX_METADATA_HEADERS:
+        raise WheelError(wheel, f"METADATA is {end} bytes of headers, more than the {MAX_METADATA_HEADERS >> 20} MiB "
+                         "its fields may take here", member)
+    parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
+    return parser.parsebytes(data[:end + 1])
 
 
 # --- device code outside shared libraries ----------------------------------------------------
@@ -841,6 +883,8 @@ def _kernel_file(wheel: Path, info: _Member, kind: KernelKind, prefix: bytes, ma
             scanner.feed(pos, piece)
         scanner.finish()
         code = scanner.device_code(0, stream.size)
+        if scanner.too_many:
+            raise FatbinError(f"more than {MAX_CONTAINERS} containers; refusing to read further")
         if code is None:  # not explained by its containers: the in-memory reader words why
             if stream.size > _WHOLE_FATBIN:
                 raise FatbinError(f"not a well-formed fat binary ({stream.size} bytes its containers do not explain)")

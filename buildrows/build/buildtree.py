@@ -198,7 +198,7 @@ def read_record(tree: Path) -> dict[str, str] | None:
     """The facts a tree recorded, or None (no record, a malformed one, another format)."""
     try:
         raw = json.loads((tree / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested 100,000 deep, not ours
         return None
     if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("facts"), dict):
         return None

@@ -61,7 +61,7 @@ def written(before: Snapshot, after: Snapshot, project: Path | None = None) -> S
 def _read(project: Path) -> dict[str, dict[str, list[int]]]:
     try:
         raw = json.loads((project / "build" / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested 100,000 deep, not ours
         return {}
     return {str(r): {str(p): list(v) for p, v in files.items()} for r, files in raw.items()
             if isinstance(files, dict)} if isinstance(raw, dict) else {}

@@ -262,6 +262,9 @@ def unreadable_fix(e: Exception) -> str:
     if "not a wheel file name" in text:
         return ("pass a built wheel (NAME-VERSION-PYTHON-ABI-PLATFORM.whl); `buildrows build` prints the path of "
                 "each wheel it writes")
+    if "not a valid wheel file name" in text:
+        return ("give the wheel a name pip installs: a PEP 503 project name and a PEP 440 version in ASCII "
+                "(1.0+cu130), as `buildrows build` writes it; rebuild it with the version fixed")
     if "cannot open as a zip archive" in text:
         return ("this file is not a zip archive, so not a wheel (a truncated download, or another file renamed): "
                 "download or build it again")
@@ -346,6 +349,7 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
         raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
     except OSError as e:
         raise BadInput(f"{wheel}: cannot read: {e}") from e
+    _refuse_what_pip_refuses(wheel, name, row_given=bool(args.row))
     # The row comes from the name alone: a tag problem is reported before any library is inflated.
     exp = _with_torch(args, expectation(args, wheel, name, policy))
     torch = _torch_libraries(args)
@@ -367,6 +371,22 @@ def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple
     if args.row:
         results = tag_results(args, wheel.name, _row_given(args, policy), archive=wheel) + results
     return exp, info, results
+
+
+def _refuse_what_pip_refuses(wheel: Path, name: WheelName, *, row_given: bool) -> None:
+    """Fail (exit 5) a wheel pip would refuse or install as another project or version
+    (buildrows.check.installable), before its row is judged by a name that does not hold."""
+    from buildrows.binaries.wheelread import WheelError, member_names
+    from buildrows.check.installable import pip_refusals
+    from buildrows.errors import CheckFailed
+
+    try:
+        problems = pip_refusals(wheel, name, member_names(wheel), row_given=row_given)
+    except WheelError as e:
+        raise BadInput(f"{e}\n    fix: {unreadable_fix(e)}") from e
+    if problems:
+        raise CheckFailed(f"{wheel.name}: pip would refuse it, or install it otherwise than its name says:\n  "
+                          + "\n  ".join(problems))
 
 
 def _pure_platform(policy: Policy | None, train: Train) -> str:

@@ -11,10 +11,10 @@ import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from packaging.markers import Marker
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from buildrows.check.extras import Extras, extras_where
 from buildrows.policy.requirements import marker_environment
 from buildrows.resources import data_file
 
@@ -67,14 +67,32 @@ def carriers(soname: str) -> list[str]:
     return [p.name for p in packages().values() if soname in p.sonames]
 
 
-def _in_scope(req: Requirement, platform: str, extra: str | None) -> bool:
-    marker = str(req.marker or "")
+def _in_scope(text: str, req: Requirement, platform: str, extra: str | None) -> bool:
+    scope = _scope(text, platform)
+    if isinstance(scope, bool):
+        return extra is None and scope
+    return extra is not None and scope.holds(extra)
+
+
+@functools.lru_cache(maxsize=1024)
+def _scope(text: str, platform: str) -> bool | Extras:
+    """Where the requirement `text` applies on `platform`: True/False for one without an `extra`
+    clause, else the extras it holds under. Cached per requirement: asked once per extra."""
+    req = _requirement(text)
+    marker = str(req.marker or "") if req is not None else ""
     if "extra" not in marker:
-        return extra is None and (req.marker is None or req.marker.evaluate(marker_environment(platform)))
-    if extra is None:
-        return False
-    env = dict(marker_environment(platform), extra=extra)
-    return Marker(marker).evaluate(env)
+        return req is not None and (req.marker is None or req.marker.evaluate(marker_environment(platform)))
+    assert req is not None and req.marker is not None
+    return extras_where(req.marker, marker_environment(platform))
+
+
+@functools.lru_cache(maxsize=1024)
+def _requirement(text: str) -> Requirement | None:
+    """`text` parsed once: declared_nvidia is asked once per extra the wheel names."""
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
 
 
 def declared_nvidia(requires_dist: Iterable[str], platform: str, extra: str | None,
@@ -86,11 +104,10 @@ def declared_nvidia(requires_dist: Iterable[str], platform: str, extra: str | No
     toolkit = _table()[1].get(major, {})
     out: dict[str, str] = {}
     for text in requires_dist:
-        try:
-            req = Requirement(text)
-        except InvalidRequirement:
+        req = _requirement(text)
+        if req is None:
             continue  # reported by runtime-declared's parse check
-        if not _in_scope(req, platform, extra):
+        if not _in_scope(text, req, platform, extra):
             continue
         name = canonicalize_name(req.name)
         if name == "cuda-toolkit":

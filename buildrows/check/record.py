@@ -60,6 +60,8 @@ def parse_record(data: bytes, where: str) -> BuildRecord:
         raw: Any = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise BuildRecordError(f"{where}: not a JSON object: {e}") from None
+    except RecursionError:  # issue 37: `{"a":{"a":...` 100,000 deep
+        raise BuildRecordError(f"{where}: nested too deeply to be a build record") from None
     if not isinstance(raw, dict):
         raise BuildRecordError(f"{where}: not a JSON object")
     if not isinstance(raw.get("row"), str) or not raw["row"]:

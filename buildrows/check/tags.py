@@ -87,7 +87,7 @@ def train_of_name(name: WheelName) -> Train | None:
     if local is None:
         return None
     for part in re.split(r"[._]", local):
-        if re.fullmatch(r"cu\d{2,3}", part):
+        if re.fullmatch(r"cu[0-9]{2,3}", part):  # ASCII digits: `\d` took Arabic-Indic digits, which Train.parse refused
             return Train.parse(part)
     return None
 

@@ -56,6 +56,11 @@ CONFIG_NAMES = ("buildrows.toml", "pyproject.toml")
 
 
 @cache
+def _row_name_chars() -> re.Pattern[str]:
+    return re.compile(r"[A-Za-z0-9._+-]+")
+
+
+@cache
 def _py() -> re.Pattern[str]:  # ASCII digits; fullmatch: no trailing newline
     return re.compile(r"3\.([0-9]{1,2})(t?)")
 
@@ -176,6 +181,9 @@ def load_policy(path: str | Path | None = None) -> Policy:
     """Read, validate and resolve a policy; raise one error that lists every problem."""
     cfg = find_config(path)
     text = _read(cfg)
+    from buildrows.policy.bounds import check_bounds
+
+    check_bounds(text, cfg)  # before tomllib: deep nesting and long dotted keys cost it GBs (issue 37)
     try:
         doc: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -512,6 +520,9 @@ class _Resolver:
         for i, v in enumerate(p["versions"]):
             if not _py().fullmatch(v):
                 self.problem(("python", "versions", i), f"{v!r} is not a Python version", hint="write it as '3.12' (or '3.13t' for free-threaded)")
+            elif v.endswith("t") and int(v[2:-1]) < 13:
+                self.problem(("python", "versions", i), f"{v!r} does not exist: free-threaded CPython starts at 3.13 "
+                             "(PEP 703)", hint=f"write {v[:-1]!r}, or '3.13t' for a free-threaded build")
             elif v in out:
                 self.problem(("python", "versions", i), f"{v!r} is listed twice", hint="list each version once")
             else:
@@ -888,7 +899,11 @@ class _Resolver:
         for name, e in raw.items():
             pname = e["platform"]
             os_, machine = _PLATFORM_PARTS[pname]
-            if not name.startswith(pname + "-"):
+            if not _row_name_chars().fullmatch(name):
+                self.problem(("empty", name), f"the name {name!r} has characters a row name cannot have (a newline "
+                             "would print as a row of its own in `buildrows rows` and in CI's matrix)",
+                             hint="use letters, digits and . _ + - only, e.g. linux-x86_64-jetpack")
+            elif not name.startswith(pname + "-"):
                 self.problem(("empty", name), f"the name {name!r} must start with its platform {pname!r}",
                              hint=f"rename it, e.g. {pname}-jetpack")
             cuda = None

@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from buildrows.errors import BadInput
 from buildrows.metadata import LOCAL_VERSION_VAR as LOCAL_VERSION_VAR
@@ -89,7 +89,28 @@ def environment_from_plan(plan: RowPlan, env: Mapping[str, str]) -> dict[str, st
     ours = [_define(k, v) for k, v in plan.cache if k != "CMAKE_CUDA_COMPILER" or k in given]
     previous = env.get("CMAKE_ARGS", "").strip()
     values["CMAKE_ARGS"] = " ".join([previous, *ours] if previous else ours)
+    _refuse_oversized(values, [previous, *ours])
     return values
+
+
+#: Linux's MAX_ARG_STRLEN: no one environment string (`NAME=value`) may be longer, or every program
+#: started with it fails with "Argument list too long" (E2BIG). Windows' limit is 32,767 characters.
+MAX_VARIABLE_BYTES: Final = 128 * 1024 - 1
+
+
+def _refuse_oversized(values: Mapping[str, str], tokens: list[str]) -> None:
+    """Refuse (not warn: nothing could run after it) a variable no process can be started with
+    (issue 37: a 100 KB policy value made CMAKE_ARGS 300 KB, and every program after
+    `source $BUILD_ENV_FILE` failed)."""
+    for name, value in values.items():
+        size = len(name.encode()) + 1 + len(value.encode("utf-8", "surrogateescape"))
+        if size > MAX_VARIABLE_BYTES:
+            longest = max(tokens, key=len) if name == "CMAKE_ARGS" and tokens else value
+            raise BadInput(f"{name} would be {size} bytes, more than the {MAX_VARIABLE_BYTES + 1} bytes Linux allows one "
+                           "environment variable (MAX_ARG_STRLEN): every program started after it would fail with "
+                           f"'Argument list too long'; its longest part is {len(longest)} bytes: {longest[:60]!r}...\n"
+                           "    fix: shorten that value in the policy (or in the CMAKE_ARGS you set), or move it into a "
+                           "file the project reads")
 
 
 # The characters shlex.split treats specially (`;` and `$` are plain to it).
