@@ -1,0 +1,118 @@
+"""What `buildrows init` writes from a project's own switches and sources (`policy.switches`).
+
+The lines go into the starting policy beside the ones `policy.starter` writes: the switches with
+their on-values (`env-switches`), the variable that stops a download of a prebuilt wheel and the
+hidden GPU (`[project.cpu-env]` / `[project.cuda-env]`), `cpu-wheel = "pure"` for a CPU build
+that is a pure-Python JIT wheel, the architecture list a setup.py hard-codes; and the summary
+lines that say what was found, or plainly that nothing was, and what that means for each row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from buildrows.policy.switches import EnvSwitch, SetupSources
+
+
+def _q(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def merged_switches(known: Sequence[str], sources: SetupSources) -> tuple[str, ...]:
+    """init's list of known names, then every other switch the setup.py reads, with its on-value."""
+    names = {s.removeprefix("!") for s in known}
+    found = {s.name: s for s in sources.switches}
+    out: list[str] = []
+    for s in known:  # a known name keeps init's spelling, unless its on-value is not 1
+        sw = found.get(s.removeprefix("!"))
+        out.append(sw.entry if sw is not None and (sw.on != "1" or sw.truthiness) else s)
+    out += [s.entry for s in sources.switches if s.name not in names]
+    return tuple(out)
+
+
+def no_cpu_build(sources: SetupSources, torch: bool) -> bool:
+    """A torch extension whose setup.py builds only CUDAExtensions and whose package compiles
+    nothing at run time: a CPU row gives a wheel with no compiled code that cannot import its
+    extension (causal-conv1d 1.7.0 with CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE)."""
+    return torch and sources.cuda_extension and not sources.cpp_extension and sources.jit is None
+
+
+def pure_cpu_wheel(sources: SetupSources, torch: bool) -> bool:
+    """A torch extension whose setup.py builds only CUDAExtensions and whose package compiles its
+    kernels at run time: its CPU wheel is pure Python (gsplat 1.5.3 with BUILD_NO_CUDA=1)."""
+    return torch and sources.cuda_extension and not sources.cpp_extension and sources.jit is not None
+
+
+def project_lines(sources: SetupSources, torch: bool, cpu_rows: bool) -> list[str]:
+    """Lines for [project]: cpu-wheel = "pure" where the CPU build is a pure-Python JIT wheel."""
+    if cpu_rows and pure_cpu_wheel(sources, torch):
+        return [f'cpu-wheel = "pure"  # CUDAExtension only, and the package compiles its kernels at run time '
+                f"({sources.jit}): the CPU wheel is pure Python, pinned to no torch minor"]
+    return []
+
+
+def env_tables(sources: SetupSources, cpu_rows: bool, cuda_rows: bool) -> list[str]:
+    """[project.cpu-env] / [project.cuda-env] lines: the GPU hidden from CPU rows of a setup.py that
+    builds CUDA whenever torch sees one; the variable that stops a download of a prebuilt wheel."""
+    cpu: list[str] = []
+    cuda: list[str] = []
+    force = sources.force_build
+    if force is not None and sources.downloads is not None:
+        line = (f"{force.name} = {_q(force.on)}  # setup.py downloads a prebuilt wheel ({sources.downloads}) unless "
+                f"it is {force.on} ({force.where}): every row builds its own")
+        cpu += [line] if cpu_rows else []
+        cuda += [line] if cuda_rows else []
+    if cpu_rows and sources.detects_gpu is not None:
+        cpu.append(f'CUDA_VISIBLE_DEVICES = ""  # setup.py builds CUDA whenever torch sees a GPU ({sources.detects_gpu}): '
+                   "CPU rows hide it")
+    out: list[str] = []
+    if cpu:
+        out += ["", "[project.cpu-env]  # environment variables for CPU rows only", *cpu]
+    if cuda:
+        out += ["", "[project.cuda-env]  # environment variables for CUDA rows only", *cuda]
+    return out
+
+
+def gencode_archs(sources: SetupSources) -> str | None:
+    """The architecture list a setup.py hard-codes in -gencode flags ("7.5 8.0 9.0"), or None."""
+    if not sources.gencode:
+        return None
+    numbers = sorted({int("".join(c for c in s if c.isdigit())) for s in sources.gencode})
+    return " ".join(f"{n // 10}.{n % 10}" for n in numbers)
+
+
+def summary_lines(sources: SetupSources, switches: Sequence[str], option: str | None, torch: bool,
+                  cpu_rows: bool, hidden: bool) -> list[str]:
+    """What init says it found of the project's switches, or that it found none and what that means.
+    `hidden`: init hides CUDA from CPU rows another way (a [project.cpu-cache] entry)."""
+    out: list[str] = []
+    by_name: dict[str, EnvSwitch] = {s.name: s for s in sources.switches}
+    for entry in switches:
+        name = entry.removeprefix("!").partition("=")[0]
+        sw = by_name.get(name)
+        where = f" ({sw.where}, on when {'truthy' if sw.truthiness else repr(sw.on)})" if sw else ""
+        out.append(f"switch {name}{where}: {'on for CPU rows' if entry.startswith('!') else 'on for CUDA rows'}")
+    if option:
+        out.append(f"CUDA switch: the CMake option {option} (ON for CUDA rows, OFF for CPU rows)")
+    if sources.detects_gpu:
+        out.append(f"setup.py builds CUDA whenever torch sees a GPU ({sources.detects_gpu})"
+                   + (": CPU rows get CUDA_VISIBLE_DEVICES=\"\"" if cpu_rows else ""))
+    if sources.downloads:
+        force = sources.force_build
+        out.append(f"setup.py downloads ({sources.downloads})" + (f": {force.name}={force.on} on every row makes it "
+                                                                 "build instead" if force else
+                                                                 ": no variable that stops it was found"))
+    if sources.gencode:
+        out.append(f"setup.py hard-codes -gencode for {gencode_archs(sources)} ({sources.gencode_where}): "
+                   "TORCH_CUDA_ARCH_LIST is ignored, so the CUDA rows' archs are that list")
+    if no_cpu_build(sources, torch):
+        out.append("no CPU rows: setup.py builds only CUDAExtensions, and its package compiles nothing at run time, "
+                   "so a CPU wheel would not import its extension" if not cpu_rows else
+                   "note: CPU rows, as --cpu asks, though setup.py builds only CUDAExtensions: their wheel carries no "
+                   "extension and its package cannot import one")
+    if not switches and not option and not sources.detects_gpu and not hidden:
+        out.append("no CUDA switch found (no environment variable about CUDA that setup.py reads, no CMake CUDA "
+                   "option): CUDA rows build with the row's nvcc and CUDA_HOME"
+                   + ("; CPU rows have nothing that turns CUDA off: if the project builds CUDA whenever it finds "
+                      "nvcc, their wheel gets device code, which the check refuses" if cpu_rows else ""))
+    return out
