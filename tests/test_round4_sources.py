@@ -304,3 +304,25 @@ def test_the_cache_column_of_a_build_that_compiled_nothing(tmp_path: Path) -> No
     assert cxx_compiles_in_logs(tmp_path) == 1
     assert _setup_py_cache_text(None, False, cxx_runs=1).endswith("C/C++ not cached (setup.py: setuptools runs the "
                                                                   "compiler itself)")
+
+
+def test_doctor_reads_only_what_the_row_reaches(tmp_path: Path) -> None:
+    """llama.cpp's shapes: ggml adds backend directories by a variable, ggml-cuda only under GGML_CUDA
+    (OFF); cpp-httplib fetches BoringSSL/LibreSSL under variables nothing in the project ever sets."""
+    from buildrows.build.doctor import check_network_fetches, cmake_files, cuda_components
+
+    _write(tmp_path, {
+        "CMakeLists.txt": "project(x)\noption(LL_BUILD_COMMON \"c\" ON)\nadd_subdirectory(ggml)\nadd_subdirectory(httplib)\n",
+        "ggml/CMakeLists.txt": 'option(GGML_CUDA "cuda" OFF)\nset(backend_target ggml-cuda)\nadd_subdirectory(${backend_target})\n'
+                               "add_subdirectory(${other})\n",
+        "ggml/ggml-cuda/CMakeLists.txt": "target_link_libraries(g PRIVATE CUDA::cublas)\n",
+        "ggml/ggml-cpu/CMakeLists.txt": "target_link_libraries(c PRIVATE CUDA::nvtx3)\n",
+        "httplib/CMakeLists.txt": "if (LL_BUILD_BORINGSSL)\n  FetchContent_Declare(boringssl URL x)\n"
+                                  "elseif (LL_BUILD_LIBRESSL)\n  FetchContent_Declare(libressl URL y)\nelse()\n"
+                                  "  find_package(OpenSSL)\nendif()\n"})
+    assert set(cuda_components(tmp_path, live=set())) == {"nvtx3"}  # ggml-cuda is not reached on a CPU row
+    assert set(cuda_components(tmp_path, live={"GGML_CUDA"})) == {"nvtx3", "cublas"}
+    assert check_network_fetches(tmp_path, live=set()) is None
+    fetch = check_network_fetches(tmp_path, live={"LL_BUILD_LIBRESSL"})
+    assert fetch is not None and "httplib/CMakeLists.txt:4 FetchContent_Declare" in fetch.seen
+    assert len(list(cmake_files(tmp_path))) == 5  # read without a row: every file, as before

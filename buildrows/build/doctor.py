@@ -522,9 +522,12 @@ def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = N
     with `live` (the variables the row's configure turns on): then a branch under an option that
     is off by default and not turned on is blanked, and what it adds or includes not followed
     (`buildrows.build.cmake_conditions`)."""
-    from buildrows.build.cmake_conditions import Reach
+    from buildrows.build.cmake_conditions import Reach, never_set
 
-    reach = Reach(live) if live is not None else None
+    reach = None
+    if live is not None:  # names no CMake file of the project sets are off too (issue 40: BoringSSL in llama.cpp)
+        every = [p for p in sorted(source.rglob("*")) if p.name == "CMakeLists.txt" or p.suffix == ".cmake"][:2000]
+        reach = Reach(live, never_set((p.read_text(encoding="utf-8", errors="replace") for p in every), live))
     seen: set[Path] = set()
     todo = [source / "CMakeLists.txt"]
     modules: dict[str, Path] | None = None
@@ -554,7 +557,10 @@ def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = N
             if "${" in resolve(m.group(1)).as_posix():
                 # A directory named by a variable (ggml's `add_subdirectory(${backend_dir})` in its
                 # backend function): any subdirectory of this one with a CMakeLists.txt may be it.
-                todo += sorted(here.glob("*/CMakeLists.txt"))
+                # A directory named like an option that is off (ggml-cuda beside GGML_CUDA OFF: ggml
+                # adds it only when the option is on) is not one (issue 40).
+                todo += [p for p in sorted(here.glob("*/CMakeLists.txt")) if reach is None
+                         or p.parent.name.upper().replace("-", "_") not in reach.off]
             else:
                 todo.append(resolve(m.group(1)) / "CMakeLists.txt")
         for m in _INCLUDE.finditer(text):
