@@ -326,3 +326,27 @@ def test_doctor_reads_only_what_the_row_reaches(tmp_path: Path) -> None:
     fetch = check_network_fetches(tmp_path, live={"LL_BUILD_LIBRESSL"})
     assert fetch is not None and "httplib/CMakeLists.txt:4 FetchContent_Declare" in fetch.seen
     assert len(list(cmake_files(tmp_path))) == 5  # read without a row: every file, as before
+
+
+def test_init_excludes_libraries_a_project_installs_twice(tmp_path: Path, cli: Callable[..., Result],
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """llama-cpp-python 0.3.x: its own install function gives each library RPATH $ORIGIN; llama.cpp's
+    install(TARGETS llama LIBRARY) installs another copy without it, whose libggml.so.0 auditwheel
+    cannot locate: init's [repair] excludes the project's own libraries."""
+    project = _write(tmp_path, {
+        "pyproject.toml": '[build-system]\nrequires = ["scikit-build-core"]\nbuild-backend = "scikit_build_core.build"\n'
+                          '[project]\nname = "llamalike"\nversion = "1.0"\n',
+        "CMakeLists.txt": "project(x)\nfunction(my_install target)\n  install(TARGETS ${target} LIBRARY DESTINATION x)\n"
+                          '  set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN")\nendfunction()\n'
+                          "add_subdirectory(vendor/lib)\nmy_install(llama)\nmy_install(ggml-base)\n",
+        "vendor/lib/CMakeLists.txt": 'option(GGML_CUDA "c" OFF)\nfind_package(OpenMP)\nadd_library(llama a.c)\n'
+                                     "install(TARGETS llama LIBRARY)\n"})
+    _init(cli, monkeypatch, project)
+    pol = load_policy(project / "buildrows.toml")
+    assert pol.repair.auditwheel and pol.repair.exclude == ("libggml*.so*", "libllama*.so*")
+    assert "vendor/lib/CMakeLists.txt:4 installs llama again, without the RPATH" in (project / "buildrows.toml").read_text()
+    # installed once: nothing to exclude
+    (project / "vendor/lib/CMakeLists.txt").write_text('find_package(OpenMP)\nadd_library(llama a.c)\n')
+    (project / "buildrows.toml").unlink()
+    _init(cli, monkeypatch, project)
+    assert load_policy(project / "buildrows.toml").repair.exclude == ()

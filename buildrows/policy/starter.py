@@ -61,6 +61,8 @@ class ProjectFacts:
     #: What the setup.py says about CUDA (its switches with their on-values, GPU detection,
     #: downloads, a hard-coded -gencode list, a CUDAExtension-only build): `policy.switches`.
     sources: SetupSources = field(default_factory=SetupSources)
+    #: [repair] exclude globs, and why: the project installs its libraries a second time without RPATH.
+    repair_excludes: tuple[list[str], str] | None = None
 
 
 #: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
@@ -174,9 +176,17 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
     static, finds, checks = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None, None)
     linked = {} if torch else _links_without_runtime(project, driver, runs_cmake)
     openmp = _links_openmp(project, driver, runs_cmake) if driver != "cmake-presets" and not torch else None
+    excludes = None
+    if openmp is not None and runs_cmake:
+        from buildrows.build.doctor import cmake_files, cmake_source_dir
+        from buildrows.policy.starter_sources import repair_excludes
+
+        excludes = repair_excludes([(p.relative_to(project).as_posix() if p.is_relative_to(project) else str(p), t)
+                                    for p, t in cmake_files(cmake_source_dir(project, driver))])
     return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches, static,
                         None if option else finds, _linked_text(linked) if linked else None, tuple(linked),
-                        checks_cuda=None if option else checks, openmp=openmp, sources=sources)
+                        checks_cuda=None if option else checks, openmp=openmp, sources=sources,
+                        repair_excludes=excludes)
 
 
 _OPENMP = re.compile(r"\bfind_package\s*\(\s*OpenMP\b|\bOpenMP::OpenMP_(?:C|CXX)\b|-fopenmp\b", re.IGNORECASE)
@@ -422,6 +432,7 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     if facts.openmp and platform.startswith("linux"):
         lines += ["", "[repair]", f"auditwheel = true  # it links OpenMP ({facts.openmp}): `buildrows build` bundles "
                   "libgomp into each Linux wheel with auditwheel before the check"]
+        lines += ss.repair_lines(facts.repair_excludes)
     return "\n".join(lines) + "\n"
 
 

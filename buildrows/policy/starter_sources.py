@@ -9,6 +9,7 @@ lines that say what was found, or plainly that nothing was, and what that means 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from buildrows.policy.switches import EnvSwitch, SetupSources
@@ -116,3 +117,48 @@ def summary_lines(sources: SetupSources, switches: Sequence[str], option: str | 
                    + ("; CPU rows have nothing that turns CUDA off: if the project builds CUDA whenever it finds "
                       "nvcc, their wheel gets device code, which the check refuses" if cpu_rows else ""))
     return out
+
+
+_FUNCTION = re.compile(r"^[ \t]*(?:function|macro)\s*\(\s*([A-Za-z0-9_]+)\s+([A-Za-z0-9_]+)[^)]*\)(.*?)^[ \t]*end(?:function|macro)\b",
+                       re.MULTILINE | re.DOTALL | re.IGNORECASE)
+_INSTALL_TARGETS = re.compile(r"\binstall\s*\(\s*TARGETS\s+([^)]*?)(?:\s+(?:LIBRARY|RUNTIME|ARCHIVE|EXPORT|PUBLIC_HEADER|"
+                              r"DESTINATION|COMPONENT|FRAMEWORK|RESOURCE|INCLUDES)\b|\))", re.IGNORECASE)
+
+
+def repair_excludes(texts: Sequence[tuple[str, str]]) -> tuple[list[str], str] | None:
+    """The `[repair] exclude` globs of a project that installs its libraries twice: once through a
+    function of its own (llama-cpp-python's llama_cpp_python_install_target, which gives each the
+    RPATH $ORIGIN), and again by a vendored install(TARGETS ...) without it (llama.cpp's
+    `install(TARGETS llama LIBRARY)`): auditwheel cannot locate what that copy NEEDS (libggml.so.0)
+    and stops. The project's own libraries need no bundling: excluded by their prefix
+    (`libggml*.so*`), with where the second install is. None when no such pair is found.
+    `texts`: (the file's name, its text) of every CMake file a configure reads."""
+    own: list[str] = []
+    functions: list[str] = []
+    for _, text in texts:
+        for m in _FUNCTION.finditer(text):
+            if re.search(r"\binstall\s*\(\s*TARGETS\s+\$\{" + re.escape(m.group(2)) + r"\}", m.group(3), re.IGNORECASE):
+                functions.append(m.group(1))
+    for _, text in texts:
+        for name in functions:
+            own += re.findall(r"^[ \t]*" + re.escape(name) + r"\s*\(\s*([A-Za-z0-9_.+-]+)\s*\)", text,
+                              re.MULTILINE | re.IGNORECASE)
+    if not own:
+        return None
+    for where, text in texts:
+        for m in _INSTALL_TARGETS.finditer(text):
+            again = [t for t in m.group(1).split() if t in own]
+            if again:
+                line = text.count("\n", 0, m.start()) + 1
+                globs = sorted({f"lib{t.split('-')[0]}*.so*" for t in own})
+                return globs, f"{where}:{line} installs {again[0]} again, without the RPATH its own install gives it"
+    return None
+
+
+def repair_lines(excludes: tuple[list[str], str] | None) -> list[str]:
+    """`exclude = [...]` under [repair] for `repair_excludes`' finding."""
+    if excludes is None:
+        return []
+    globs, why = excludes
+    return ["exclude = [" + ", ".join(_q(g) for g in globs) + f"]  # the project's own libraries: {why}, and "
+            "auditwheel stops at what that copy NEEDS"]
