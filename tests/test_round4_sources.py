@@ -113,6 +113,9 @@ def test_setup_py_downloads_gencode_gpu_and_jit(tmp_path: Path) -> None:
     splat = read_setup_py(_write(tmp_path / "s", {"setup.py": GSPLATLIKE, "splat/_backend.py": GSPLAT_BACKEND}))
     assert splat.jit == "splat/_backend.py:5"
     assert read_setup_py(_write(tmp_path / "bad", {"setup.py": "def (:\n"})).switches == ()
+    sort = read_setup_py(_write(tmp_path / "t", {"setup.py": "from subprocess import call\ndef f():\n"
+                                                               "    call(['nvcc'], stdout=None)\n"}))
+    assert sort.detects_nvcc == "setup.py:3 call(['nvcc'])"
 
 
 def _init(cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch, project: Path, *args: str) -> Result:

@@ -98,6 +98,10 @@ def summary_lines(sources: SetupSources, switches: Sequence[str], option: str | 
     if sources.detects_gpu:
         out.append(f"setup.py builds CUDA whenever torch sees a GPU ({sources.detects_gpu})"
                    + (": CPU rows get CUDA_VISIBLE_DEVICES=\"\"" if cpu_rows else ""))
+    if sources.detects_nvcc and cpu_rows:
+        out.append(f"setup.py builds CUDA whenever it finds nvcc ({sources.detects_nvcc}), and no switch turns that "
+                   "off: build the CPU rows where no nvcc is on PATH, or their wheel gets device code, which the check "
+                   "refuses")
     if sources.downloads:
         force = sources.force_build
         out.append(f"setup.py downloads ({sources.downloads})" + (f": {force.name}={force.on} on every row makes it "
@@ -111,7 +115,7 @@ def summary_lines(sources: SetupSources, switches: Sequence[str], option: str | 
                    "so a CPU wheel would not import its extension" if not cpu_rows else
                    "note: CPU rows, as --cpu asks, though setup.py builds only CUDAExtensions: their wheel carries no "
                    "extension and its package cannot import one")
-    if not switches and not option and not sources.detects_gpu and not hidden:
+    if not switches and not option and not sources.detects_gpu and not sources.detects_nvcc and not hidden:
         out.append("no CUDA switch found (no environment variable about CUDA that setup.py reads, no CMake CUDA "
                    "option): CUDA rows build with the row's nvcc and CUDA_HOME"
                    + ("; CPU rows have nothing that turns CUDA off: if the project builds CUDA whenever it finds "

@@ -71,6 +71,9 @@ class SetupSources:
     #: setup.py whose only extension is CUDA: its CPU wheel is pure Python (gsplat 1.5.3).
     jit: str | None = None
     read: tuple[str, ...] = field(default=())  # every variable it reads
+    #: Where it runs or looks up nvcc itself (torchsort 0.1.10's `call(["nvcc"])`): CUDA whenever
+    #: the builder has nvcc on PATH, which no switch turns off.
+    detects_nvcc: str | None = None
 
 
 def _const_str(node: ast.AST) -> str | None:
@@ -154,7 +157,7 @@ def read_setup_py(project: Path) -> SetupSources:
     switches: dict[str, EnvSwitch] = {}
     force_build: EnvSwitch | None = None
     read: list[str] = []
-    downloads = detects_gpu = gencode_where = None
+    downloads = detects_gpu = gencode_where = detects_nvcc = None
     gencode: list[str] = []
     cuda_ext = cpp_ext = False
     for node in ast.walk(tree):
@@ -183,6 +186,8 @@ def read_setup_py(project: Path) -> SetupSources:
                                       or (dotted in ("subprocess.run", "subprocess.check_call", "subprocess.call")
                                       and _runs_fetcher(node))):
                 downloads = f"setup.py:{line} {dotted}"
+            if detects_nvcc is None and _names_nvcc(node) and dotted.rsplit(".", 1)[-1] in _NVCC_CALLS:
+                detects_nvcc = f"setup.py:{line} {dotted}(['nvcc'])"
             last = dotted.rsplit(".", 1)[-1]
             if last == "CUDAExtension":
                 cuda_ext = True
@@ -196,7 +201,18 @@ def read_setup_py(project: Path) -> SetupSources:
                     gencode_where = gencode_where or f"setup.py:{line}"
     jit = _jit_load(project) if cuda_ext and not cpp_ext else None
     return SetupSources(tuple(switches.values()), force_build, downloads, detects_gpu, tuple(gencode),
-                        gencode_where, cuda_ext, cpp_ext, jit, tuple(read))
+                        gencode_where, cuda_ext, cpp_ext, jit, tuple(read), detects_nvcc)
+
+
+_NVCC_CALLS = ("call", "run", "check_call", "check_output", "Popen", "which", "find_executable")
+
+
+def _names_nvcc(node: ast.Call) -> bool:
+    """Whether a call's first argument is "nvcc", or a list starting with it."""
+    first = node.args[0] if node.args else None
+    if isinstance(first, (ast.List, ast.Tuple)) and first.elts:
+        first = first.elts[0]
+    return first is not None and _const_str(first) == "nvcc"
 
 
 def _assigned_into(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
