@@ -10,8 +10,10 @@ One rule, kept small and on the safe side: a branch `if(A AND B ...)` is dead wh
 conjuncts (`NOT MSVC` may be another) is a bare name declared `option(NAME "..." OFF)` (or with no default) in the project's
 CMake and turned on by nothing the row gives (its cache, the cuda-option, pyproject's
 `[tool.scikit-build.cmake.define]`, `-D` in CMAKE_ARGS) nor by a `set(NAME ON ...)` the live text
-reaches. Everything else (`OR`, a parenthesised group, a `NOT NAME` alone, variables, `else()`
-branches) is taken as reachable, as before.
+reaches. Issue 40 adds: a name no CMake file of the project sets or declares, sharing the prefix of
+its options (`never_set`: llama.cpp's LLAMA_BUILD_BORINGSSL), is off too, and an `elseif()`
+whose own condition is dead is. Everything else (`OR`, a parenthesised group, a `NOT NAME` alone,
+other variables, `else()` branches) is taken as reachable, as before.
 """
 
 from __future__ import annotations
