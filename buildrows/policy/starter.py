@@ -176,13 +176,9 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
     static, finds, checks = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None, None)
     linked = {} if torch else _links_without_runtime(project, driver, runs_cmake)
     openmp = _links_openmp(project, driver, runs_cmake) if driver != "cmake-presets" and not torch else None
-    excludes = None
-    if openmp is not None and runs_cmake:
-        from buildrows.build.doctor import cmake_files, cmake_source_dir
-        from buildrows.policy.starter_sources import repair_excludes
+    from buildrows.policy.starter_sources import project_repair_excludes
 
-        excludes = repair_excludes([(p.relative_to(project).as_posix() if p.is_relative_to(project) else str(p), t)
-                                    for p, t in cmake_files(cmake_source_dir(project, driver))])
+    excludes = project_repair_excludes(project, driver) if openmp is not None and runs_cmake else None
     return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches, static,
                         None if option else finds, _linked_text(linked) if linked else None, tuple(linked),
                         checks_cuda=None if option else checks, openmp=openmp, sources=sources,
@@ -518,7 +514,9 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
                 v = f"3.{m.group(1)}{m.group(2)}"
                 if v not in pythons:
                     pythons.append(v)
-    cuda = _hard_coded_archs(facts, cuda, platform)
+    from buildrows.policy.starter_sources import hard_coded_start
+
+    cuda = hard_coded_start(facts.sources, cuda)
     text = starter_text(facts, platform, pythons, cuda, cpu=args.cpu)
     _validate(text, project)
     from buildrows.policy.starter_sources import summary_lines
@@ -528,23 +526,6 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
     summary.append(f"platform {platform}, Python {', '.join(pythons)}"
                    + (f", CUDA {cuda.train.dotted}" if cuda else "") + (", CPU" if keeps_cpu(facts, cuda, args.cpu) else ""))
     return text, summary
-
-
-def _hard_coded_archs(facts: ProjectFacts, cuda: CudaStart | None, platform: str) -> CudaStart | None:
-    """A setup.py that hard-codes its -gencode list builds that list whatever the row says: the
-    CUDA rows' list is it (cubins only), where the train can compile it; else as it was."""
-    from buildrows.policy.archs import ArchError, parse_arch_list
-    from buildrows.policy.starter_sources import gencode_archs
-
-    text = gencode_archs(facts.sources)
-    if cuda is None or cuda.facts is not None or text is None:
-        return cuda
-    try:
-        archs = parse_arch_list(text, ptx="none")
-    except ArchError:
-        return cuda
-    return CudaStart(cuda.train, archs, text, True, f"the list setup.py hard-codes ({facts.sources.gencode_where}): "
-                     "its -gencode flags make torch ignore TORCH_CUDA_ARCH_LIST")
 
 
 def _nvcc_train(summary: list[str]) -> Train | None:

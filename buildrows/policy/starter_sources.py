@@ -9,10 +9,18 @@ lines that say what was found, or plainly that nothing was, and what that means 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from buildrows.policy.switches import EnvSwitch, SetupSources
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from buildrows.policy.model import Driver
+    from buildrows.policy.starter import CudaStart
 
 
 def _q(value: str) -> str:
@@ -166,3 +174,28 @@ def repair_lines(excludes: tuple[list[str], str] | None) -> list[str]:
     globs, why = excludes
     return ["exclude = [" + ", ".join(_q(g) for g in globs) + f"]  # the project's own libraries: {why}, and "
             "auditwheel stops at what that copy NEEDS"]
+
+
+def hard_coded_start(sources: SetupSources, cuda: CudaStart | None) -> CudaStart | None:
+    """A setup.py that hard-codes its -gencode list builds that list whatever the row says: the
+    CUDA rows' list is it (cubins only), where the train can compile it; else `cuda` as it was."""
+    from buildrows.policy.archs import ArchError, parse_arch_list
+
+    text = gencode_archs(sources)
+    if cuda is None or cuda.facts is not None or text is None:
+        return cuda
+    try:
+        archs = parse_arch_list(text, ptx="none")
+    except ArchError:
+        return cuda
+    return dataclasses.replace(cuda, archs=archs, text=text, ptx_none=True,
+                               source=f"the list setup.py hard-codes ({sources.gencode_where}): its -gencode flags "
+                                      "make torch ignore TORCH_CUDA_ARCH_LIST")
+
+
+def project_repair_excludes(project: Path, driver: Driver) -> tuple[list[str], str] | None:
+    """`repair_excludes` over every CMake file the project's configure reads."""
+    from buildrows.build.doctor import cmake_files, cmake_source_dir
+
+    return repair_excludes([(p.relative_to(project).as_posix() if p.is_relative_to(project) else str(p), t)
+                            for p, t in cmake_files(cmake_source_dir(project, driver))])
