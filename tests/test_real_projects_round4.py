@@ -21,8 +21,11 @@ the policy `buildrows init` writes and no edit but the architecture list.
 - llama-cpp-python 0.3.36: scikit-build-core, option(GGML_CUDA ... OFF) in vendor/llama.cpp/ggml.
   init writes cuda-option = "GGML_CUDA"; doctor gives the CPU row no network note (BoringSSL and
   LibreSSL sit under variables nothing sets, CCCL in ggml-cuda, which the CPU row never adds) and
-  no cuBLAS demand; the CUDA row names cuBLAS in ggml-cuda. Not built here (ggml's CPU backend
-  alone is many minutes on 2 cores).
+  no cuBLAS demand; the CUDA row names cuBLAS in ggml-cuda. init also writes [repair] auditwheel
+  (ggml's -fopenmp) with exclude = ["libggml*.so*", "libllama*.so*", "libmtmd*.so*"]: llama.cpp
+  installs libllama a second time without RPATH. The CPU row built (29m38s on 2 shared cores,
+  BUILDROWS_REAL_PROJECTS_LONG=1), auditwheel excluded the project's own libraries and bundled
+  libgomp, the check passed, and llama_cpp imports and reports OPENMP = 1.
 
 Opt-in (BUILDROWS_REAL_PROJECTS=1). The sdists are fetched once into $BUILDROWS_TEST_SDISTS (else a
 session directory) and checked against their sha256.
@@ -176,3 +179,27 @@ def test_llama_cpp_python_option_in_a_subdirectory(cli: Callable[..., Result], s
     assert "GGML_CUDA=OFF" in r.out and "network" not in r.out and "CUDA::" not in r.out, r.out
     r = cli("doctor", CUDA)
     assert "vendor/llama.cpp/ggml/src/ggml-cuda/CMakeLists.txt" in r.out
+
+
+@pytest.mark.skipif(os.environ.get("BUILDROWS_REAL_PROJECTS_LONG") != "1",
+                    reason="llama-cpp-python's CPU row builds for ~30 minutes on 2 cores: set BUILDROWS_REAL_PROJECTS_LONG=1")
+def test_llama_cpp_python_cpu_row_repaired_with_init_s_exclude(
+        cli: Callable[..., Result], sdist: Callable[[str, str], Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """init's [repair] auditwheel with its exclude: llama.cpp's second, RPATH-less install of libllama
+    (lib/libllama.so.0 NEEDS libggml.so.0) no longer stops auditwheel; libgomp is bundled."""
+    pytest.importorskip("auditwheel")
+    src = sdist("llama_cpp_python", "0.3.36")
+    _init(cli, src, monkeypatch, tmp_path)
+    text = (src / "buildrows.toml").read_text()
+    assert 'exclude = ["libggml*.so*", "libllama*.so*", "libmtmd*.so*"]' in text
+    out = tmp_path / "dist"
+    r = cli("build", CPU, "--wheel-dir", str(out))
+    assert r.code == 0, r.out + r.err
+    said = r.out + r.err
+    assert "repaired by auditwheel" in said and "libgomp" in said
+    (wheel,) = out.glob("*.whl")
+    pytest.importorskip("diskcache")
+    got = _install_and_run(wheel, "import llama_cpp; print(llama_cpp.llama_supports_gpu_offload(), "
+                           "'OPENMP = 1' in llama_cpp.llama_print_system_info().decode())", tmp_path)
+    assert got == "False True"
