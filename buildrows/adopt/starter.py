@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -28,6 +28,7 @@ from buildrows.adopt.from_wheel import (
 from buildrows.errors import BadInput
 from buildrows.policy.archs import ArchList, Train
 from buildrows.policy.model import Driver
+from buildrows.policy.switches import SetupSources
 
 #: Python versions a starting policy builds (the seed's allowlist); the running one is added.
 START_PYTHONS = ("3.10", "3.11", "3.12", "3.13")
@@ -57,6 +58,11 @@ class ProjectFacts:
     #: Where it links OpenMP (find_package(OpenMP), -fopenmp), not being a torch extension: its
     #: Linux wheels NEED libgomp, which only a repair bundles ([repair] auditwheel); None otherwise.
     openmp: str | None = None
+    #: What the setup.py says about CUDA (its switches with their on-values, GPU detection,
+    #: downloads, a hard-coded -gencode list, a CUDAExtension-only build): `policy.switches`.
+    sources: SetupSources = field(default_factory=SetupSources)
+    #: [repair] exclude globs, and why: the project installs its libraries a second time without RPATH.
+    repair_excludes: tuple[list[str], str] | None = None
 
 
 #: Environment switches setup.py files read to turn CUDA on (or, "!", to force CPU).
@@ -151,6 +157,11 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
         raise BadInput(f"{project} has no setup.py, pyproject.toml or CMakeLists.txt: buildrows cannot tell how it "
                        "is built\n    fix: run buildrows init in the project's root directory (or pass --driver)")
     torch, switches, runs_cmake = _setup_py_facts(project) if driver == "setup.py" else (False, (), True)
+    from buildrows.adopt.starter_sources import cmake_cuda_option, merged_switches
+    from buildrows.policy.switches import read_setup_py
+
+    sources = read_setup_py(project) if driver == "setup.py" else SetupSources()
+    switches = merged_switches(switches, sources)
     option, option_from = None, None
     # A setup.py that never runs CMake never reads a CMakeLists.txt's option (diso ships one for
     # another build): no cuda-option from it.
@@ -158,12 +169,20 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
         m = _OPTION.search(cmakelists.read_text(encoding="utf-8", errors="replace"))
         if m:
             option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
+    if option is None and runs_cmake and driver != "cmake-presets":  # one in a subdirectory it adds (ggml's GGML_CUDA)
+        from buildrows.build.doctor import cmake_source_dir
+
+        option, option_from = cmake_cuda_option(cmake_source_dir(project, driver), project) or (None, None)
     static, finds, checks = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None, None)
     linked = {} if torch else _links_without_runtime(project, driver, runs_cmake)
     openmp = _links_openmp(project, driver, runs_cmake) if driver != "cmake-presets" and not torch else None
+    from buildrows.adopt.starter_sources import project_repair_excludes
+
+    excludes = project_repair_excludes(project, driver) if openmp is not None and runs_cmake else None
     return ProjectFacts(name, driver, why, option, option_from, name_from, torch, switches, static,
                         None if option else finds, _linked_text(linked) if linked else None, tuple(linked),
-                        checks_cuda=None if option else checks, openmp=openmp)
+                        checks_cuda=None if option else checks, openmp=openmp, sources=sources,
+                        repair_excludes=excludes)
 
 
 _OPENMP = re.compile(r"\bfind_package\s*\(\s*OpenMP\b|\bOpenMP::OpenMP_(?:C|CXX)\b|-fopenmp\b", re.IGNORECASE)
@@ -348,11 +367,15 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
                      "setup.py stays as it is")
     if facts.switches:
         lines.append("env-switches = [" + ", ".join(_q(s) for s in facts.switches) + "]  # read by setup.py "
-                     "(1 on CUDA rows, 0 on CPU rows; !NAME the other way round)")
+                     "(1 on CUDA rows, 0 on CPU rows; !NAME the other way round; NAME=VALUE: VALUE where on, "
+                     "empty where off)")
     if facts.cuda_option:
         lines.append(f"cuda-option = {_q(facts.cuda_option)}  # from {facts.cuda_option_from}: ON for CUDA rows, OFF for CPU rows")
     elif not facts.torch:
         lines.append("# cuda-option = \"MYPROJ_BUILD_CUDA\"  # the project's CMake switch for CUDA, if it has one")
+    from buildrows.adopt import starter_sources as ss
+
+    lines += ss.project_lines(facts.sources, facts.torch, keeps_cpu(facts, cuda, cpu))
     lines += ["", "[python]", "versions = [" + ", ".join(_q(v) for v in pythons) + "]"]
     trains = ", ".join(_q(t.dotted) for t in trains_of(cuda.facts, cuda.train)) if cuda is not None else ""
     if cuda is not None:
@@ -389,6 +412,8 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
         if hide:
             at = lines.index("[python]") - 1
             lines[at:at] = ["", "[project.cpu-cache]  # CMake cache variables for CPU rows only", *hide]
+    at = lines.index("[python]") - 1
+    lines[at:at] = ss.env_tables(facts.sources, keeps_cpu(facts, cuda, cpu), cuda is not None)
     if cuda is not None:
         lines += ["", f"# {cuda.source}", f"[[platforms.{platform}.cuda]]", f"trains = [{_q(cuda.train.dotted)}]",
                   f"archs = {_q(cuda.text)}"]
@@ -403,6 +428,7 @@ def starter_text(facts: ProjectFacts, platform: str, pythons: list[str], cuda: C
     if facts.openmp and platform.startswith("linux"):
         lines += ["", "[repair]", f"auditwheel = true  # it links OpenMP ({facts.openmp}): `buildrows build` bundles "
                   "libgomp into each Linux wheel with auditwheel before the check"]
+        lines += ss.repair_lines(facts.repair_excludes)
     return "\n".join(lines) + "\n"
 
 
@@ -411,6 +437,10 @@ def keeps_cpu(facts: ProjectFacts, cuda: CudaStart | None, cpu: bool) -> bool:
     CUDA off itself (a cuda-option, env-switches, a torch extension) or that CPU rows can keep from
     finding CUDA (`finds_cuda`). `init --cuda 13.0` keeps the
     CPU rows plain `init` writes for such a project, and adds the train (issue 28)."""
+    from buildrows.adopt.starter_sources import no_cpu_build
+
+    if cuda is not None and not cpu and no_cpu_build(facts.sources, facts.torch):
+        return False  # CUDAExtension only, nothing compiled at run time: a CPU wheel would not import
     return cpu or cuda is None or bool(facts.cuda_option or facts.switches or facts.torch or facts.finds_cuda
                                        or facts.checks_cuda)
 
@@ -484,8 +514,15 @@ def starter(project: Path, args: InitRequest) -> tuple[str, list[str]]:
                 v = f"3.{m.group(1)}{m.group(2)}"
                 if v not in pythons:
                     pythons.append(v)
+    from buildrows.adopt.starter_sources import hard_coded_start
+
+    cuda = hard_coded_start(facts.sources, cuda)
     text = starter_text(facts, platform, pythons, cuda, cpu=args.cpu)
     _validate(text, project)
+    from buildrows.adopt.starter_sources import summary_lines
+
+    summary += summary_lines(facts.sources, facts.switches, facts.cuda_option, facts.torch,
+                             keeps_cpu(facts, cuda, args.cpu), bool(facts.finds_cuda or facts.checks_cuda))
     summary.append(f"platform {platform}, Python {', '.join(pythons)}"
                    + (f", CUDA {cuda.train.dotted}" if cuda else "") + (", CPU" if keeps_cpu(facts, cuda, args.cpu) else ""))
     return text, summary

@@ -10,8 +10,10 @@ One rule, kept small and on the safe side: a branch `if(A AND B ...)` is dead wh
 conjuncts (`NOT MSVC` may be another) is a bare name declared `option(NAME "..." OFF)` (or with no default) in the project's
 CMake and turned on by nothing the row gives (its cache, the cuda-option, pyproject's
 `[tool.scikit-build.cmake.define]`, `-D` in CMAKE_ARGS) nor by a `set(NAME ON ...)` the live text
-reaches. Everything else (`OR`, a parenthesised group, a `NOT NAME` alone, variables, `else()`
-branches) is taken as reachable, as before.
+reaches. Issue 40 adds: a name no CMake file of the project sets or declares, sharing the prefix of
+its options (`never_set`: llama.cpp's LLAMA_BUILD_BORINGSSL), is off too, and an `elseif()`
+whose own condition is dead is. Everything else (`OR`, a parenthesised group, a `NOT NAME` alone,
+other variables, `else()` branches) is taken as reachable, as before.
 """
 
 from __future__ import annotations
@@ -86,8 +88,10 @@ def _blank(text: str, off: Collection[str]) -> str:
         if word == "if":
             stack.append(dead)
             now = dead or _dead(condition, off)
-        elif word in ("elseif", "else"):
-            now = stack[-1] if stack else False  # another branch: as reachable as the if() itself
+        elif word == "elseif":  # another branch: as reachable as the if() itself, unless its own condition is dead
+            now = (stack[-1] if stack else False) or _dead(condition, off)
+        elif word == "else":
+            now = stack[-1] if stack else False
         else:
             now = stack.pop() if stack else False
         if now and not dead:
@@ -107,12 +111,39 @@ def _blank(text: str, off: Collection[str]) -> str:
     return "".join(out)
 
 
-class Reach:
-    """The options seen so far, as the files of one configure are read in order."""
+_ANY_SET = re.compile(r"^[ \t]*(?:set|option|cmake_dependent_option)\s*\(\s*([A-Za-z0-9_]+)\b",
+                      re.MULTILINE | re.IGNORECASE)
+_NAME = re.compile(r"^[A-Z][A-Z0-9]*_[A-Z0-9_]+$")
 
-    def __init__(self, on: Collection[str]) -> None:
+
+def never_set(texts: Iterable[str], on: Collection[str]) -> set[str]:
+    """Names a condition may test that no file of the project ever sets, declares as an option or
+    the row turns on, and whose prefix is the prefix of the project's own options (LLAMA_BUILD_BORINGSSL
+    beside option(LLAMA_BUILD_COMMON ...)): false in every configure of the row. Names that CMake or a
+    find_package sets (WIN32, OpenMP_FOUND) have no such prefix, or end in _FOUND, and are left alone."""
+    set_names: set[str] = set()
+    tested: set[str] = set()
+    prefixes: set[str] = set()
+    for text in texts:
+        for m in _ANY_SET.finditer(text):
+            set_names.add(m.group(1))
+        for m in _OPTION.finditer(text):
+            prefixes.add(m.group(1).split("_", 1)[0])
+        for m in _BLOCK.finditer(text):
+            if m.group(1).lower() in ("if", "elseif"):
+                condition, _ = _args(text, m.end() - 1)
+                tested |= {w for w in condition.split() if _NAME.match(w)}
+    return {n for n in tested - set_names - set(on)
+            if n.split("_", 1)[0] in prefixes and not n.endswith("_FOUND")}
+
+
+class Reach:
+    """The options seen so far, as the files of one configure are read in order. `unset`: names no
+    file ever sets (`never_set`), dead wherever they are a conjunct."""
+
+    def __init__(self, on: Collection[str], unset: Collection[str] = ()) -> None:
         self.on = set(on)
-        self.off: set[str] = set()
+        self.off: set[str] = set(unset) - self.on
 
     def live(self, text: str) -> str:
         """`text` with every branch no configure of the row enters blanked (newlines kept, so

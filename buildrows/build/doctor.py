@@ -122,7 +122,7 @@ def check_cuda(row: Row, policy: Policy, env: Mapping[str, str], host: HostOs, t
                            "check_language(CUDA) finds nvcc: [project.cpu-cache] CMAKE_CUDA_COMPILER = \"NOTFOUND\"")
         present = f"; this builder has nvcc ({found.path}), which the switches tell the project to leave unused" if found else ""
         # The values the build really gets (a "!NAME" switch means CPU: 1 on this row), as `env` gives them.
-        names = {s.removeprefix("!") for s in policy.project.switches}
+        names = {s.removeprefix("!").partition("=")[0] for s in policy.project.switches}
         told = f"{option}=OFF" if option else ", ".join(f"{k}={v}" for k, v in row.switches if k in names)
         return Finding("cuda", "ok", f"CPU row: {told}{present}")
     from buildrows.plan.row import cached_toolkit, toolkit_compiler
@@ -353,15 +353,14 @@ def check_requirements(python: str, requirements: Sequence[str], installed: Mapp
 TORCH_CUDA_HEADERS = ("cuda_runtime.h", "cublas_v2.h", "cusparse.h", "cusolverDn.h")
 
 
-#: Includes of a project's sources that pull in the CUDA libraries' headers (CUDAContext.h includes
-#: cublas_v2.h, cusparse.h and cusolverDn.h).
-_LIBRARY_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]((?:ATen/cuda/CUDAContext|cublas|cusparse|cusolver)[^>"]*)[>"]',
-                              re.MULTILINE)
 _SOURCE_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
 
 
 def library_header_use(project: Path, limit: int = 4000) -> str | None:
-    """Where the project's sources include a CUDA library's headers ("file: header"), or None."""
+    """Where the project's sources include a CUDA library's headers ("file: header"), or None: the
+    headers themselves, or a torch header that includes them (`doctor_sources.TORCH_LIBRARY_HEADERS`)."""
+    from buildrows.build.doctor_sources import LIBRARY_INCLUDE
+
     seen = 0
     for path in sorted(project.rglob("*")):
         if seen >= limit or any(part in ("build", "dist", ".git") or part.startswith(".") for part in
@@ -371,7 +370,7 @@ def library_header_use(project: Path, limit: int = 4000) -> str | None:
             continue
         seen += 1
         try:
-            m = _LIBRARY_INCLUDE.search(path.read_text(encoding="utf-8", errors="replace"))
+            m = LIBRARY_INCLUDE.search(path.read_text(encoding="utf-8", errors="replace"))
         except OSError:
             continue
         if m:
@@ -498,9 +497,12 @@ def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = N
     with `live` (the variables the row's configure turns on): then a branch under an option that
     is off by default and not turned on is blanked, and what it adds or includes not followed
     (`buildrows.build.cmake_conditions`)."""
-    from buildrows.build.cmake_conditions import Reach
+    from buildrows.build.cmake_conditions import Reach, never_set
 
-    reach = Reach(live) if live is not None else None
+    reach = None
+    if live is not None:  # names no CMake file of the project sets are off too (issue 40: BoringSSL in llama.cpp)
+        every = [p for p in sorted(source.rglob("*")) if p.name == "CMakeLists.txt" or p.suffix == ".cmake"][:2000]
+        reach = Reach(live, never_set((p.read_text(encoding="utf-8", errors="replace") for p in every), live))
     seen: set[Path] = set()
     todo = [source / "CMakeLists.txt"]
     modules: dict[str, Path] | None = None
@@ -530,7 +532,10 @@ def cmake_files(source: Path, limit: int = 400, live: Collection[str] | None = N
             if "${" in resolve(m.group(1)).as_posix():
                 # A directory named by a variable (ggml's `add_subdirectory(${backend_dir})` in its
                 # backend function): any subdirectory of this one with a CMakeLists.txt may be it.
-                todo += sorted(here.glob("*/CMakeLists.txt"))
+                # A directory named like an option that is off (ggml-cuda beside GGML_CUDA OFF: ggml
+                # adds it only when the option is on) is not one (issue 40).
+                todo += [p for p in sorted(here.glob("*/CMakeLists.txt")) if reach is None
+                         or p.parent.name.upper().replace("-", "_") not in reach.off]
             else:
                 todo.append(resolve(m.group(1)) / "CMakeLists.txt")
         for m in _INCLUDE.finditer(text):
@@ -970,6 +975,9 @@ def diagnose(policy: Policy, row: Row, env: Mapping[str, str], project: Path, *,
     from buildrows.build.repair import findings as repair_findings
 
     findings += repair_findings(policy, row, env)  # [repair] auditwheel: auditwheel and patchelf
+    from buildrows.build.doctor_sources import machine_has_gpu, source_findings
+
+    findings += source_findings(policy, row, project, env, gpu=machine_has_gpu())  # downloads, -gencode, GPU
     provided = interpreter is not None  # build --provision passes its row environment's interpreter
     if interpreter is None:
         search = find_interpreter(row.python, env)

@@ -812,8 +812,11 @@ def _build_row(state: _Run, row: Row, provided: Provided | None, wheel_dir: Path
     cache_text = "off" if cache is None else (stats.describe() if stats is not None else "-")
     if cache is not None and driver == "setup.py":
         logs = getattr(ui, "logs", None)
+        from buildrows.build.summary import cxx_compiles_in_logs
+
         cache_text = _setup_py_cache_text(stats, row.is_cuda, nvcc_stats,
-                                          _nvcc_runs(logs.directory) if logs is not None else None)
+                                          _nvcc_runs(logs.directory) if logs is not None else None,
+                                          cxx_compiles_in_logs(logs.directory) if logs is not None else None)
         ui.info("  compiler cache: `ccache` is first on the build's PATH, where torch.utils.cpp_extension finds it "
                 "for nvcc and C++, and PYTORCH_NVCC names it (ninja builds); ccache's masquerade directory "
                 "is before it, so setuptools' own C/C++ compiles go through it too")
@@ -885,7 +888,7 @@ def _nvcc_runs(log_dir: Path) -> tuple[int, str] | None:
 
 
 def _setup_py_cache_text(stats: CacheStats | None, cuda: bool, nvcc_stats: CacheStats | None = None,
-                         nvcc_runs: tuple[int, str] | None = None) -> str:
+                         nvcc_runs: tuple[int, str] | None = None, cxx_runs: int | None = None) -> str:
     """A setup.py row's cache column: nvcc's compiles and the C/C++ ones apart, and, where none
     went through the cache, why ("no compiles" after a build that compiled would mislead).
     nvcc's are those its own stats log holds (`nvcc_stats`: CMake's CUDA launcher, PYTORCH_NVCC),
@@ -917,8 +920,11 @@ def _setup_py_cache_text(stats: CacheStats | None, cuda: bool, nvcc_stats: Cache
                      "or a torch whose cpp_extension runs CUDA_HOME/bin/nvcc itself without ninja)")
     else:
         parts.append("no nvcc compiles")
-    parts.append(f"C/C++ {hits(other)}" if other else "no C/C++ compiles" if os.name != "nt"
-                 else "C/C++ not cached (setup.py on Windows: setuptools runs MSVC itself)")
+    if not other and cxx_runs == 0:  # `summary.cxx_compiles_in_logs`: ninja had no work, or a pure wheel
+        parts.append("no C/C++ compiles (the build's log shows none: nothing to compile)")
+    else:
+        parts.append(f"C/C++ {hits(other)}" if other else "no C/C++ compiles" if os.name != "nt"
+                     else "C/C++ not cached (setup.py on Windows: setuptools runs MSVC itself)")
     return "; ".join(parts)
 
 

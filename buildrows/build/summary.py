@@ -6,8 +6,10 @@ the table at the end, whether every row ran or the build stopped at the first fa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from buildrows.errors import (
@@ -148,3 +150,19 @@ def to_json(outcomes: Sequence[RowOutcome], seconds: float, differences: Sequenc
     } for o in outcomes]
     return {"command": "build", "exit_code": worst_exit(outcomes), "seconds": round(seconds, 3),
             "summary": totals(outcomes), "rows": rows, "members_differ": list(differences)}
+
+
+#: A C or C++ compile as setuptools prints it, or as ninja's progress line shows it (`[1/3] c++ ... -c`).
+_CXX_COMPILE = re.compile(r"^(?:\[\d+/\d+\]\s+)?(?:\S*ccache\s+)?\S*(?:c\+\+|g\+\+|gcc|clang\+\+|clang|\bcc)\s[^\n]*\s-c\s",
+                          re.MULTILINE)
+
+
+def cxx_compiles_in_logs(log_dir: Path) -> int | None:
+    """How many C/C++ compile commands a setup.py row's step logs show (None: the logs cannot be
+    read). Zero means the build compiled nothing: a pure-Python wheel, or ninja with no work to do,
+    which the cache column says instead of "not cached"."""
+    try:
+        text = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in sorted(log_dir.glob("[0-9]*.log")))
+    except OSError:
+        return None
+    return len(_CXX_COMPILE.findall(text))

@@ -56,8 +56,20 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
         if host:
             return CheckResult(name, True, [f"no library carries device code; host-only, as stated: {p}: {r.reason} "
                                             f"[{r.source}]" for p, r in host])
-        return CheckResult(name, False, [f"none of the {len(info.libraries)} shared libraries carries device code: "
-                                         + ", ".join(lib.path for lib in info.libraries),
+        first = f"none of the {len(info.libraries)} shared libraries carries device code: " + ", ".join(
+            lib.path for lib in info.libraries)
+        if not any(_links_cuda(lib.needed) for lib in info.libraries):
+            # Nothing links a CUDA library: most likely the build compiled no CUDA (the row's switch
+            # unset), which a host-only rule would only hide (issue 40): that fix first.
+            return CheckResult(name, False, [first + "; none links a CUDA library (cudart, the driver, torch's CUDA "
+                                             "libraries) dynamically",
+                                             "if the build compiled no CUDA (the row's CUDA switch unset), turn it on "
+                                             "for the row: [project] cuda-option (its CMake switch) or env-switches "
+                                             "(its setup.py's; `buildrows init` lists those it reads)",
+                                             "only if a library is CUDA host code with the runtime linked in statically "
+                                             "(libraries-load names its entry points), state it: [[check.libraries]] "
+                                             "files = [...], host-only = true, reason"])
+        return CheckResult(name, False, [first,
                                          "if a library is CUDA host code without kernels (the runtime linked in), "
                                          "state it: [[check.libraries]] files = [...], host-only = true, reason"])
     details = [f"{len(with_code)} of {len(info.libraries)} libraries carry device code"
@@ -66,6 +78,14 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
         details.append(f"{len(kernels)} kernel file{'s' if len(kernels) != 1 else ''} carry device code:")
         details += [f"  {line}" for line in kernel_lines]
     return CheckResult(name, True, details)
+
+
+def _links_cuda(needed: tuple[str, ...]) -> bool:
+    """Whether a library's NEEDED entries name a CUDA library (the runtime, the driver, a CUDA math
+    library, NVRTC, or torch's CUDA parts)."""
+    return any(n.startswith(("libcud", "libcublas", "libcufft", "libcurand", "libcusolver", "libcusparse", "libnvrtc",
+                             "libnvJitLink", "libnccl", "libtorch_cuda", "libc10_cuda", "cudart", "nvcuda"))
+               for n in needed)
 
 
 def _host_only(exp: Expectation, info: Artifact) -> list[tuple[str, LibraryRule]]:

@@ -118,7 +118,8 @@ def _for_row(args: CheckRequest, row: Row, policy: Policy, machine: str | None, 
                        machine=machine, loose=loose,
                        library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row.name)),
                        train_archs=_train_archs(policy, row.platform),
-                       torch_extension=row.cuda is None and policy.torch_extension(row))
+                       torch_extension=row.cuda is None and policy.torch_extension(row),
+                       pure=row.cuda is None and policy.project.cpu_wheel == "pure")
 
 
 def _row_given(args: CheckRequest, policy: Policy | None) -> Row:
@@ -213,7 +214,9 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
                        machine=machine,
                        library_rules=tuple(r for r in policy.check.libraries if r.applies_to(row)) if policy else (),
                        train_archs=_train_archs(policy, platform) if policy else (),
-                       torch_extension=train is None and policy is not None and any(r.mode == "torch" for _, r in runtimes))
+                       torch_extension=(train is None and policy is not None and policy.project.cpu_wheel != "pure"
+                                        and any(r.mode == "torch" for _, r in runtimes)),
+                       pure=train is None and policy is not None and policy.project.cpu_wheel == "pure")
 
 
 def _py(version: str) -> tuple[int, int]:

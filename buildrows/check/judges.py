@@ -44,6 +44,10 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
             results.append(check_no_cuda_link(exp, info))
         if (exp.cuda is not None and exp.mode == "torch") or exp.torch_extension:
             results.append(check_torch_pin(exp, info, symbols))
+        if exp.pure:
+            from buildrows.check.purewheel import check_pure_wheel
+
+            results.append(check_pure_wheel(exp, info))
         if exp.cuda is not None and exp.mode == "torch-runtime":
             results.append(check_torch_runtime_only(exp, info, symbols or {}))
     if loading is not None:  # would each library load (buildrows.check.loading)

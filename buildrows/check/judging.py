@@ -50,6 +50,7 @@ class Expectation:
     library_rules: tuple[LibraryRule, ...] = ()  # [[check.libraries]] that apply to this row
     train_archs: tuple[tuple[Train, ArchList], ...] = ()  # the policy's list per train on this platform (per-train)
     torch_extension: bool = False  # a PyTorch extension's CPU row: pinned to its torch like a CUDA row (mode torch)
+    pure: bool = False  # a CPU row whose wheel is pure Python ([project] cpu-wheel = "pure"): no compiled library
 
 
 @dataclass(frozen=True)

@@ -334,11 +334,15 @@ class _Resolver:
         cache = tuple((k, str(v)) for k, v in p.get("cache", {}).items())
         switches: list[str] = []
         for i, entry in enumerate(p.get("env-switches", [])):
-            name = entry.removeprefix("!")  # "!FORCE_ONLY_CPU": a switch that means CPU
+            # "!FORCE_ONLY_CPU": a switch that means CPU; "NAME=TRUE": its on-value (off: empty)
+            name, _, on = entry.removeprefix("!").partition("=")
             if not _env_name().fullmatch(name):
                 self.problem(("project", "env-switches", i), f"{name!r} is not an environment variable name",
                              hint="use letters, digits and underscores, e.g. FORCE_CUDA")
-            elif name in [s.removeprefix("!") for s in switches]:
+            elif "=" in entry and not on.strip():
+                self.problem(("project", "env-switches", i), f"{entry!r} gives {name} no on-value",
+                             hint=f"write the value that turns it on, e.g. \"{name}=TRUE\", or just \"{name}\" for 1/0")
+            elif name in [s.removeprefix("!").partition("=")[0] for s in switches]:
                 self.problem(("project", "env-switches", i), f"{name!r} is listed twice", hint="list each switch once")
             else:
                 switches.append(entry)
@@ -364,6 +368,7 @@ class _Resolver:
             cuda_cache=tuple((k, str(v)) for k, v in p.get("cuda-cache", {}).items()),
             cpu_env=self._row_env(p, "cpu-env"),
             cuda_env=self._row_env(p, "cuda-env"),
+            cpu_wheel=p.get("cpu-wheel", "compiled"),
         )
 
     def _row_env(self, p: dict[str, Any], key: str) -> tuple[tuple[str, str], ...]:

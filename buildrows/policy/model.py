@@ -252,15 +252,21 @@ class Project(Frozen):
     cuda_cache: tuple[tuple[str, str], ...] = ()
     cpu_env: tuple[tuple[str, str], ...] = ()
     cuda_env: tuple[tuple[str, str], ...] = ()
+    #: What a CPU row's wheel is: "compiled" (extensions built, as the CUDA rows'), or "pure" (a
+    #: pure-Python wheel whose package compiles its kernels at run time: no library, no torch pin).
+    cpu_wheel: str = "compiled"
 
     def row_switches(self, *, cuda: bool) -> tuple[tuple[str, str], ...]:
         """The environment a row of this kind gets from the project: each switch 1 on CUDA rows
-        and 0 on CPU rows ("!NAME": the other way round: a switch that means CPU), then the
-        kind's own variables."""
+        and 0 on CPU rows ("!NAME": the other way round: a switch that means CPU; "NAME=VALUE":
+        VALUE where it is on, empty where off), then the kind's own variables."""
         out = []
         for s in self.switches:
             inverted = s.startswith("!")
-            out.append((s.removeprefix("!"), "1" if cuda != inverted else "0"))
+            name, eq, on = s.removeprefix("!").partition("=")
+            # "NAME=TRUE": the on-value as the project compares it; off is empty, which a setup.py
+            # reading it as a truth value (or comparing it with TRUE) takes as off, as "0" is not.
+            out.append((name, (on if eq else "1") if cuda != inverted else ("" if eq else "0")))
         return (*out, *(self.cuda_env if cuda else self.cpu_env))
 
 
@@ -374,10 +380,12 @@ class Policy(Frozen):
 
     def torch_extension(self, row: Row) -> bool:
         """Whether the row's wheel is a PyTorch extension, tied to the torch it was built against: its
-        runtime's mode is torch; for a CPU row (no runtime), any of the policy's runtimes is."""
+        runtime's mode is torch; for a CPU row (no runtime), any of the policy's runtimes is, unless
+        the CPU wheel is pure Python ([project] cpu-wheel = "pure")."""
         if row.runtime is not None:
             return row.runtime.mode == "torch"
-        return row.cuda is None and any(rt.mode == "torch" for _, rt in self.runtimes)
+        return (row.cuda is None and self.project.cpu_wheel != "pure"
+                and any(rt.mode == "torch" for _, rt in self.runtimes))
 
     def row(self, name: str) -> Row | None:
         for r in self.rows:

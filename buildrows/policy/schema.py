@@ -368,13 +368,19 @@ POLICY = Table(
                 "cuda-option": Str("CMake cache variable set ON for CUDA rows and OFF for CPU rows, e.g. EXECUTORCH_BUILD_CUDA."),
                 "env-switches": StrList("Environment variables the project's build reads to turn CUDA on, e.g. [\"FORCE_CUDA\"]: "
                                         "set to 1 for CUDA rows and 0 for CPU rows, whatever the builder's image sets; "
-                                        "\"!NAME\" for a switch that means CPU (\"!FORCE_ONLY_CPU\": 1 on CPU rows, 0 on CUDA rows)."),
+                                        "\"!NAME\" for a switch that means CPU (\"!FORCE_ONLY_CPU\": 1 on CPU rows, 0 on CUDA rows); "
+                                        "\"NAME=VALUE\" for one whose on-value is not 1 (\"CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE\"), or "
+                                        "that is read as a truth value (\"NAME=1\"): VALUE where it is on, empty where it is off."),
                 "cpu-cache": MapOf("CMake cache variables (NAME = value) for CPU rows only.", Str("")),
                 "cuda-cache": MapOf("CMake cache variables (NAME = value) for CUDA rows only.", Str("")),
                 "cpu-env": MapOf("Environment variables (NAME = value) set on CPU rows only.", Str("")),
                 "cuda-env": MapOf("Environment variables set on CUDA rows only; a value may name {cuda_home}, {cuda} "
                                   "(13.0), {cu} (cu130), {archs} (CMake's list) and {torch_archs}, e.g. "
                                   "CUDA_TOOLKIT_ROOT_DIR = \"{cuda_home}\".", Str("")),
+                "cpu-wheel": Str("What a CPU row's wheel is: \"compiled\" (its extensions built, as the CUDA rows') or "
+                                 "\"pure\" (a pure-Python wheel whose package compiles its kernels at run time, as "
+                                 "gsplat's does): judged to carry no compiled library, and not pinned to the torch minor "
+                                 "a torch extension's wheels are.", ("compiled", "pure"), default="\"compiled\""),
                 "generator": GENERATOR,
                 "stamp": Bool("Stamp each built wheel that lacks the row's local version (+cu130) or runtime requirement, "
                               "for projects whose build does not read BUILDROWS_LOCAL_VERSION/BUILDROWS_REQUIRES_DIST.", default="false"),
