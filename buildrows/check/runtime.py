@@ -420,8 +420,10 @@ def unused_exceptions(exp: Expectation, info: Artifact) -> list[dict[str, str]]:
             names = info.members if rule.kind == "required" else [lib.path for lib in info.libraries]
             if not any(fnmatch.fnmatchcase(m, glob) for m in names):
                 out.append({"source": rule.source, "rule": f"{rule.kind} files {glob!r}", "reason": rule.reason})
+    # A rule may name kernel files (.cubin, .fatbin, .ptx) as well as libraries: both are what it judges.
+    judged = [lib.path for lib in info.libraries] + [k.path for k in getattr(info, "kernels", ())]
     for lrule in exp.library_rules:
-        if not any(lrule.match(lib.path)[0] for lib in info.libraries):
+        if not any(lrule.match(path)[0] for path in judged):
             out.append({"source": lrule.source, "rule": f"libraries files {list(lrule.files)!r}", "reason": lrule.reason})
     return out
 
