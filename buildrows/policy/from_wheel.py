@@ -65,6 +65,8 @@ class WheelFacts:
     # No library carries device code, and these link CUDA libraries: host-only CUDA code (a
     # [[check.libraries]] host-only rule, where this buildrows' policy schema has that key).
     host_only: list[str] = field(default_factory=list)
+    # Library -> {NEEDED soname: the non-NVIDIA requirement named after it that installs it} (provided-by).
+    provided: dict[str, dict[str, str]] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
     train_note: str = ""  # where the train came from, when not from a tag or --cuda
 
@@ -99,7 +101,28 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
     ruled = {*facts.vendored, *facts.host_only, *(p for g in facts.own_lists for p in g.paths),
              *(lib.path for lib in per_train.values())}
     facts.dlopens = _dlopened(info, wheel, ruled)
+    facts.provided = _provided(info)
     return facts
+
+
+def _provided(info: WheelInfo) -> dict[str, dict[str, str]]:
+    """Library -> {soname: distribution} for what it NEEDS that the wheel does not ship and a non-NVIDIA
+    requirement named after it installs (RAPIDS' librmm.so from librmm-cu13), where the policy can say so."""
+    import posixpath as pp
+
+    from buildrows.policy.model import LibraryRule
+    from buildrows.policy.provided import distribution_for
+
+    if "provided_by" not in getattr(LibraryRule, "__dataclass_fields__", {}):
+        return {}
+    shipped = {pp.basename(m) for m in info.members}
+    out: dict[str, dict[str, str]] = {}
+    for lib in info.libraries:
+        for name in lib.needed:
+            dist = distribution_for(name, info.requires_dist) if name not in shipped else None
+            if dist is not None:
+                out.setdefault(lib.path, {})[name] = dist
+    return out
 
 
 def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str]) -> dict[str, list[str]]:
@@ -522,4 +545,8 @@ def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
         if ptx_none:
             lines.append('ptx = "none"')
         lines.append(f"reason = {_q('init saw these libraries carry another list than the rest; review: say why')}")
+    for path, provided in sorted(facts.provided.items()):  # last: a library's first matching rule judges its code
+        lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(path)}]",
+                  "provided-by = { " + ", ".join(f"{_q(so)} = {_q(d)}" for so, d in sorted(provided.items())) + " }",
+                  f"reason = {_q('init saw the wheel require these by the names of libraries it NEEDS; review: say how their packages load them before it (an import in __init__.py?)')}"]
     return lines
