@@ -61,8 +61,8 @@ PER_TRAIN = LibraryRule(("pkg/lib_cuda{cu}.so",), "one per train", "check.librar
     (T126, [_lib("pkg/_C.so", (8, 5))], (), True, "PTX ISA 8.5 in 1 library"),
     (T126, [_lib("pkg/_C.so", (8, 6))], (), False, "PTX ISA 8.6 is CUDA 12.7's, but the row claims CUDA 12.6"),
     # the newest of several PTX entries decides
-    (T130, [_lib("pkg/_C.so", (7, 8), (9, 5))], (), False,
-     "pkg/_C.so: PTX ISA 9.5 is newer than any train buildrows knows (add it under [ptx-isa] in "
+    (T130, [_lib("pkg/_C.so", (7, 8), (9, 9))], (), False,
+     "pkg/_C.so: PTX ISA 9.9 is newer than any train buildrows knows (add it under [ptx-isa] in "
      "buildrows/data/cuda_trains.toml), but the row claims CUDA 13.0 (which writes ISA 9.0 at most)"),
     # a vendored library is not judged; a per-train library is held to the train its name carries
     (T118, [_lib("pkg.libs/libnvjpeg.so.12", (8, 8))], (VENDORED,), True, "no PTX, and no cubin with a toolkit note"),

@@ -378,7 +378,7 @@ def test_every_train_from_11_8_makes_rows(tmp_path: Path, cli: Callable[..., Res
         # one unknown train, named in cuda.trains, two platforms' trains, two lists and pull-request: one error
         (["12.7", "12.8"], "12.7", ["[cuda.trains[0]]: buildrows does not know which architectures CUDA 12.7 compiles\n"
                                     "    fix: use a train buildrows knows: 11.8, 12.0, 12.1, 12.2, 12.3, 12.4, 12.5, "
-                                    "12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.4"]),
+                                    "12.6, 12.8, 12.9, 13.0, 13.1, 13.2, 13.3, 13.4, 13.5"]),
         # three mistakes, three errors
         (["10.2", "11.7", "cu12.8"], "cu12.8", ["[cuda.trains[0]]: buildrows does not know which architectures CUDA 10.2",
                                               "[cuda.trains[1]]: buildrows does not know which architectures CUDA 11.7",

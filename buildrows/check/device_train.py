@@ -49,12 +49,21 @@ def _jit_driver(isa: tuple[int, int]) -> tuple[Train | None, str | None]:
 
 
 def oldest_driver(isas: list[tuple[int, int]], major: int) -> tuple[str | None, str]:
-    """The oldest Linux driver every part of the device code loads on, and why."""
+    """The oldest Linux driver every part of the device code loads on, and why.
+
+    None with a reason naming the train when the data has no number for the driver its PTX needs
+    (a train released after the data's drivers were read): never an older train's number."""
     floor = driver_floor(major)
     best, why = floor, f"CUDA {major}'s first driver (minor-version compatibility)"
     if isas:
         newest = max(isas)
         train, driver = _jit_driver(newest)
+        if train is None:
+            return None, (f"a driver newer than any buildrows knows, to JIT-compile its PTX ISA {_isa(newest)} "
+                          "(no train in its data writes that ISA)")
+        if driver is None and not (train.minor == 0 and train.major == major and floor is not None):
+            return None, (f"CUDA {train}'s driver, to JIT-compile its PTX ISA {_isa(newest)} (buildrows' data has "
+                          f"no Linux driver number for CUDA {train}: NVIDIA's CUDA release notes list it)")
         if driver is not None and (best is None or _driver_key(driver) > _driver_key(best)):
             best, why = driver, f"CUDA {train}'s, to JIT-compile its PTX ISA {_isa(newest)}"
     return best, why
@@ -164,9 +173,9 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     where = " (Linux x86_64 numbering; Windows drivers are numbered apart)" if exp.platform.startswith("windows") else ""
     floor = driver_floor(exp.cuda.major)
     cubins = (f"; GPUs its cubins cover load it from {floor}, CUDA {exp.cuda.major}'s first driver"
-              if driver is not None and floor is not None and driver != floor and not bad and not late else "")
+              if floor is not None and driver != floor and not bad and not late else "")
     summary = (f"oldest driver it loads on: {driver}, {why}{cubins}{where}" if driver is not None
-               else f"oldest driver it loads on: not known for CUDA {exp.cuda}; {why}")
+               else f"oldest driver it loads on: {why}{cubins}{where}")
     bad += late
     if bad:
         return CheckResult(NAME, False, [*bad, summary])

@@ -479,24 +479,36 @@ def check_train_supports(train: Train, archs: tuple[Arch, ...] | list[Arch]) -> 
             )
 
 
+def _value(entry: Any, key: str) -> str:
+    """An entry of the data's [ptx-isa]/[driver] tables: `{ train = "13.3", date, source }` (or a bare string)."""
+    return str(entry[key]) if isinstance(entry, dict) else str(entry)
+
+
 def ptx_isa_train(isa: tuple[int, int]) -> Train | None:
     """The train that introduced PTX ISA `isa` (8.7 -> CUDA 12.8); None when newer than the table."""
     found = _trains_data()["ptx-isa"].get(f"{isa[0]}.{isa[1]}")
-    return Train.parse(found) if found is not None else None
+    return Train.parse(_value(found, "train")) if found is not None else None
 
 
 def newest_ptx_isa(train: Train) -> tuple[int, int]:
     """The newest PTX ISA a train writes (and its driver JIT-compiles): CUDA 12.6 -> 8.5."""
-    known = [(tuple(int(x) for x in isa.split(".")), Train.parse(t)) for isa, t in _trains_data()["ptx-isa"].items()]
+    known = [(tuple(int(x) for x in isa.split(".")), Train.parse(_value(t, "train")))
+             for isa, t in _trains_data()["ptx-isa"].items()]
     fits = [isa for isa, t in known if t <= train]
     return max(fits) if fits else (0, 0)  # type: ignore[return-value]
 
 
 def train_driver(train: Train) -> tuple[Train, str] | None:
-    """The oldest Linux driver of `train`'s GA release, or of the first listed train after it (12.7 -> 12.8's)."""
-    table = sorted((Train.parse(t), d) for t, d in _trains_data()["driver"].items())
+    """The oldest Linux driver of `train`'s GA release, or of the first listed train after it (12.7 -> 12.8's).
+
+    None when the data has no driver number for it: no listed train at or after it, or a released
+    train of the data ([trains]) at or after it lacks its number (13.3 must not be told 13.0's, nor 13.5's)."""
+    table = sorted((Train.parse(t), _value(d, "driver")) for t, d in _trains_data()["driver"].items())
+    released = set(train_table())
     for t, d in table:
         if t >= train:
+            if any(train <= r < t for r in released):
+                return None  # a released train between has no number in the data
             return t, d
     return None
 
@@ -504,4 +516,4 @@ def train_driver(train: Train) -> tuple[Train, str] | None:
 def driver_floor(major: int) -> str | None:
     """The first driver of a CUDA major: what any of its trains' cubins load on (minor-version compatibility)."""
     found = _trains_data()["driver-floor"].get(str(major))
-    return str(found) if found is not None else None
+    return _value(found, "driver") if found is not None else None
