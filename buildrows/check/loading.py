@@ -79,6 +79,8 @@ _CUDART_NEEDED: Final = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so(?:\.\d+)
 # What marks the CUDA runtime in a library that links it statically (its registration and entry points).
 _RUNTIME_SYMBOLS: Final = frozenset({"__cudaRegisterFatBinary", "cudaGetDeviceCount", "cudaLaunchKernel"})
 MAX_NAMED: Final = 5
+# A soname as the string scan reads it (one version number): libnvrtc-builtins.so.13 of libnvrtc-builtins.so.13.0.
+_SCANNED_AS: Final = re.compile(r"^lib[A-Za-z0-9_+-]{1,64}\.so\.[0-9]{1,4}")
 
 
 @dataclass(frozen=True)
@@ -662,18 +664,21 @@ def provided_by(exp: Expectation, member: str, name: str,
     return None
 
 
-def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None) -> str | None:
+def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None, *, dlopen: bool = False) -> str | None:
     """Why a library is CUDA host code (links the runtime or the driver, or carries the runtime's entry
-    points: linked in statically), or None."""
+    points: linked in statically; with `dlopen`, names the runtime or the driver it loads), or None."""
     links = [n for n in lib_needed if _CUDART_NEEDED.match(n)]
     if links:
         return f"links {', '.join(links)}"
     if syms is None:
         return None
+    loads = sorted(n for n in syms.sonames_named if _CUDART_NEEDED.match(n)) if dlopen else []
     names = {i.name for i in syms.imports} | set(static_runtime_markers(syms))
     found = sorted(names & _RUNTIME_SYMBOLS) + sorted({n for n in syms.exported if n in _RUNTIME_SYMBOLS} - names)
     if found:
         return f"carries the CUDA runtime's entry points ({', '.join(found)}): cudart linked in statically"
+    if loads:
+        return f"names {', '.join(loads)}, which it loads by dlopen"
     return None
 
 
@@ -706,7 +711,8 @@ def check_host_code(exp: Expectation, info: Artifact, inputs: LoadInputs) -> Che
     for lib in info.libraries:
         if lib.format != "elf" or lib.has_device_code:
             continue
-        why = host_cuda_evidence(lib.needed, inputs.libraries.get(lib.path))
+        # A CUDA row's host-only rule may rest on the runtime a library dlopens; a CPU row fails only on what links.
+        why = host_cuda_evidence(lib.needed, inputs.libraries.get(lib.path), dlopen=exp.cuda is not None)
         if why is not None:
             found.append((lib.path, why))
     if exp.cuda is None:
@@ -761,6 +767,10 @@ def check_dlopen(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckR
     problems: list[str] = []
     held: list[str] = []
     warnings: list[str] = []
+    # What the wheel's libraries NEED, under the name the string scan reads (libnvrtc-builtins.so.13.0 is
+    # read as libnvrtc-builtins.so.13): loaded, and judged, as NEEDED; never a dlopen warning.
+    needed = {n for lib in info.libraries for n in lib.needed}
+    needed |= {m.group() for n in needed if (m := _SCANNED_AS.match(n))}
     for lib in info.libraries:
         if lib.format != "elf":
             continue
@@ -781,7 +791,7 @@ def check_dlopen(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckR
         if syms is None:
             continue
         candidates = [s for s in syms.sonames_named
-                      if nvidia_soname(s) and s not in lib.needed and s not in stated
+                      if nvidia_soname(s) and s not in needed and s not in stated
                       and posixpath.basename(lib.path) != s and s != syms.soname]
         if candidates:
             warnings.append(f"{lib.path} names {', '.join(candidates[:MAX_NAMED])}"

@@ -708,7 +708,7 @@ class _Resolver:
                 self.problem((*path, "system"), "system lists library file names (globs), not paths or empty names",
                              hint="e.g. system = [\"libsox.so\", \"libav*.so.*\"], as the library's NEEDED entries name them")
                 continue
-            bad = provided_by_problem(r.get("provided-by", {}))
+            bad = provided_by_problem(r["provided-by"]) if "provided-by" in r else None
             if bad is not None:
                 self.problem((*path, "provided-by"), bad[0], hint=bad[1])
                 continue
