@@ -103,13 +103,20 @@ def _nvidia_needed(info: Artifact) -> dict[str, list[str]]:
 
 
 def _declared_dirs(exp: Expectation, info: Artifact) -> dict[str, str]:
-    """Library directory -> the declared NVIDIA package that installs it (modes preload, dynamic, static)."""
+    """Library directory -> the declared NVIDIA package that installs it (modes preload, dynamic, static):
+    unconditional or under the runtime's extra first, then under any extra, as libraries-load counts them
+    (an RPATH entry into a package of another extra is reached when that extra is installed)."""
+    from buildrows.check.loading import _extras
     from buildrows.check.nvidia import declared_nvidia, packages
 
     assert exp.cuda is not None
     known = packages()
-    return {known[p].dir: p for p in declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
-            if p in known}
+    out: dict[str, str] = {}
+    for extra in dict.fromkeys((exp.runtime_extra, None, *_extras(info.requires_dist))):
+        for p in declared_nvidia(info.requires_dist, exp.platform, extra, exp.cuda.major):
+            if p in known:
+                out.setdefault(known[p].dir, p if extra in (None, exp.runtime_extra) else f"{p} [extra {extra}]")
+    return out
 
 
 def _package_of_dir(directory: str, major: int) -> str | None:
