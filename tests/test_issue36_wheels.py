@@ -111,7 +111,7 @@ def test_a_rule_for_kernel_files_only_is_used(tmp_path: Path, cli: Callable[...,
     code, text = _check(cli, wheel, policy, POLICY.format(mode="none") + rule, "--row", ROW)
     assert "vendored, not held to the row's list: test fixtures" in text, text
     assert "matched nothing" not in text, text
-    code, text = _check(cli, wheel, policy, POLICY.format(mode="none") + rule.replace("pkg/tests/*", "pkg/gone/*"),
+    _, text = _check(cli, wheel, policy, POLICY.format(mode="none") + rule.replace("pkg/tests/*", "pkg/gone/*"),
                         "--row", ROW)
     assert "[NOTE] 1 exception of the policy matched nothing in this wheel (stale or mistyped?)" in text, text
     assert "libraries files ['pkg/gone/*']: test fixtures" in text, text
@@ -133,7 +133,7 @@ def test_a_dlopen_warning_never_names_what_the_wheel_needs(tmp_path: Path, cli: 
     code, text = _check(cli, wheel, policy, POLICY.format(mode="none") + HOST, "--row", ROW)
     assert "warning:" not in text, text
     wheel = _wheel(tmp_path / "b", CU130, {"pkg/libnames.so": names, "pkg/libnvrtc-builtins.so.13.0": builtins})
-    code, text = _check(cli, wheel, policy, POLICY.format(mode="none") + HOST, "--row", ROW)
+    _, text = _check(cli, wheel, policy, POLICY.format(mode="none") + HOST, "--row", ROW)
     assert "warning: pkg/libnames.so names libcublas.so.13 but neither NEEDS nor states them" in text, text
     assert "libnvrtc-builtins" not in text.split("warning:", 1)[1].split("\n", 1)[0], text
 
@@ -155,7 +155,7 @@ def test_cudnn_cu11_is_in_the_table(tmp_path: Path, cli: Callable[..., Result]) 
     code, text = _check(cli, _wheel(tmp_path / "a", CU130, {"pkg/libdnn.so": lib}, ("nvidia-cudnn-cu11==8.*",)),
                         policy, preload + HOST.replace("*.so", "none.so"), "--row", ROW)
     assert "[PASS] libraries-load" in text, text
-    code, text = _check(cli, _wheel(tmp_path / "b", CU130, {"pkg/libdnn.so": lib}), policy,
+    _, text = _check(cli, _wheel(tmp_path / "b", CU130, {"pkg/libdnn.so": lib}), policy,
                         preload + HOST.replace("*.so", "none.so"), "--row", ROW)
     assert "pkg/libdnn.so: NEEDS libcudnn.so.8, which no NVIDIA package the wheel declares carries" in text, text
 
@@ -174,7 +174,7 @@ def test_runtime_reached_counts_packages_under_an_extra(tmp_path: Path, cli: Cal
     code, text = _check(cli, wheel, policy, POLICY.format(mode="static") + HOST, "--row", ROW)
     assert "[PASS] runtime-reached" in text, text
     assert "RPATH entries reach the directories of the declared nvidia-cuda-nvrtc [extra cu13]" in text, text
-    code, text = _check(cli, _wheel(tmp_path / "b", CU130, {"pkg/_ext.so": lib}), policy,
+    _, text = _check(cli, _wheel(tmp_path / "b", CU130, {"pkg/_ext.so": lib}), policy,
                         POLICY.format(mode="static") + HOST, "--row", ROW)
     assert "[FAIL] runtime-reached" in text and "resolves to site-packages/nvidia/cu13/lib, which neither" in text, text
 
