@@ -108,7 +108,7 @@ def test_a_rule_for_kernel_files_only_is_used(tmp_path: Path, cli: Callable[...,
     wheel = _wheel(tmp_path / "w", CU130, {"pkg/libplain.so": lib, "pkg/tests/data/jitlink.ptx": PTX20})
     policy = tmp_path / "buildrows.toml"
     rule = '[[check.libraries]]\nfiles = ["pkg/tests/*"]\nvendored = true\nreason = "test fixtures"\n'
-    code, text = _check(cli, wheel, policy, POLICY.format(mode="none") + rule, "--row", ROW)
+    _, text = _check(cli, wheel, policy, POLICY.format(mode="none") + rule, "--row", ROW)
     assert "vendored, not held to the row's list: test fixtures" in text, text
     assert "matched nothing" not in text, text
     _, text = _check(cli, wheel, policy, POLICY.format(mode="none") + rule.replace("pkg/tests/*", "pkg/gone/*"),
@@ -130,7 +130,7 @@ def test_a_dlopen_warning_never_names_what_the_wheel_needs(tmp_path: Path, cli: 
     builtins = d / "libnvrtc-builtins.so.13.0"
     policy = tmp_path / "buildrows.toml"
     wheel = _wheel(tmp_path / "a", CU130, {"pkg/libneeds.so": needs, "pkg/libnvrtc-builtins.so.13.0": builtins})
-    code, text = _check(cli, wheel, policy, POLICY.format(mode="none") + HOST, "--row", ROW)
+    _, text = _check(cli, wheel, policy, POLICY.format(mode="none") + HOST, "--row", ROW)
     assert "warning:" not in text, text
     wheel = _wheel(tmp_path / "b", CU130, {"pkg/libnames.so": names, "pkg/libnvrtc-builtins.so.13.0": builtins})
     _, text = _check(cli, wheel, policy, POLICY.format(mode="none") + HOST, "--row", ROW)
@@ -152,7 +152,7 @@ def test_cudnn_cu11_is_in_the_table(tmp_path: Path, cli: Callable[..., Result]) 
                "-L.", "-l:libcudnn.so.8")
     policy = tmp_path / "buildrows.toml"
     preload = POLICY.format(mode="preload").replace('mode = "preload"', 'mode = "preload"\nreason = "loads cuDNN"')
-    code, text = _check(cli, _wheel(tmp_path / "a", CU130, {"pkg/libdnn.so": lib}, ("nvidia-cudnn-cu11==8.*",)),
+    _, text = _check(cli, _wheel(tmp_path / "a", CU130, {"pkg/libdnn.so": lib}, ("nvidia-cudnn-cu11==8.*",)),
                         policy, preload + HOST.replace("*.so", "none.so"), "--row", ROW)
     assert "[PASS] libraries-load" in text, text
     _, text = _check(cli, _wheel(tmp_path / "b", CU130, {"pkg/libdnn.so": lib}), policy,
@@ -171,7 +171,7 @@ def test_runtime_reached_counts_packages_under_an_extra(tmp_path: Path, cli: Cal
                "-L.", "-l:libnvrtc.so.13", "-Wl,-rpath,$ORIGIN/../nvidia/cu13/lib")
     policy = tmp_path / "buildrows.toml"
     wheel = _wheel(tmp_path / "a", CU130, {"pkg/_ext.so": lib}, ('nvidia-cuda-nvrtc==13.*; extra == "cu13"',))
-    code, text = _check(cli, wheel, policy, POLICY.format(mode="static") + HOST, "--row", ROW)
+    _, text = _check(cli, wheel, policy, POLICY.format(mode="static") + HOST, "--row", ROW)
     assert "[PASS] runtime-reached" in text, text
     assert "RPATH entries reach the directories of the declared nvidia-cuda-nvrtc [extra cu13]" in text, text
     _, text = _check(cli, _wheel(tmp_path / "b", CU130, {"pkg/_ext.so": lib}), policy,
