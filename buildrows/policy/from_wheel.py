@@ -70,6 +70,9 @@ class WheelFacts:
     # Nothing of the project's carries device code or links CUDA (a JIT-only or Python-only CUDA wheel):
     # the starting list is written, and check's cuda-libraries-present names the gap.
     no_code: bool = False
+    # Dynamic mode, and the wheel declares no NVIDIA package, the runtime neither: written as it is (the
+    # check then names the libcudart no declared package carries), never as the default set it lacks.
+    declares_none: bool = False
     # Library -> {NEEDED soname: the non-NVIDIA requirement named after it that installs it} (provided-by).
     provided: dict[str, dict[str, str]] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
@@ -308,6 +311,8 @@ def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platfor
             facts.summary[-1] += f"; the wheel's NVIDIA requirements written as the train's set ({len(facts.requirements)})"
         return
     facts.summary.append("mode dynamic: libraries link libcudart and declare no NVIDIA package beside the runtime")
+    if not _nvidia_requirements(info, platform):  # not even the runtime (NVIDIA's CUDA 13 library wheels)
+        facts.declares_none = True
 
 
 def _nvidia_requirements(info: WheelInfo, platform: str) -> list[str]:
@@ -522,7 +527,7 @@ def list_text(group: ListGroup) -> tuple[str, bool]:
 
 def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]:
     """[cuda.runtime.N] for a mode other than the default: one per CUDA major of the trains."""
-    if facts.mode == "dynamic" and not facts.requirements:
+    if facts.mode == "dynamic" and not facts.requirements and not facts.declares_none:
         return []
     lines: list[str] = []
     for major in sorted({train.major, *(t.major for t in facts.per_train)}):
@@ -530,6 +535,9 @@ def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]
         if facts.requirements and major == train.major:
             lines.append("requirements = [" + ", ".join(_q(r) for r in facts.requirements) + "]  # as the wheel "
                          "declares them")
+        elif facts.declares_none and major == train.major:
+            lines.append("requirements = []  # init saw: the wheel declares no NVIDIA package, the runtime its "
+                         "libraries link neither; `check` fails libraries-load naming it: declare nvidia-cuda-runtime")
         if facts.reason:
             lines.append(f"reason = {_q(facts.reason)}")
         if facts.extra:
