@@ -630,12 +630,13 @@ def _notes(unverified: dict[str, int], inputs: LoadInputs, resolver: _Resolver) 
 
 def static_runtime_markers(syms: DynamicSymbols) -> list[str]:
     """The runtime's entry-point names a library's read-only strings hold whole, where they are evidence
-    of cudart linked in: its name table holds several of them and it dlopens the driver, or the library
-    also defines or imports one. One name alone is a string, not a runtime (a JIT compiler that embeds
-    Clang's CUDA code generator names them too, and links no CUDA)."""
+    of cudart linked in: its name table holds several of them, or the library also defines or imports
+    one. One name alone is a string, not a runtime: a JIT compiler that embeds Clang's CUDA code
+    generator names them, and cuDNN's frontend looks cudaLaunchKernel up with dlsym in the runtime it
+    dlopens; neither links CUDA."""
     markers = sorted(set(syms.cuda_markers) & _RUNTIME_SYMBOLS)
     symbols = {i.name for i in syms.imports} | {n for n in syms.exported if n in _RUNTIME_SYMBOLS}
-    if symbols & _RUNTIME_SYMBOLS or len(markers) >= 2 or (markers and "libcuda.so.1" in syms.sonames_named):
+    if symbols & _RUNTIME_SYMBOLS or len(markers) >= 2:
         return markers
     return []
 
