@@ -1,5 +1,5 @@
 """Real CUDA wheels from PyPI held to their policies (issue 20). OPT-IN: BUILDROWS_REAL_WHEELS=1
-(the wheels, 3-70 MB each, are downloaded by pinned URL and sha256 into
+(the wheels, 2-573 MB each, are downloaded by pinned URL and sha256 into
 $BUILDROWS_REAL_WHEELS_CACHE, default ~/.cache/buildrows/real-wheels; never vendored).
 
 Per wheel: `check` passes under tests/data/real-wheels/<policy>; one broken promise fails with its
