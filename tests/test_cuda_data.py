@@ -6,6 +6,7 @@ committed file as it is."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cuda_tools import cuobjdump_headers, find_cuobjdump
 
+from buildrows.binaries.looseread import read_loose
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
 from buildrows.check.device_train import check_device_train, oldest_driver
 from buildrows.check.judging import Expectation
@@ -62,6 +65,14 @@ def test_every_entry_carries_its_date_and_source() -> None:
         assert entry["source"].startswith(f"PyPI nvidia-cuda-nvcc 13.{minor}."), entry
         assert entry["nvcc"].startswith(f"13.{minor}.") and entry["released"][:2] == "20"
         assert entry["ptx-isa"] == f"9.{minor}"
+    # before 13.0 NVIDIA's nvcc wheels carry ptxas but no nvcc: measured from it, and agreeing with the
+    # release notes the earlier hand-entered table came from (11.8 keeps Kepler; 12.9 adds the f variants)
+    for name in ("11.8", "12.0", "12.1", "12.2", "12.3", "12.4", "12.5", "12.6", "12.8", "12.9"):
+        package = "nvidia-cuda-nvcc-cu11" if name == "11.8" else "nvidia-cuda-nvcc-cu12"
+        assert data["trains"][name]["source"].startswith(f"PyPI {package} {name}."), name
+    assert data["trains"]["11.8"]["archs"][:2] == ["3.5", "3.7"] and data["trains"]["11.8"]["ptx-isa"] == "7.8"
+    assert data["trains"]["12.6"]["ptx-isa"] == "8.5" and data["trains"]["12.9"]["f"] == [
+        "10.0", "10.1", "10.3", "12.0", "12.1"]
 
 
 def test_ptx_isa_and_drivers_through_every_released_13x() -> None:
@@ -137,3 +148,34 @@ def test_the_refresh_script_leaves_the_committed_data_as_it_is() -> None:
                           capture_output=True, text=True, check=False, timeout=3600)
     assert proc.returncode == 0, proc.stderr
     assert "is up to date" in proc.stderr
+
+
+# --- real device code of CUDA 13.3 and 13.5 (tests/data/cuda13x, built by their nvcc from PyPI:
+# `python scripts/refresh_cuda_data.py --fixtures tests/data/cuda13x`) ---------------------------------
+
+FIXTURES = ROOT / "tests" / "data" / "cuda13x"
+
+
+@pytest.mark.parametrize("minor", [3, 5])
+def test_real_13x_device_code_is_dated_and_told_its_driver(minor: int, cli: Callable[..., Result]) -> None:
+    lib = FIXTURES / f"libk13.{minor}.so"
+    (info,) = read_loose(lib).libraries
+    assert (info.cubins, info.ptx, info.ptx_isa, info.cubin_toolkits) == (("sm_80",), ("sm_80",), ((9, minor),),
+                                                                         ((13, minor),))
+    tool = find_cuobjdump()
+    if tool is not None:  # cuobjdump 13.0 reads them alike
+        assert cuobjdump_headers(tool, lib) == (("sm_80",), ("sm_80",), ((9, minor),))
+    r = cli("check", str(lib), "--cuda", "13.0", "--archs", "8.0", "--json")
+    assert r.code == 5, r.err
+    (train,) = [c for c in json.loads(r.out)["checks"] if c["name"] == "device-code-train"]
+    assert not train["ok"]
+    first, cubins, summary = train["details"]
+    assert first.startswith(f"libk13.{minor}.so: PTX ISA 9.{minor} is CUDA 13.{minor}'s, but the row claims CUDA 13.0")
+    assert f"its PTX needs CUDA 13.{minor}'s driver;" in first and f"a CUDA 13.{minor} row" in first
+    assert cubins.startswith(f"libk13.{minor}.so: its cubins were written by CUDA 13.{minor} (their toolkit note)")
+    assert summary.startswith(f"oldest driver it loads on: CUDA 13.{minor}'s driver, to JIT-compile its PTX ISA 9.{minor}")
+    # the row the failure suggests loads and passes
+    r = cli("check", str(lib), "--cuda", f"13.{minor}", "--archs", "8.0", "--json")
+    (train,) = [c for c in json.loads(r.out)["checks"] if c["name"] == "device-code-train"]
+    assert train["ok"], train
+    assert train["details"][0].startswith(f"PTX ISA 9.{minor} in 1 library and cubins of CUDA 13.{minor}")

@@ -65,7 +65,9 @@ PER_TRAIN = LibraryRule(("pkg/lib_cuda{cu}.so",), "one per train", "check.librar
      "pkg/_C.so: PTX ISA 9.9 is newer than any train buildrows knows (add it under [ptx-isa] in "
      "buildrows/data/cuda_trains.toml), but the row claims CUDA 13.0 (which writes ISA 9.0 at most)"),
     # a vendored library is not judged; a per-train library is held to the train its name carries
-    (T118, [_lib("pkg.libs/libnvjpeg.so.12", (8, 8))], (VENDORED,), True, "no PTX, and no cubin with a toolkit note"),
+    (T118, [_lib("pkg.libs/libnvjpeg.so.12", (8, 8))], (VENDORED,), True,
+     "not judged, vendored (not built by the project's toolkit): pkg.libs/libnvjpeg.so.12; nothing else "
+     "carries PTX or a cubin toolkit note"),
     (T130, [_lib("pkg/lib_cuda128.so", (8, 7)), _lib("pkg/lib_cuda130.so", (9, 0))], (PER_TRAIN,), True,
      "PTX ISA 9.0 in 2 libraries"),
     (T130, [_lib("pkg/lib_cuda118.so", (8, 7))], (PER_TRAIN,), False,
@@ -94,7 +96,7 @@ PER_TRAIN = LibraryRule(("pkg/lib_cuda{cu}.so",), "one per train", "check.librar
      "PTX ISA 8.7 in 1 library and cubins of CUDA 12.8 (their toolkit notes) in 1 library: no newer than CUDA 13.0"),
     (T130, [_cubins("pkg/lib_cuda128.so", (12, 9))], (PER_TRAIN,), False,
      "pkg/lib_cuda128.so: its cubins were written by CUDA 12.9 (their toolkit note), but its name claims CUDA 12.8"),
-    (T118, [_cubins("pkg.libs/libnvjpeg.so.12", (12, 9))], (VENDORED,), True, "no PTX, and no cubin"),
+    (T118, [_cubins("pkg.libs/libnvjpeg.so.12", (12, 9))], (VENDORED,), True, "not judged, vendored"),
     # per-train libraries' cubins (bitsandbytes' shape): each its own train, none raising the row's driver
     (T128, [_cubins("pkg/lib_cuda128.so", (12, 8)), _cubins("pkg/lib_cuda130.so", (13, 0))], (PER_TRAIN,), True,
      "the cubins of 2 per-train libraries (CUDA 12.8, 13.0, their toolkit notes) are no newer than the train each "

@@ -111,7 +111,7 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
 
         json_out, ui = ui.out, copy.copy(ui)
         ui.out = ui.err
-    pol, env, host = setup(args)
+    pol, env, host = setup(args, ui)
     rows = resolve_rows(pol, args.selectors, env, host, ui, keep_empty=True)
     require_places(pol, env, args)
     state = _Run(pol, env, host, args, ui)

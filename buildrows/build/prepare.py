@@ -45,18 +45,24 @@ class BuildOptions:
         return cls(**{n: getattr(args, n) for n in names if hasattr(args, n)})
 
 
-def setup(args: BuildOptions) -> tuple[Policy, dict[str, str], HostOs]:
+def setup(args: BuildOptions, ui: UI | None = None) -> tuple[Policy, dict[str, str], HostOs]:
     """The policy, the environment the steps run with, and the host. The environment is this
     one, plus the active Python environment's bin directory at the end of PATH when it is not
-    on PATH (recorded in args.environment_bin for doctor's report)."""
+    on PATH (recorded in args.environment_bin for doctor's report). With `ui`, a note for each
+    train newer than buildrows' CUDA data says what was assumed of it."""
     from buildrows.build.runner import with_environment_bin
     from buildrows.plan.toolchain import host_os
 
     env, added = with_environment_bin(os.environ)
     args.environment_bin = added
+    from buildrows.policy.archs import beyond_data_note
     from buildrows.policy.load import load_policy
 
-    return load_policy(args.config), env, host_os(env)
+    pol = load_policy(args.config)
+    for note in filter(None, map(beyond_data_note, pol.trains)):
+        if ui is not None:
+            ui.info(f"note: {note}")
+    return pol, env, host_os(env)
 
 
 def doctor_command(pol: Policy, row: Row) -> str:
@@ -230,6 +236,6 @@ def with_interpreter_bin(env: Mapping[str, str], python: str) -> Mapping[str, st
 def doctor(opts: BuildOptions, ui: UI) -> None:
     """`buildrows doctor`: every finding for each selected row, printed as the result (stdout);
     refuses (exit 3) when a row lacks something."""
-    pol, env, host = setup(opts)
+    pol, env, host = setup(opts, ui)
     rows = resolve_rows(pol, opts.selectors, env, host, ui)
     doctor_rows(pol, rows, env, host, opts, ui, report=ui.print)

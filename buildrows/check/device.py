@@ -105,6 +105,7 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     held: dict[str, list[str]] = {}  # what a list is called -> the libraries that carry it exactly
     wants: dict[str, ArchList] = {}
     notes: list[str] = []
+    vendored: list[tuple[LibraryInfo, LibraryRule]] = []
     trains = dict(exp.train_archs)
     for lib in libs:
         want, label, suffix = exp.archs, "the row", ""
@@ -116,6 +117,7 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
         if rule is not None and rule.vendored:
             notes.append(f"{lib.path}: vendored, not held to the row's list: {rule.reason} [{rule.source}] "
                          f"(carries {_arch_text(lib)})")
+            vendored.append((lib, rule))
             continue
         if rule is not None and rule.archs is not None:
             want, label, suffix = rule.archs, "its own list", f" [{rule.source}]"
@@ -135,6 +137,8 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
             key = label + suffix
             held.setdefault(key, []).append(lib.path)
             wants[key] = want
+    if vendored and not held and not details:
+        return _only_vendored(exp, info, vendored, notes)
     ok = not details
     if ok:
         for label, paths in held.items():
@@ -150,6 +154,39 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
                            + (f" with PTX {' '.join(sorted(want.ptx_names, key=_arch_key))}" if want.ptx_names else "")
                            + where)
     return CheckResult(name, ok, details + notes)
+
+
+def _only_vendored(exp: Expectation, info: Artifact, vendored: list[tuple[LibraryInfo, LibraryRule]],
+                   notes: list[str]) -> CheckResult:
+    """All the device code is vendored: it neither keeps the row's list nor excuses it. It passes only
+    where the wheel's own libraries are stated host-only (no device code of the project's own)."""
+    assert exp.archs is not None
+    name = "device-code-covers-row"
+    expected = " ".join(sorted(exp.archs.cubin_names, key=_arch_key)) or "-"
+    ptx = " ".join(sorted(exp.archs.ptx_names, key=_arch_key))
+    row_list = expected + (f" with PTX {ptx}" if ptx else "")
+    host = _host_only(exp, info)
+    if host:
+        return CheckResult(name, True, [f"no library of the project's own carries device code ({len(host)} host-only, "
+                                        f"as stated: {', '.join(p for p, _ in host)}); the row's list ({row_list}) "
+                                        "is carried by nothing, and the device code it ships is vendored:", *notes])
+    carried = [f"{lib.path} ({_arch_text(lib)}) [{rule.source}]" for lib, rule in vendored]
+    states = "; ".join(f"{lib.path}: archs = \"{_carried_list(lib)}\"" for lib, _ in vendored)
+    return CheckResult(name, False, [
+        f"the only device code in the wheel is vendored ({'; '.join(carried)}): nothing of the project's own carries "
+        f"the row's list ({row_list}), and vendored code neither keeps nor excuses that promise",
+        "fix: state what the wheel really carries: if the vendored code is the device code that runs for this row, "
+        f"give its [[check.libraries]] rule the list it carries instead of vendored = true ({states}); if the "
+        "project's own libraries compile their kernels at run time (NVRTC, a JIT), state them host-only "
+        "([[check.libraries]] files = [...], host-only = true, reason = \"...\"); else build the row's list into "
+        "the wheel", *notes])
+
+
+def _carried_list(lib: LibraryInfo) -> str:
+    """The list a library's device code is, as a policy writes it (`8.0 9.0+PTX`, `2.0-virtual`)."""
+    have_elf, have_ptx = set(lib.cubins), set(lib.ptx)
+    return " ".join(_list_token(sm, sm in have_elf) if sm in have_ptx else _dotted(sm)
+                    for sm in sorted(have_elf | have_ptx, key=_arch_key))
 
 
 def _arch_text(lib: LibraryInfo) -> str:

@@ -18,7 +18,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from buildrows.policy.archs import Train, driver_floor, newest_ptx_isa, ptx_isa_train, train_driver
+from buildrows.policy.archs import (
+    Train,
+    beyond_data,
+    driver_floor,
+    newest_ptx_isa,
+    ptx_isa_train,
+    train_driver,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -48,6 +55,12 @@ def _jit_driver(isa: tuple[int, int]) -> tuple[Train | None, str | None]:
     return train, (found[1] if found is not None else None)
 
 
+def _known_isas() -> list[tuple[int, int]]:
+    from buildrows.policy.archs import _trains_data
+
+    return [(int(a), int(b)) for a, b in (isa.split(".") for isa in _trains_data()["ptx-isa"])]
+
+
 def oldest_driver(isas: list[tuple[int, int]], major: int) -> tuple[str | None, str]:
     """The oldest Linux driver every part of the device code loads on, and why.
 
@@ -58,6 +71,8 @@ def oldest_driver(isas: list[tuple[int, int]], major: int) -> tuple[str | None, 
     if isas:
         newest = max(isas)
         train, driver = _jit_driver(newest)
+        if train is None and newest < min(_known_isas(), default=newest):
+            return best, why  # older than every ISA the data lists: any driver of the major JIT-compiles it
         if train is None:
             return None, (f"a driver newer than any buildrows knows, to JIT-compile its PTX ISA {_isa(newest)} "
                           "(no train in its data writes that ISA)")
@@ -117,6 +132,8 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     cubins_by: list[Train] = []
     late: list[str] = []  # cubins newer than the claim (after the PTX lines)
     own_trains: list[Train] = []  # per-train libraries' cubins: each held to its own train, apart from the row's
+    skipped: list[str] = []  # vendored libraries with device code: not the project's toolkit
+    beyond: list[tuple[int, int]] = []  # ISAs newer than the data, under a row of a train newer than it
     judged: list[bool] = []  # per library or kernel-file group with PTX: whether it is kernel files
     dated: list[bool] = []  # the same, for cubins with a toolkit note
     # Shared libraries, then kernel files (one unit per rule, as the device-code check groups them).
@@ -126,7 +143,8 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
         if not lib.ptx_isa and not lib.cubin_toolkits:
             continue
         if rule is not None and rule.vendored:
-            continue  # bundled from elsewhere: reported by the device-code check, not judged
+            skipped.append(lib.path)  # bundled from elsewhere: named, not judged (device-code-covers-row says more)
+            continue
         train, label = exp.cuda, "the row"
         if rule is not None and rule.per_train:
             own = train_of_digits(digits)
@@ -150,6 +168,9 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
         if isa <= newest_ptx_isa(train):
             continue
         wrote, driver = _jit_driver(isa)
+        if wrote is None and beyond_data(train):
+            beyond.append(isa)  # both newer than the data: taken to be the row's train's own ISA
+            continue
         if wrote is None:
             by = ("newer than any train buildrows knows (add it under [ptx-isa] in "
                   "buildrows/data/cuda_trains.toml)")
@@ -165,6 +186,9 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
                    f"CUDA_ERROR_UNSUPPORTED_PTX_VERSION; fix: build it with the CUDA {train} toolkit, or check "
                    f"it against {other}")
     driver, why = oldest_driver(seen, exp.cuda.major)
+    if beyond and max(beyond) == max(seen):
+        driver, why = None, (f"CUDA {exp.cuda}'s driver or newer, to JIT-compile its PTX ISA {_isa(max(beyond))} "
+                             f"(newer than buildrows' CUDA data, as CUDA {exp.cuda} is: taken to be its own)")
     top = max(cubins_by, default=None)
     if top is not None and top.major > exp.cuda.major:  # cubins of a newer major load only on its drivers
         top_floor = driver_floor(top.major)
@@ -179,13 +203,14 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
     bad += late
     if bad:
         return CheckResult(NAME, False, [*bad, summary])
-    apart = (f"the cubins of {len(own_trains)} per-train {'library' if len(own_trains) == 1 else 'libraries'} "
+    vend = (f"not judged, vendored (not built by the project's toolkit): {', '.join(skipped)}; " if skipped else "")
+    apart = vend + (f"the cubins of {len(own_trains)} per-train {'library' if len(own_trains) == 1 else 'libraries'} "
            f"(CUDA {', '.join(str(tr) for tr in sorted(set(own_trains)))}, their toolkit notes) are no newer than "
            "the train each name carries; " if own_trains else "")
     if not seen and not cubins_by:
         if apart:
             return CheckResult(NAME, True, [f"{apart}nothing else carries PTX or a cubin toolkit note; {summary}"])
-        return CheckResult(NAME, True, ["no PTX, and no cubin with a toolkit note, to date it (ptxas writes that note "
+        return CheckResult(NAME, True, [f"{vend}no PTX, and no cubin with a toolkit note, to date it (ptxas writes that note "
                                         f"in some CUDA 12.8+ cubins; compressed cubins are not inflated to look); {summary}"])
     dating = []
     if seen:

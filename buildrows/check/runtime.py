@@ -36,8 +36,11 @@ def check_runtime_declared(exp: Expectation, info: Artifact) -> CheckResult:
     """Requires-Dist's NVIDIA packages equal the train's set, as parsed requirements, both ways
     (preload mode: they carry what the libraries NEED; torch-runtime: torch is required too)."""
     name = "runtime-declared"
-    if exp.mode == "preload" and exp.cuda is not None and not exp.platform.startswith("windows"):
-        return _preload_declared(exp, info)
+    if exp.mode == "preload" and exp.cuda is not None:
+        from buildrows.check.windows_runtime import extra_problem
+
+        result, problem = _preload_declared(exp, info), extra_problem(exp, info)  # on every platform
+        return result if problem is None else CheckResult(name, False, [problem, *result.details])
     details: list[str] = []
     if exp.mode == "torch-runtime" and exp.cuda is not None:
         torch = _torch_requirements(exp, info)
@@ -250,8 +253,11 @@ def check_rpath(exp: Expectation, info: Artifact) -> CheckResult:
             return CheckResult(name, False, details)
         if exp.cuda is None:
             return CheckResult(name, True, ["no CUDA runtime to reach", *_accepted_lines(accepted)])
-        if exp.platform.startswith("windows"):
-            return CheckResult(name, True, ["Windows: checked by no-cudart-import", *_accepted_lines(accepted)])
+        if exp.platform.startswith("windows"):  # the DLLs' imports against the mode (buildrows.check.windows_runtime)
+            from buildrows.check.windows_runtime import windows_mode
+
+            judged = windows_mode(exp, info)
+            return CheckResult(name, judged.ok, [*judged.details, *_accepted_lines(accepted)])
         return CheckResult(name, True, [_mode_summary(exp, elf, None), *_accepted_lines(accepted)])
 
     dirs = _wheel_dirs(info)
@@ -448,6 +454,11 @@ def check_windows_imports(exp: Expectation, info: Artifact) -> CheckResult:
     name = "no-cudart-import"
     pe = [lib for lib in info.libraries if lib.format == "pe"]
     bad = [(lib.path, n) for lib in pe for n in (*lib.imports, *lib.delay_imports) if _CUDART_DLL.match(n)]
+    from buildrows.check.windows_runtime import cudart_import_judged
+
+    if bad and exp.cuda is not None and cudart_import_judged(exp):  # torch's or a declared package's DLL
+        return CheckResult(name, True, [f"{len(bad)} cudart64_*.dll imports ({', '.join(sorted({p for p, _ in bad}))}): "
+                                        f"mode {exp.mode!r} may load one, judged by runtime-reached"])
     if bad:
         return CheckResult(name, False, [f"{p} imports {n}: link cudart statically so the DLL reaches the driver "
                                          "(nvcuda.dll) instead of a cudart DLL no wheel provides" for p, n in bad])

@@ -57,7 +57,7 @@ def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) ->
         return row
     train = Train.parse(accel)
     policy_trains = ", ".join(f"{t.dotted} (cu{t.major}{t.minor})" for t in pol.trains) or "none"
-    if train not in train_table():
+    if train not in train_table() and train not in pol.trains:  # a policy's train newer than the data is its own
         # cu999 and cu13 parse as "CUDA 99.9" and "CUDA 1.3": name the value as given, not as a version.
         example = f"{var}=cu{pol.trains[0].major}{pol.trains[0].minor}" if pol.trains else f"{var}=cpu"
         raise Refused(f"{file}: {var}={accel} is not a CUDA train buildrows knows; the policy's trains are "

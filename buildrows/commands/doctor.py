@@ -39,7 +39,7 @@ def _json(opts: object, ui: UI) -> int:
     from buildrows.errors import EXIT_OK, BuildrowsError
 
     assert isinstance(opts, BuildOptions)
-    pol, env, host = setup(opts)
+    pol, env, host = setup(opts, ui)
     rows = resolve_rows(pol, opts.selectors, env, host, ui)
     doc_rows: list[dict[str, object]] = []
     code = EXIT_OK

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.policy.rows import select_one
     from buildrows.render.envfile import Format, append_files, format_env, row_environment
 
-    pol = policy(args)
+    pol = policy(args, ui)
     row = select_one(pol, args.row)
     targets: list[tuple[str, Format]] = []  # (path, format)
     dests: tuple[tuple[str, str, Format], ...] = (("github_env", "GITHUB_ENV", "github"),

@@ -29,6 +29,6 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.plan.host import host_platform, host_python
 
     env = os.environ
-    hook(policy(args), env, args.python or host_python(), args.platform or host_platform(env), ui,
+    hook(policy(args, ui), env, args.python or host_python(), args.platform or host_platform(env), ui,
          provision=args.provision)
     return 0

@@ -31,7 +31,7 @@ def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.provision.interpreters import find_interpreter, install_hint
     from buildrows.render.presets import render_plans
 
-    pol = policy(args)
+    pol = policy(args, ui)
     rows = select(pol, args.rows)
     project = Path(args.project) if args.project else Path(pol.path).parent / pol.project.source_dir
     check = not args.no_toolchain_check

@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.policy.rows import row_json, select
 
-    pol = policy(args)
+    pol = policy(args, ui)
     rows = select(pol, args.selectors)
     if args.json:
         ui.print(json.dumps([{**row_json(r), "published": pol.publishes(r)} for r in rows], indent=2))

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.policy.rows import check_json, row_json, select_one, show_lines
 
-    pol = policy(args)
+    pol = policy(args, ui)
     row = select_one(pol, args.row)
     if args.json:
         data = row_json(row)

@@ -94,6 +94,9 @@ def toolkit_compiler(row: Row, root: str, env: Mapping[str, str]) -> CudaCompile
     if row.cuda is not None and comp.train != row.cuda:
         raise Refused(f"the provisioned toolkit {root} is CUDA {comp.version}, not the row's {row.cuda.dotted}\n"
                       f"    fix: `buildrows toolkit install {row.cuda.dotted} --force` to assemble it again")
+    from buildrows.plan.nvcc_archs import check_row_archs
+
+    check_row_archs(row, comp, env)  # a train newer than the data: its own nvcc's word
     return comp
 
 

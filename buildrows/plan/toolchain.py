@@ -318,6 +318,9 @@ def check_cuda_compiler(row: Row, env: Mapping[str, str], host: HostOs | None = 
             f"    fix: point CUDA_HOME (or CUDACXX) at a CUDA {row.cuda.dotted} toolkit, or build the "
             f"{comp.train.cu if comp.train else 'matching'} row instead",
         )
+    from buildrows.plan.nvcc_archs import check_row_archs
+
+    check_row_archs(row, comp, env)  # the train's own word on what it compiles (its data may be older)
     return comp
 
 

@@ -407,7 +407,7 @@ STARTING_ARCHS = {
 def suggested_archs(train: Train, platform: str = "") -> str:
     """A list valid for the train, for advice and `buildrows init` ("7.5 8.0 8.6 8.9 9.0" for 12.6)."""
     start = STARTING_ARCHS["aarch64" if platform.endswith("aarch64") else "other"]
-    support = train_table().get(train)
+    support = train_support(train)
     chosen = [t for t in start if support is None or support.supports(Arch.parse(t))]
     return " ".join(chosen)
 
@@ -456,9 +456,45 @@ def train_table() -> dict[Train, TrainSupport]:
     }
 
 
+def newest_train() -> Train:
+    """The newest train in buildrows' data."""
+    return max(train_table())
+
+
+def beyond_data(train: Train) -> bool:
+    """Whether `train` is newer than every train in buildrows' data (a CUDA released after it): of the
+    newest major or the next one (14.0 after 13.5; not 99.9, which is what `cu999` parses as)."""
+    newest = newest_train()
+    return train not in train_table() and train > newest and train.major <= newest.major + 1
+
+
+def train_support(train: Train) -> TrainSupport | None:
+    """What `train` compiles: its entry in the data; for a train newer than the data, the newest
+    train's set (see `beyond_data_note`); None for an unknown train older than the newest."""
+    table = train_table()
+    if train in table:
+        return table[train]
+    return table[newest_train()] if beyond_data(train) else None
+
+
+def beyond_data_note(train: Train) -> str | None:
+    """What buildrows assumes of a train newer than its data, and how to know instead; None otherwise."""
+    if not beyond_data(train):
+        return None
+    newest = newest_train()
+    entry = _trains_data()["trains"][newest.dotted]
+    archs = " ".join(entry["archs"])
+    return (f"CUDA {train} is newer than buildrows' CUDA data (its newest train is CUDA {newest}, read "
+            f"{entry.get('date', '?')} from {entry.get('source', 'NVIDIA').split(':')[0]}): it is taken to compile what "
+            f"CUDA {newest} does ({archs}, and architectures newer than {entry['archs'][-1]}) and to write any PTX ISA "
+            f"from {'.'.join(str(x) for x in newest_ptx_isa(newest))} on; a build asks the train's own nvcc "
+            "(`nvcc --list-gpu-code`) and refuses an architecture it does not list; to have it in the data, upgrade "
+            "buildrows, or run `python scripts/refresh_cuda_data.py` in a checkout of it")
+
+
 def check_train_supports(train: Train, archs: tuple[Arch, ...] | list[Arch]) -> None:
     table = train_table()
-    support = table.get(train)
+    support = train_support(train)
     if support is None:
         known = ", ".join(t.dotted for t in sorted(table))
         raise ArchError(
@@ -466,12 +502,16 @@ def check_train_supports(train: Train, archs: tuple[Arch, ...] | list[Arch]) -> 
             train.dotted,
             hint="add the train to buildrows/data/cuda_trains.toml",
         )
+    lowest, highest = min(support.archs), max(support.archs)
     for a in archs:
+        if beyond_data(train) and (a.major, a.minor) > highest:
+            continue  # a newer train may compile newer GPUs: its own nvcc decides at build time
         if not support.supports(a):
-            lowest = min(support.archs)
             why = ""
             if (a.major, a.minor) < lowest:
                 why = f"; CUDA {train.dotted} compiles nothing below {lowest[0]}.{lowest[1]}"
+            if beyond_data(train):
+                why += f" (assumed: CUDA {train} is newer than buildrows' data, taken to compile what {newest_train()} does)"
             raise ArchError(
                 f"{a.dotted!r}: CUDA {train.dotted} cannot compile this architecture{why}",
                 a.dotted,

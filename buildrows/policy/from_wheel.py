@@ -185,7 +185,7 @@ def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, 
     """The largest set of libraries that differ only in a train in their name, one per known train,
     the row's train among them: a wheel that ships one kernel library per CUDA train."""
     from buildrows.policy.archs import Train as TrainType
-    from buildrows.policy.archs import train_table
+    from buildrows.policy.archs import beyond_data, train_table
 
     known = train_table()
     sets: dict[str, dict[TrainType, LibraryInfo]] = {}
@@ -197,7 +197,7 @@ def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, 
             t = TrainType.parse("cu" + m.group("digits"))
         except ValueError:
             continue
-        if t in known:
+        if t in known or beyond_data(t):
             sets.setdefault(m.group("head") + "{cu}" + m.group("tail"), {})[t] = lib
     best = max(((g, by) for g, by in sets.items() if len(by) >= 2 and train in by), key=lambda x: len(x[1]), default=None)
     return best if best is not None else ("", {})

@@ -18,6 +18,7 @@ from buildrows.policy.archs import (
     ArchError,
     ArchList,
     Train,
+    beyond_data,
     check_train_supports,
     parse_arch_list,
     suggested_archs,
@@ -533,7 +534,7 @@ class _Resolver:
                 self.problem(("cuda", "trains", i), str(e))
                 self.bad_trains.add(str(v))
                 continue
-            if t not in known:
+            if t not in known and not beyond_data(t):
                 self.bad_trains.add(t.dotted)
                 self.problem(("cuda", "trains", i), f"buildrows does not know which architectures CUDA {t.dotted} compiles",
                              hint="use a train buildrows knows: " + ", ".join(k.dotted for k in sorted(known)))
