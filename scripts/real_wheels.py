@@ -199,6 +199,8 @@ def cuobjdump_lists(tool: str, data: bytes) -> tuple[set[str], set[str]] | None:
 
     Where cuobjdump refuses an architecture it no longer supports, it reads a copy whose entries of
     that architecture are renamed (:func:`_renamed`), and the names are mapped back."""
+    if data[:2] == b"MZ":  # a Windows DLL: cuobjdump reads no PE file, but reads its fat binaries alone
+        return _pe_lists(tool, data)
     refused: set[int] = set()
     while True:
         body, back = _renamed(data, refused) if refused else (data, {})
@@ -217,6 +219,31 @@ def cuobjdump_lists(tool: str, data: bytes) -> tuple[set[str], set[str]] | None:
         if not more or len(refused) >= 4:
             return None
         refused |= more
+
+
+def _pe_lists(tool: str, data: bytes) -> tuple[set[str], set[str]] | None:
+    """(elf, ptx) as cuobjdump lists them for each fat binary container a DLL carries, written to a
+    .fatbin file of its own (found by its header's magic; cuobjdump parses the rest); None if it reads none."""
+    from buildrows.binaries.fatbin import FATBIN_MAGIC
+
+    magic = struct.pack("<IHH", FATBIN_MAGIC, 1, 16)
+    elf: set[str] = set()
+    ptx: set[str] = set()
+    read = 0
+    pos = data.find(magic)
+    while pos >= 0:
+        size = struct.unpack_from("<Q", data, pos + 8)[0]
+        with tempfile.NamedTemporaryFile(suffix=".fatbin") as f:
+            f.write(data[pos : pos + 16 + size])
+            f.flush()
+            got = [subprocess.run([tool, flag, f.name], capture_output=True, text=True, check=False)
+                   for flag in ("--list-elf", "--list-ptx")]
+        if all(p.returncode == 0 for p in got):
+            read += 1
+            elf |= set(re.findall(r"\.(sm_\d+[a-z]?)\.cubin", got[0].stdout))
+            ptx |= set(re.findall(r"\.(sm_\d+[a-z]?)\.ptx", got[1].stdout))
+        pos = data.find(magic, pos + 16 + max(size, 1))
+    return (elf, ptx) if read else None
 
 
 @dataclass

@@ -134,7 +134,7 @@ archs = "8.0 9.0"
 
 @pytest.mark.parametrize(("rule", "message"), [
     ('files = ["a/*.so"]\nreason = "x"', "[check.libraries[0]]: a library rule says exactly one of archs, per-train = true, "
-                                         "vendored = true or host-only = true (or only dlopens or system)"),
+                                         "vendored = true or host-only = true (or only dlopens, system or provided-by)"),
     ('files = ["a/*.so"]\nhost-only = true\nvendored = true\nreason = "x"', "(here vendored, host-only)"),
     ('files = ["a/*.so"]\ndlopens = ["libcublas.so"]\nreason = "x"',
      "[check.libraries[0].dlopens]: 'libcublas.so' is not a soname with its major version"),

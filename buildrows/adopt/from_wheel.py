@@ -54,6 +54,8 @@ class WheelFacts:
     row: ListGroup | None = None
     own_lists: list[ListGroup] = field(default_factory=list)
     vendored: list[str] = field(default_factory=list)
+    # Kernel files under a tests directory (numba-cuda's sm_20 jitlink.ptx): fixtures, not the project's code.
+    fixtures: list[str] = field(default_factory=list)
     rpath_entries: list[tuple[str, bool]] = field(default_factory=list)  # (entry glob, climbs out)
     # One kernel library per CUDA train (libbitsandbytes_cuda118.so ... _cuda130.so): the {cu} glob,
     # and each train's list as its library carries it; empty when the wheel has no such set.
@@ -65,6 +67,14 @@ class WheelFacts:
     # No library carries device code, and these link CUDA libraries: host-only CUDA code (a
     # [[check.libraries]] host-only rule, where this buildrows' policy schema has that key).
     host_only: list[str] = field(default_factory=list)
+    # Nothing of the project's carries device code or links CUDA (a JIT-only or Python-only CUDA wheel):
+    # the starting list is written, and check's cuda-libraries-present names the gap.
+    no_code: bool = False
+    # Dynamic mode, and the wheel declares no NVIDIA package, the runtime neither: written as it is (the
+    # check then names the libcudart no declared package carries), never as the default set it lacks.
+    declares_none: bool = False
+    # Library -> {NEEDED soname: the non-NVIDIA requirement named after it that installs it} (provided-by).
+    provided: dict[str, dict[str, str]] = field(default_factory=dict)
     summary: list[str] = field(default_factory=list)
     train_note: str = ""  # where the train came from, when not from a tag or --cuda
 
@@ -83,7 +93,8 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
     groups = _groups(coded)
     if groups and facts.row is None:
         facts.row = max(groups, key=lambda g: (len(g.paths), len(g.elf)))
-    unit = _kernel_unit(info)
+    facts.fixtures = _fixtures(info)
+    unit = _kernel_unit(info, set(facts.fixtures))
     if unit is not None:  # kernel files (.cubin, .fatbin, .ptx) are judged together, as one unit
         if facts.row is None:
             facts.row = unit
@@ -91,18 +102,41 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
             groups.append(unit)
     facts.own_lists = [g for g in groups if g is not facts.row]
     if facts.row is None and not facts.vendored:
-        facts.host_only = _host_code(info)
+        facts.host_only = _host_code(info, wheel)
+    if facts.row is None and not facts.host_only and not facts.vendored:
+        facts.no_code = True
     _mode(facts, info, wheel, train, platform)
     facts.rpath_entries = _rpath_entries(facts, info, train, platform)
     # Libraries another rule covers (the first matching rule wins, so a dlopens rule would shadow it);
     # host-only ones name their bundled copies' sonames, which check reports as a warning.
     ruled = {*facts.vendored, *facts.host_only, *(p for g in facts.own_lists for p in g.paths),
              *(lib.path for lib in per_train.values())}
-    facts.dlopens = _dlopened(info, wheel, ruled)
+    facts.dlopens = _dlopened(info, wheel, ruled, train)
+    facts.provided = _provided(info)
     return facts
 
 
-def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str]) -> dict[str, list[str]]:
+def _provided(info: WheelInfo) -> dict[str, dict[str, str]]:
+    """Library -> {soname: distribution} for what it NEEDS that the wheel does not ship and a non-NVIDIA
+    requirement named after it installs (RAPIDS' librmm.so from librmm-cu13), where the policy can say so."""
+    import posixpath as pp
+
+    from buildrows.policy.model import LibraryRule
+    from buildrows.policy.provided import distribution_for
+
+    if "provided_by" not in getattr(LibraryRule, "__dataclass_fields__", {}):
+        return {}
+    shipped = {pp.basename(m) for m in info.members}
+    out: dict[str, dict[str, str]] = {}
+    for lib in info.libraries:
+        for name in lib.needed:
+            dist = distribution_for(name, info.requires_dist) if name not in shipped else None
+            if dist is not None:
+                out.setdefault(lib.path, {})[name] = dist
+    return out
+
+
+def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str], train: Train) -> dict[str, list[str]]:
     """Library -> the NVIDIA sonames it names but neither NEEDS nor ships (it dlopens them by name),
     for the libraries no other rule covers; empty where this buildrows cannot read or state them.
     Read as `check` reads them for its dlopen judge: streamed, one library at a time."""
@@ -127,11 +161,20 @@ def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str]) -> dict[str, list[s
     out: dict[str, list[str]] = {}
     for path, syms in reader(wheel, [lib.path for lib in elf]).items():
         lib = next(x for x in elf if x.path == path)
+        # Only the row's CUDA major's: a library that tries libcudart.so.13, then .so.12, loads the row's one.
         named = sorted({n for n in getattr(syms, "sonames_named", ()) if nvidia_soname(n) and n not in lib.needed
-                        and n not in shipped and n != getattr(syms, "soname", None)})
+                        and n not in shipped and n != getattr(syms, "soname", None) and _of_major(n, train.major)})
         if named:
             out[path] = named
     return out
+
+
+def _of_major(soname: str, major: int) -> bool:
+    """Whether an NVIDIA soname is the one CUDA `major` ships (or one buildrows' table does not place)."""
+    from buildrows.check.sonames import nvidia_soname as toolkit_soname
+
+    s = toolkit_soname(soname)
+    return s is None or major not in s.majors or s.majors[major] == s.major
 
 
 # A library whose name carries a CUDA train: lib_cuda128.so, ops_cu130.so (the digits are the train).
@@ -160,10 +203,27 @@ def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, 
     return best if best is not None else ("", {})
 
 
-def _kernel_unit(info: WheelInfo) -> ListGroup | None:
+_TESTS_DIR = re.compile(r"(?:^|/)tests?/")
+
+
+def _fixtures(info: WheelInfo) -> list[str]:
+    """Globs for the kernel files under a tests directory: test fixtures (numba-cuda ships an sm_20 PTX
+    to test its linker), which no GPU runs as the project's code: a vendored rule, never the row's list."""
+    paths = [k.path for k in getattr(info, "kernels", ()) if (k.cubins or k.ptx) and _TESTS_DIR.search(k.path)]
+    if not paths:
+        return []
+    common = posixpath.commonpath(paths) if len(paths) > 1 else paths[0]
+    return [common + "/*"] if len(paths) > 1 else [common]
+
+
+def _kernel_unit(info: WheelInfo, fixtures: frozenset[str] | set[str] = frozenset()) -> ListGroup | None:
     """The wheel's kernel files (members that are no shared library but carry device code, where
-    this buildrows reads them) as one group: the union of their code, under their common directory."""
-    kernels = [k for k in getattr(info, "kernels", ()) if k.cubins or k.ptx]
+    this buildrows reads them), test fixtures aside, as one group: the union of their code, under
+    their common directory."""
+    import fnmatch
+
+    kernels = [k for k in getattr(info, "kernels", ()) if (k.cubins or k.ptx)
+               and not any(fnmatch.fnmatchcase(k.path, g) for g in fixtures)]
     if not kernels:
         return None
     common = posixpath.commonpath([k.path for k in kernels]) if len(kernels) > 1 else kernels[0].path
@@ -179,13 +239,22 @@ def host_only_supported() -> bool:
     return "host_only" in getattr(LibraryRule, "__dataclass_fields__", {})
 
 
-def _host_code(info: WheelInfo) -> list[str]:
+def _host_code(info: WheelInfo, wheel: Path) -> list[str]:
     """Libraries without device code that link a CUDA toolkit library (a private copy included)
-    or the driver: CUDA host code, such as a library that compiles its kernels at run time."""
+    or the driver, carry the runtime linked in statically or dlopen it, as `check` reads them: CUDA
+    host code, such as a library that compiles its kernels at run time."""
+    from buildrows.binaries.wheelsymbols import wheel_library_symbols
+    from buildrows.check.loading import host_cuda_evidence
     from buildrows.check.sonames import nvidia_soname
 
-    return sorted(lib.path for lib in info.libraries if lib.format == "elf" and not lib.has_device_code
-                  and any(nvidia_soname(n) is not None or n == "libcuda.so.1" for n in lib.needed))
+    elf = [lib for lib in info.libraries if lib.format == "elf" and not lib.has_device_code]
+    linking = {lib.path for lib in elf if any(nvidia_soname(n) is not None or n == "libcuda.so.1" for n in lib.needed)}
+    rest = [lib.path for lib in elf if lib.path not in linking and nvidia_soname(posixpath.basename(lib.path)) is None]
+    if rest:
+        for path, syms in wheel_library_symbols(wheel, rest, markers=rest).items():
+            if host_cuda_evidence((), syms, dlopen=True) is not None:
+                linking.add(path)
+    return sorted(linking)
 
 
 def _bundled_nvidia(path: str) -> bool:
@@ -234,10 +303,16 @@ def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platfor
     if _preload(facts, info, elf, train, platform):
         return
     if not links_cudart:
-        facts.mode = "static"
-        facts.summary.append("mode static: no library links libcudart dynamically")
+        facts.mode = "none" if facts.no_code else "static"
+        facts.requirements = _nvidia_requirements(info, platform)  # outside buildrows' table too (a CUTLASS DSL)
+        facts.summary.append("mode none: no library carries device code or links the CUDA runtime" if facts.no_code
+                             else "mode static: no library links libcudart dynamically")
+        if facts.requirements:
+            facts.summary[-1] += f"; the wheel's NVIDIA requirements written as the train's set ({len(facts.requirements)})"
         return
     facts.summary.append("mode dynamic: libraries link libcudart and declare no NVIDIA package beside the runtime")
+    if not _nvidia_requirements(info, platform):  # not even the runtime (NVIDIA's CUDA 13 library wheels)
+        facts.declares_none = True
 
 
 def _nvidia_requirements(info: WheelInfo, platform: str) -> list[str]:
@@ -452,7 +527,7 @@ def list_text(group: ListGroup) -> tuple[str, bool]:
 
 def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]:
     """[cuda.runtime.N] for a mode other than the default: one per CUDA major of the trains."""
-    if facts.mode == "dynamic" and not facts.requirements:
+    if facts.mode == "dynamic" and not facts.requirements and not facts.declares_none:
         return []
     lines: list[str] = []
     for major in sorted({train.major, *(t.major for t in facts.per_train)}):
@@ -460,6 +535,9 @@ def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]
         if facts.requirements and major == train.major:
             lines.append("requirements = [" + ", ".join(_q(r) for r in facts.requirements) + "]  # as the wheel "
                          "declares them")
+        elif facts.declares_none and major == train.major:
+            lines.append("requirements = []  # init saw: the wheel declares no NVIDIA package, the runtime its "
+                         "libraries link neither; `check` fails libraries-load naming it: declare nvidia-cuda-runtime")
         if facts.reason:
             lines.append(f"reason = {_q(facts.reason)}")
         if facts.extra:
@@ -512,6 +590,9 @@ def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
     if facts.host_only:
         lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.host_only) + "]",
                   "host-only = true", f"reason = {_q('init saw CUDA host code and no device code in the wheel; review: say how its kernels come (compiled at run time? another wheel?)')}"]
+    if facts.fixtures:
+        lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.fixtures) + "]",
+                  "vendored = true", f"reason = {_q('init saw device code only in test fixtures (a tests directory): not the code a GPU runs; review: say what they test')}"]
     if facts.vendored:
         lines += ["", f"[[{prefix}check.libraries]]", "files = [" + ", ".join(_q(v) for v in facts.vendored) + "]",
                   "vendored = true", f"reason = {_q('init saw a bundled NVIDIA library (its architectures are NVIDIA choice)')}"]
@@ -522,4 +603,8 @@ def check_toml(facts: WheelFacts, prefix: str = "") -> list[str]:
         if ptx_none:
             lines.append('ptx = "none"')
         lines.append(f"reason = {_q('init saw these libraries carry another list than the rest; review: say why')}")
+    for path, provided in sorted(facts.provided.items()):  # last: a library's first matching rule judges its code
+        lines += ["", f"[[{prefix}check.libraries]]", f"files = [{_q(path)}]",
+                  "provided-by = { " + ", ".join(f"{_q(so)} = {_q(d)}" for so, d in sorted(provided.items())) + " }",
+                  f"reason = {_q('init saw the wheel require these by the names of libraries it NEEDS; review: say how their packages load them before it (an import in __init__.py?)')}"]
     return lines

@@ -350,6 +350,13 @@ class FileSource:
             return fp.read(size)
 
 
+def _whole_string(data: bytes, start: int, end: int) -> bool:
+    """Whether data[start:end] is a whole C string (a NUL or the section's start before it, a NUL
+    after it): the entry point's own name, as a statically linked cudart's name table holds it, and
+    not a longer name that contains it (Clang's `__cudaRegisterFatBinaryEnd`, its CUDA driver's)."""
+    return start >= 0 and (start == 0 or data[start - 1] == 0) and end < len(data) and data[end] == 0
+
+
 class _StringScan:
     """Scans pieces of a file in order for soname strings and CUDA markers (a few bytes of overlap)."""
 
@@ -367,7 +374,9 @@ class _StringScan:
         if self.want_markers and len(self.markers) < len(CUDA_MARKERS):
             for m in _MARKER.finditer(data):
                 name = m.group().decode("ascii")
-                self.markers["__" + name if name == "cudaRegisterFatBinary" else name] = None
+                full = "__" + name if name == "cudaRegisterFatBinary" else name
+                if _whole_string(data, m.end() - len(full), m.end()):
+                    self.markers[full] = None
         self.tail = data[-_OVERLAP:]
 
 

@@ -79,6 +79,8 @@ _CUDART_NEEDED: Final = re.compile(r"^libcudart(?:[-.][0-9a-f]{8})?\.so(?:\.\d+)
 # What marks the CUDA runtime in a library that links it statically (its registration and entry points).
 _RUNTIME_SYMBOLS: Final = frozenset({"__cudaRegisterFatBinary", "cudaGetDeviceCount", "cudaLaunchKernel"})
 MAX_NAMED: Final = 5
+# A soname as the string scan reads it (one version number): libnvrtc-builtins.so.13 of libnvrtc-builtins.so.13.0.
+_SCANNED_AS: Final = re.compile(r"^lib[A-Za-z0-9_+-]{1,64}\.so\.[0-9]{1,4}")
 
 
 @dataclass(frozen=True)
@@ -343,6 +345,13 @@ class _Resolver:
         if stated is not None:
             self.conditional[(member, name)] = f"the system's, as stated [{stated.source}]: {stated.reason}"
             return _Provider("system", name, opaque=True), ""
+        provided = provided_by(exp, member, name, self.info.requires_dist)
+        if provided is not None:
+            if provided[1]:
+                return None, provided[1]
+            self.conditional[(member, name)] = (f"installed by the requirement {provided[0]!r} (Requires-Dist), whose "
+                                                f"package loads it, as stated {provided[2]}")
+            return _Provider("requirement", name, opaque=True), ""
         return None, (f"NEEDS {name}, which neither the wheel, the torch it declares, the NVIDIA packages it declares "
                       "nor the system's base libraries (the manylinux allowlist) provide: `import` fails with "
                       f"'{name}: cannot open shared object file' wherever it is not installed by hand; fix: bundle "
@@ -518,7 +527,7 @@ def check_libraries_load(exp: Expectation, info: Artifact, inputs: LoadInputs) -
 
 _KIND: Final = {"wheel": "in the wheel:", "torch": "torch:", "nvidia": "NVIDIA packages:", "base": "system:",
                 "driver": "driver:", "python": "interpreter:", "optional": "optional:",
-                "system": "the system's, as stated:"}
+                "system": "the system's, as stated:", "requirement": "requirements, as stated:"}
 
 
 def _rpaths_of(info: Artifact, member: str) -> tuple[str, ...]:
@@ -590,7 +599,7 @@ def _conditional_notes(resolver: _Resolver) -> list[str]:
     has loaded it by path, a library the system provides as the policy states."""
     out = []
     for (member, name), how in sorted(resolver.conditional.items()):
-        if how.startswith("the system's"):
+        if how.startswith(("the system's", "installed by")):
             out.append(f"note: {member} NEEDS {name}: {how}")
         else:
             out.append(f"note: {member} NEEDS {name}, which the wheel ships as {how} in the same directory but no "
@@ -620,18 +629,58 @@ def _notes(unverified: dict[str, int], inputs: LoadInputs, resolver: _Resolver) 
 # --- a CUDA library without device code ---------------------------------------------------------------
 
 
-def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None) -> str | None:
+def static_runtime_markers(syms: DynamicSymbols) -> list[str]:
+    """The runtime's entry-point names a library's read-only strings hold whole, where they are evidence
+    of cudart linked in: its name table holds several of them, or the library also defines or imports
+    one. One name alone is a string, not a runtime: a JIT compiler that embeds Clang's CUDA code
+    generator names them, and cuDNN's frontend looks cudaLaunchKernel up with dlsym in the runtime it
+    dlopens; neither links CUDA."""
+    markers = sorted(set(syms.cuda_markers) & _RUNTIME_SYMBOLS)
+    symbols = {i.name for i in syms.imports} | {n for n in _RUNTIME_SYMBOLS if n in syms.exported}
+    if symbols & _RUNTIME_SYMBOLS or len(markers) >= 2:
+        return markers
+    return []
+
+
+def provided_by(exp: Expectation, member: str, name: str,
+                requires_dist: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """Where a [[check.libraries]] provided-by rule names `name` for `member`: (the requirement that installs
+    it, "", the rule) when the wheel Requires-Dist it unconditionally, else (the distribution, the problem,
+    the rule); None: no rule names it."""
+    from buildrows.policy.provided import declared
+
+    for rule in exp.library_rules:
+        if not rule.match(member)[0]:
+            continue
+        for glob, dist in rule.provided_by:
+            if not fnmatch.fnmatchcase(name, glob):
+                continue
+            text, always = declared(requires_dist, dist)
+            if always:
+                return text, "", f"[{rule.source}]: {rule.reason}"
+            how = f"declares it only under an extra ({text!r})" if text else "does not Require-Dist it"
+            return dist, (f"NEEDS {name}, stated provided by {dist!r} [{rule.source}], but the wheel {how}: pip does "
+                          f"not install it with the wheel, so `import` fails with '{name}: cannot open shared object "
+                          f"file'; fix: declare {dist} in the project's dependencies (unconditionally), or drop the "
+                          "statement"), rule.source
+    return None
+
+
+def host_cuda_evidence(lib_needed: tuple[str, ...], syms: DynamicSymbols | None, *, dlopen: bool = False) -> str | None:
     """Why a library is CUDA host code (links the runtime or the driver, or carries the runtime's entry
-    points: linked in statically), or None."""
+    points: linked in statically; with `dlopen`, names the runtime or the driver it loads), or None."""
     links = [n for n in lib_needed if _CUDART_NEEDED.match(n)]
     if links:
         return f"links {', '.join(links)}"
     if syms is None:
         return None
-    names = {i.name for i in syms.imports} | {m for m in syms.cuda_markers if m in _RUNTIME_SYMBOLS}
+    loads = sorted(n for n in syms.sonames_named if _CUDART_NEEDED.match(n)) if dlopen else []
+    names = {i.name for i in syms.imports} | set(static_runtime_markers(syms))
     found = sorted(names & _RUNTIME_SYMBOLS) + sorted({n for n in _RUNTIME_SYMBOLS if n in syms.exported} - names)
     if found:
         return f"carries the CUDA runtime's entry points ({', '.join(found)}): cudart linked in statically"
+    if loads:
+        return f"names {', '.join(loads)}, which it loads by dlopen"
     return None
 
 
@@ -645,7 +694,7 @@ def _runtime_linked_in(exp: Expectation, info: Artifact, inputs: LoadInputs) -> 
         syms = inputs.libraries.get(lib.path)
         if lib.format != "elf" or syms is None:
             continue
-        found = sorted((set(syms.cuda_markers) & _RUNTIME_SYMBOLS) | {n for n in _RUNTIME_SYMBOLS if n in syms.exported})
+        found = sorted((set(static_runtime_markers(syms)) & _RUNTIME_SYMBOLS) | {n for n in _RUNTIME_SYMBOLS if n in syms.exported})
         if found:
             out.append(f"{lib.path} carries the CUDA runtime's entry points ({', '.join(found)}): cudart is linked in "
                        f"statically, but [cuda.runtime.{exp.cuda.major}] mode is \"none\" (the wheel links no CUDA "
@@ -664,7 +713,8 @@ def check_host_code(exp: Expectation, info: Artifact, inputs: LoadInputs) -> Che
     for lib in info.libraries:
         if lib.format != "elf" or lib.has_device_code:
             continue
-        why = host_cuda_evidence(lib.needed, inputs.libraries.get(lib.path))
+        # A CUDA row's host-only rule may rest on the runtime a library dlopens; a CPU row fails only on what links.
+        why = host_cuda_evidence(lib.needed, inputs.libraries.get(lib.path), dlopen=exp.cuda is not None)
         if why is not None:
             found.append((lib.path, why))
     if exp.cuda is None:
@@ -719,6 +769,10 @@ def check_dlopen(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckR
     problems: list[str] = []
     held: list[str] = []
     warnings: list[str] = []
+    # What the wheel's libraries NEED, under the name the string scan reads (libnvrtc-builtins.so.13.0 is
+    # read as libnvrtc-builtins.so.13): loaded, and judged, as NEEDED; never a dlopen warning.
+    needed = {n for lib in info.libraries for n in lib.needed}
+    needed |= {m.group() for n in needed if (m := _SCANNED_AS.match(n))}
     for lib in info.libraries:
         if lib.format != "elf":
             continue
@@ -739,7 +793,7 @@ def check_dlopen(exp: Expectation, info: Artifact, inputs: LoadInputs) -> CheckR
         if syms is None:
             continue
         candidates = [s for s in syms.sonames_named
-                      if nvidia_soname(s) and s not in lib.needed and s not in stated
+                      if nvidia_soname(s) and s not in needed and s not in stated
                       and posixpath.basename(lib.path) != s and s != syms.soname]
         if candidates:
             warnings.append(f"{lib.path} names {', '.join(candidates[:MAX_NAMED])}"

@@ -106,13 +106,20 @@ def _nvidia_needed(info: Artifact) -> dict[str, list[str]]:
 
 
 def _declared_dirs(exp: Expectation, info: Artifact) -> dict[str, str]:
-    """Library directory -> the declared NVIDIA package that installs it (modes preload, dynamic, static)."""
+    """Library directory -> the declared NVIDIA package that installs it (modes preload, dynamic, static):
+    unconditional or under the runtime's extra first, then under any extra, as libraries-load counts them
+    (an RPATH entry into a package of another extra is reached when that extra is installed)."""
+    from buildrows.check.loading import _extras
     from buildrows.check.nvidia import declared_nvidia, packages
 
     assert exp.cuda is not None
     known = packages()
-    return {known[p].dir: p for p in declared_nvidia(info.requires_dist, exp.platform, exp.runtime_extra, exp.cuda.major)
-            if p in known}
+    out: dict[str, str] = {}
+    for extra in dict.fromkeys((exp.runtime_extra, None, *_extras(info.requires_dist))):
+        for p in declared_nvidia(info.requires_dist, exp.platform, extra, exp.cuda.major):
+            if p in known:
+                out.setdefault(known[p].dir, p if extra in (None, exp.runtime_extra) else f"{p} [extra {extra}]")
+    return out
 
 
 def _package_of_dir(directory: str, major: int) -> str | None:
@@ -426,8 +433,10 @@ def unused_exceptions(exp: Expectation, info: Artifact) -> list[dict[str, str]]:
             names = info.members if rule.kind == "required" else [lib.path for lib in info.libraries]
             if not any(fnmatch.fnmatchcase(m, glob) for m in names):
                 out.append({"source": rule.source, "rule": f"{rule.kind} files {glob!r}", "reason": rule.reason})
+    # A rule may name kernel files (.cubin, .fatbin, .ptx) as well as libraries: both are what it judges.
+    judged = [lib.path for lib in info.libraries] + [k.path for k in getattr(info, "kernels", ())]
     for lrule in exp.library_rules:
-        if not any(lrule.match(lib.path)[0] for lib in info.libraries):
+        if not any(lrule.match(path)[0] for path in judged):
             out.append({"source": lrule.source, "rule": f"libraries files {list(lrule.files)!r}", "reason": lrule.reason})
     return out
 

@@ -45,6 +45,7 @@ from buildrows.policy.model import (
     RuntimeMode,
     Submodules,
 )
+from buildrows.policy.provided import provided_by_problem
 from buildrows.resources import data_file
 
 if sys.version_info >= (3, 11):
@@ -708,9 +709,9 @@ class _Resolver:
                 continue
             kinds = [k for k in ("archs", "per-train", "vendored", "host-only") if r.get(k) not in (None, False)]
             # A rule that only names what its libraries dlopen keeps the row's device-code rule for them.
-            if len(kinds) > 1 or (not kinds and "dlopens" not in r and "system" not in r):
+            if len(kinds) > 1 or (not kinds and not {"dlopens", "system", "provided-by"} & set(r)):
                 self.problem(path, "a library rule says exactly one of archs, per-train = true, vendored = true or "
-                             "host-only = true (or only dlopens or system)" + (f" (here {', '.join(kinds)})" if kinds else ""),
+                             "host-only = true (or only dlopens, system or provided-by)" + (f" (here {', '.join(kinds)})" if kinds else ""),
                              hint="archs = \"7.0 8.0\" (their own list), per-train = true (each library's train's "
                                   "list, {cu} in files), vendored = true (not the project's list), host-only = true "
                                   "(no device code: host code using CUDA)")
@@ -723,6 +724,10 @@ class _Resolver:
             if any(not g.strip() or "/" in g for g in r.get("system", ())):
                 self.problem((*path, "system"), "system lists library file names (globs), not paths or empty names",
                              hint="e.g. system = [\"libsox.so\", \"libav*.so.*\"], as the library's NEEDED entries name them")
+                continue
+            bad = provided_by_problem(r["provided-by"]) if "provided-by" in r else None
+            if bad is not None:
+                self.problem((*path, "provided-by"), bad[0], hint=bad[1])
                 continue
             if "ptx" in r and "archs" not in r:
                 self.problem((*path, "ptx"), "ptx is only used with archs", hint="remove ptx, or give archs")
@@ -748,7 +753,8 @@ class _Resolver:
             out.append(LibraryRule(files=tuple(r["files"]), reason=r["reason"].strip(), source=self.where(path),
                                    archs=archs, per_train=bool(r.get("per-train")), vendored=bool(r.get("vendored")),
                                    rows=tuple(r.get("rows", ())), host_only=bool(r.get("host-only")),
-                                   dlopens=tuple(r.get("dlopens", ())), system=tuple(r.get("system", ()))))
+                                   dlopens=tuple(r.get("dlopens", ())), system=tuple(r.get("system", ())),
+                                   provided_by=tuple((k, str(v)) for k, v in r.get("provided-by", {}).items())))
         return tuple(out)
 
     def _no_reason(self, e: dict[str, Any], path: tuple[str | int, ...]) -> bool:

@@ -51,6 +51,10 @@ DOCS: dict[str, str] = {
     "libraries.system": ("Libraries these libraries NEED that the user's system provides, not the wheel (globs, e.g. "
                          "\"libsox.so\", \"libav*.so.*\"): an optional feature that loads only where they are installed. "
                          "libraries-load names them instead of failing."),
+    "libraries.provided-by": ("Libraries these libraries NEED that a non-NVIDIA requirement of the wheel installs, "
+                              "soname (glob) = distribution, e.g. { \"librapids_logger.so\" = \"rapids-logger\" }: "
+                              "the wheel must Require-Dist that distribution; libraries-load then judges the library "
+                              "found, as the requirement's package loads it once pip installed it."),
     "libraries.rows": "Rows this applies to (names or globs); default every row.",
     "libraries.reason": "Why these libraries carry another list; shown by the check.",
     "rpath-exception.climbs-out": (
@@ -131,6 +135,7 @@ class LibraryRule(Frozen):
     host_only: bool = False  # DOCS["libraries.host-only"]
     dlopens: tuple[str, ...] = ()  # DOCS["libraries.dlopens"]
     system: tuple[str, ...] = ()  # DOCS["libraries.system"]
+    provided_by: tuple[tuple[str, str], ...] = ()  # DOCS["libraries.provided-by"]: (soname glob, distribution)
 
     def applies_to(self, row: str) -> bool:
         import fnmatch

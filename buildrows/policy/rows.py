@@ -111,6 +111,7 @@ def check_json(policy: Policy, row: Row) -> dict[str, Any]:
                                          ("per_train", r.per_train or None), ("vendored", r.vendored or None),
                                          ("host_only", r.host_only or None), ("dlopens", list(r.dlopens) or None),
                                          ("system", list(r.system) or None),
+                                         ("provided_by", dict(r.provided_by) or None),
                                          ("reason", r.reason), ("source", r.source)) if v is not None}
                       for r in policy.check.libraries if r.applies_to(row.name)],
         "required": [{"files": list(r.files), "reason": r.reason, "source": r.source}
@@ -146,6 +147,8 @@ def _check_lines(policy: Policy, row: Row) -> list[str]:
             rule += f"; dlopens {', '.join(r['dlopens'])}"
         if r.get("system"):
             rule += f"; the system provides {', '.join(r['system'])}"
+        if r.get("provided_by"):
+            rule += "; " + ", ".join(f"{d} installs {so}" for so, d in r["provided_by"].items())
         lines.append(f"  {'check.libraries':26} {', '.join(r['files'])}: {rule}: {r['reason']}  <- {r['source']}")
     return lines
 

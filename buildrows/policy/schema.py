@@ -247,6 +247,7 @@ LIBRARY_RULE = Table(
         "host-only": Bool(DOCS["libraries.host-only"], default="false"),
         "dlopens": StrList(DOCS["libraries.dlopens"]),
         "system": StrList(DOCS["libraries.system"]),
+        "provided-by": MapOf(DOCS["libraries.provided-by"], Str("")),
         "rows": StrList(DOCS["libraries.rows"]),
         "reason": Str(DOCS["libraries.reason"]),
     },
