@@ -41,10 +41,12 @@ def _listing(libs: list[Any]) -> dict[str, list[Any]]:
 
 
 def child_stream(wheel: str, workers: int) -> dict[str, Any]:
+    import buildrows.binaries.kernelread as kr
+    import buildrows.binaries.libraries as lr
     import buildrows.binaries.wheelread as wr
 
     fetches = 0
-    original = getattr(wr, "read_streamed")  # noqa: B009  (not in wheelread.__all__)
+    original = getattr(lr, "read_streamed")  # noqa: B009  (not in libraries.__all__)
 
     def counting(stream: Any) -> Any:
         nonlocal fetches
@@ -52,7 +54,8 @@ def child_stream(wheel: str, workers: int) -> dict[str, Any]:
         fetches += lib.fetches
         return lib
 
-    setattr(wr, "read_streamed", counting)  # noqa: B010  (counts the ranges each library inflates again)
+    for module in (lr, kr):  # where the library and kernel readers look it up
+        setattr(module, "read_streamed", counting)  # noqa: B010  (counts the ranges each library inflates again)
     start = time.perf_counter()
     cpu = _cpu()
     info = wr.read_wheel(wheel, workers=workers)

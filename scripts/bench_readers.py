@@ -4,7 +4,7 @@ quotes its output.
 
     python scripts/bench_readers.py --wheel TORCH.whl --library LIB.so [--repeat 5]
 
-- the zip's central directory: buildrows.binaries.wheelread against zipfile.ZipFile;
+- the zip's central directory: buildrows.binaries.zipdir against zipfile.ZipFile;
 - an ELF library's layout (NEEDED, RPATH/RUNPATH, where .nv_fatbin lies): binaries.binfmt against
   pyelftools (what auditwheel and most tools use);
 - its undefined dynamic symbols: binaries.symbols against pyelftools' .dynsym iteration;
@@ -67,7 +67,7 @@ def main() -> int:
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
 
-    from buildrows.binaries import binfmt, symbols, wheelread
+    from buildrows.binaries import binfmt, symbols, zipdir
 
     print(f"wheel: {args.wheel.name} ({args.wheel.stat().st_size / 2**20:.0f} MiB); "
           f"library: {args.library.name} ({args.library.stat().st_size / 2**20:.0f} MiB)")
@@ -75,7 +75,7 @@ def main() -> int:
     print("| --- | --- | --- | --- |")
 
     def ours_zip() -> int:
-        return len(wheelread._read_central_directory(args.wheel))
+        return len(zipdir._read_central_directory(args.wheel))
 
     def kept_zip() -> int:
         with zipfile.ZipFile(args.wheel) as zf:

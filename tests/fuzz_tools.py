@@ -317,8 +317,8 @@ def library_streamed(data: bytes, rng: random.Random, tmp: Path, *, deflated: bo
     from buildrows.binaries.binfmt import BinaryFormatError
     from buildrows.binaries.fatbin import FatbinError
     from buildrows.binaries.inflate import MemberStream
+    from buildrows.binaries.libraries import _describe
     from buildrows.binaries.libstream import read_streamed
-    from buildrows.binaries.wheelread import _describe
 
     path = tmp / "member.bin"
     if deflated:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.binaries import wheelread
+from buildrows.binaries import wheelread, zipdir
 from buildrows.binaries.kernelfiles import cubin_arch, sniff
 from buildrows.binaries.looseread import LooseError, read_loose
 from buildrows.binaries.symbols import imported_symbols
@@ -283,8 +283,8 @@ def test_sniffing_refuses_a_local_header_that_disagrees(kernels: Path, tmp_path:
 def test_central_directory_read_once_and_checked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     wheel = _wheel(tmp_path / "kern-1.0-py3-none-any.whl", {"kern/a.py": b"x = 1\n"})
     calls: list[Path] = []
-    real = wheelread._read_central_directory
-    monkeypatch.setattr(wheelread, "_read_central_directory", lambda w: calls.append(w) or real(w))
+    real = zipdir._read_central_directory
+    monkeypatch.setattr(zipdir, "_read_central_directory", lambda w: calls.append(w) or real(w))
     wheelread.check_archive(wheel)
     read_wheel(wheel)
     wheelread.read_dist_info_member(wheel, "buildrows.json")
@@ -320,12 +320,12 @@ def test_zip64_end_record(tmp_path: Path) -> None:
     wheel.write_bytes(body + record + locator + end)
     with zipfile.ZipFile(wheel) as zf:
         want = [(i.filename, i.header_offset, i.file_size) for i in zf.infolist()]
-    assert [(m.filename, m.header_offset, m.file_size) for m in wheelread._read_central_directory(wheel)] == want
+    assert [(m.filename, m.header_offset, m.file_size) for m in zipdir._read_central_directory(wheel)] == want
     assert len(want) == 6
     broken = tmp_path / "kern-2.0-py3-none-any.whl"
     broken.write_bytes(body + record + end)  # the locator missing
     with pytest.raises(WheelError, match="zip64 end of central directory locator missing"):
-        wheelread._read_central_directory(broken)
+        zipdir._read_central_directory(broken)
 
 
 def test_symbols_stream_as_read_whole(tmp_path: Path) -> None:
@@ -391,6 +391,7 @@ def test_load_symbols_ride_on_the_readers_pass(tmp_path: Path, monkeypatch: pyte
     read_wheel(wheel, keep_for_symbols=True)
     assert wheelread.passed_library(wheel, "kern/libplain.so") is not None
     streams: list[object] = []
-    monkeypatch.setattr(wheelread, "_member_stream", lambda *a: streams.append(a) or pytest.fail("inflated again"))
+    # where wheel_library_symbols looks the stream up (it was patched on wheelread, which it never looked in)
+    monkeypatch.setattr(wheelsymbols, "member_stream", lambda *a: streams.append(a) or pytest.fail("inflated again"))
     assert wheelsymbols.wheel_library_symbols(wheel, ["kern/libplain.so"], markers={"kern/libplain.so"}) == alone
     assert streams == []

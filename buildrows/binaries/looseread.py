@@ -23,7 +23,7 @@ from buildrows.binaries.kernelfiles import (
     sniff,
     worth_sniffing,
 )
-from buildrows.binaries.wheelread import LibraryInfo, describe_library, is_shared_library
+from buildrows.binaries.libraries import LibraryInfo, describe_library, is_shared_library
 
 __all__ = ["LooseError", "LooseInfo", "read_loose"]
 

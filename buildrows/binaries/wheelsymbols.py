@@ -1,6 +1,7 @@
 """The dynamic symbols of a wheel's libraries, read member by member through the check's reader:
-the bridge between the zip reader (`wheelread`) and the ELF symbol reader (`symbols`), so neither
-imports the other. Memory is a chunk, the checkpoints and the symbol sections, never a library."""
+the bridge between the zip reader (`wheelread`'s `zipdir` and `libraries`) and the ELF symbol reader
+(`symbols`), so neither imports the other. Memory is a chunk, the checkpoints and the symbol sections,
+never a library."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 from buildrows.binaries.binfmt import BinaryFormatError
 from buildrows.binaries.inflate import InflateError
+from buildrows.binaries.libraries import passed_library
 from buildrows.binaries.symbols import (
     HEAD,
     DynamicSymbols,
@@ -19,19 +21,18 @@ from buildrows.binaries.symbols import (
     read_dynamic_symbols,
     scan_strings,
 )
-from buildrows.binaries.wheelread import (
+from buildrows.binaries.zipdir import (
     DEFAULT_MAX_MEMBER_SIZE,
     WheelError,
     member_reader,
     members_named,
-    passed_library,
 )
-from buildrows.binaries.wheelread import _member_stream as member_stream
+from buildrows.binaries.zipdir import _member_stream as member_stream
 
 
 def wheel_imported_symbols(wheel: Path, members: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """member -> its imported symbols, for the ELF members named: each streams through the
-    check's reader (buildrows.binaries.wheelread.member_reader), one at a time, so memory is
+    check's reader (buildrows.binaries.zipdir.member_reader), one at a time, so memory is
     .dynsym and its strings, never a library (init --from-wheel held 1.95 GB for NVIDIA's
     cuDNN wheel when it read each library whole)."""
     out: dict[str, tuple[str, ...]] = {}
