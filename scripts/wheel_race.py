@@ -4,7 +4,7 @@
     python scripts/wheel_race.py [--rounds 1000] [--tree DIR]
 
 Each round, both processes wait at a barrier, then place a wheel of the same name and different
-content into the round's directory through `buildrows.build.orchestrate._unstage` (what `build`
+content into the round's directory through `buildrows.build.placement._unstage` (what `build`
 does once a row's wheel is checked). A round loses a wheel when one of the two contents is nowhere
 under its directory afterwards. `--tree` runs another checkout's buildrows (e.g. /work/main, for the
 "before" column). Prints the rounds, the wheels lost, errors and the seconds; exits 1 on a loss.
@@ -36,7 +36,7 @@ def worker(tree: str, me: int, rounds: int, root: str, barrier: Any, errors: Any
     import threading
     from types import SimpleNamespace
 
-    from buildrows.build.orchestrate import _unstage
+    from buildrows.build.placement import _unstage
     from buildrows.ui import UI
 
     state = SimpleNamespace(lock=threading.Lock(), written={}, ui=UI(out=io.StringIO(), err=io.StringIO()))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.orchestrate import _outcome_of_error, _stop_reason
+from buildrows.build.report import _outcome_of_error
+from buildrows.build.rows_plan import _stop_reason
 from buildrows.build.summary import RowOutcome, render_markdown, render_table, totals, worst_exit
 from buildrows.errors import CheckFailed, ExternalFailure, Refused
 from buildrows.policy.load import load_policy

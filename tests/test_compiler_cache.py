@@ -293,7 +293,7 @@ def test_setup_py_nvcc_not_cached_says_why_from_the_build_log(tmp_path: Path) ->
     ccache first on PATH: the summary says that, from the commands the build's log shows, instead
     of a torch reason that does not apply; a log with no nvcc command says nothing was compiled."""
     from buildrows.build.compiler_cache import CacheStats
-    from buildrows.build.orchestrate import _nvcc_runs, _setup_py_cache_text
+    from buildrows.build.row_steps import _nvcc_runs, _setup_py_cache_text
 
     logs = tmp_path / "logs"
     logs.mkdir()

