@@ -52,7 +52,8 @@ from buildrows.ci.matrix import narrow  # noqa: E402
 from buildrows.cli import main  # noqa: E402
 from buildrows.errors import BuildrowsError  # noqa: E402
 from buildrows.policy.archs import ArchError, Train, parse_arch_list  # noqa: E402
-from buildrows.policy.load import Locator, policy_from_dict  # noqa: E402
+from buildrows.policy.load import policy_from_dict  # noqa: E402
+from buildrows.policy.problems import Locator  # noqa: E402
 from buildrows.ui import UI  # noqa: E402
 from tests.cuda_tools import METADATA, fatbin_container, fatbin_entry, make_elf  # noqa: E402
 from tests.fuzz_tools import (  # noqa: E402

@@ -22,12 +22,12 @@ from buildrows.check.device_train import check_device_train, oldest_driver
 from buildrows.check.judging import Expectation
 from buildrows.policy.archs import (
     Train,
-    _trains_data,
     newest_ptx_isa,
     parse_arch_list,
     ptx_isa_train,
     train_driver,
 )
+from buildrows.policy.trains import _trains_data
 from tests.conftest import Result
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,8 +21,8 @@ from buildrows.build.doctor import (
     verdict,
 )
 from buildrows.errors import Refused
-from buildrows.policy.archs import Train
 from buildrows.policy.load import load_policy
+from buildrows.policy.trains import Train
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "cuda-extension"

@@ -292,7 +292,7 @@ def _with_libraries(cudart_extra: list[tuple[str, bytes | None, str | None, byte
 @pytest.mark.skipif(shutil.which("cc") is None or shutil.which("nm") is None, reason="needs cc and nm")
 def test_toolkit_install_with_libraries_writes_the_driver_stub_unless_one_came(
         tmp_path: Path, mirror: tuple[str, Path]) -> None:  # noqa: F811 (the fixture)
-    from buildrows.policy.archs import Train
+    from buildrows.policy.trains import Train
     from buildrows.provision import toolkit
     from tests.test_provision import _publish
 

@@ -15,9 +15,9 @@ import pytest
 
 from buildrows.ci.matrix import narrow
 from buildrows.ci.workflow import plan
-from buildrows.policy.archs import Train
 from buildrows.policy.load import load_policy
 from buildrows.policy.model import Policy
+from buildrows.policy.trains import Train
 from tests.conftest import REPO, Result
 
 EXAMPLE = REPO / "examples" / "executorch" / "buildrows.toml"

@@ -132,9 +132,9 @@ def test_cpu_row_from_cpu_variables(cli: Callable[..., Result], files: tuple[Pat
 
 def test_a_cuda_row_without_a_list_is_refused_by_every_step() -> None:
     from buildrows.errors import Refused
-    from buildrows.policy.archs import Train
     from buildrows.policy.load import load_policy
     from buildrows.policy.model import Row
+    from buildrows.policy.trains import Train
     from buildrows.render.presets import plan_row
 
     pol = load_policy(EXAMPLE_POLICY)

@@ -77,7 +77,7 @@ def test_a_docs_theme_is_no_cuda_package_and_a_missing_cublas_is_not_hidden(
 
 def test_the_train_of_a_major_only_requirement(tmp_path: Path) -> None:
     from buildrows.adopt.starter import train_from_requirements
-    from buildrows.policy.archs import train_table
+    from buildrows.policy.trains import train_table
 
     newest13 = max(t for t in train_table() if t.major == 13)
     newest12 = max(t for t in train_table() if t.major == 12)

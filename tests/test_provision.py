@@ -23,8 +23,8 @@ import pytest
 
 from buildrows.errors import BadInput, ExternalFailure, Refused
 from buildrows.plan.row import plan_row
-from buildrows.policy.archs import Train
 from buildrows.policy.load import load_policy
+from buildrows.policy.trains import Train
 from buildrows.provision import buildenv, sources, toolkit
 from buildrows.provision.archives import Artifact, fetch, unpack
 from buildrows.provision.interpreters import Interpreter, find_interpreter, install_hint

@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 
 from buildrows.errors import ExternalFailure
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 from buildrows.provision import toolkit
 
 REPO = Path(__file__).resolve().parent.parent

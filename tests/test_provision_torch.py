@@ -215,7 +215,7 @@ def test_the_torch_an_environment_imports_is_held_to_the_row(tmp_path: Path) -> 
     import importlib.util
     from dataclasses import replace
 
-    from buildrows.policy.archs import Train
+    from buildrows.policy.trains import Train
     from buildrows.provision.torch import InstalledTorch, ask_installed, torch_problem
 
     pol = torch_project(tmp_path)

@@ -418,7 +418,7 @@ def pypi_toolkit(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`buildrows toolkit install 13.0 --libraries` from NVIDIA's PyPI wheels (about 1.1 GB to fetch):
     the root a user builds pycuda with, cudaProfiler.h and the driver stub included."""
     from buildrows.errors import BuildrowsError
-    from buildrows.policy.archs import Train
+    from buildrows.policy.trains import Train
     from buildrows.provision import toolkit
 
     env = {**os.environ, "BUILDROWS_CACHE": str(tmp_path_factory.mktemp("toolkit-cache"))}

@@ -155,7 +155,7 @@ def test_windows_dlls_are_held_to_the_train() -> None:
     from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
     from buildrows.check.judging import Expectation
     from buildrows.check.sonames import check_soname_majors
-    from buildrows.policy.archs import Train
+    from buildrows.policy.trains import Train
 
     name = "fx-1.0+cu130-cp312-cp312-win_amd64.whl"
     lib = LibraryInfo("fx/_core.pyd", "pe", 1, "x86_64", imports=("nvcuda.dll", "cublas64_12.dll", "cufft64_12.dll"))

@@ -13,7 +13,7 @@ import pytest
 
 from buildrows.plan import toolchain
 from buildrows.plan.toolchain import CudaCompiler, read_train
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 
 REAL_NVCC = shutil.which("nvcc")
 

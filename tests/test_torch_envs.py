@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.policy.archs import Train
 from buildrows.policy.model import Row
+from buildrows.policy.trains import Train
 from buildrows.provision import buildenv
 from buildrows.provision.interpreters import Interpreter
 from buildrows.provision.torch import TorchInstall, index_problem, unreachable_fix

@@ -184,8 +184,8 @@ _TRAIN_IN_NAME = re.compile(r"^(?P<head>.*cu(?:da)?)(?P<digits>\d{3})(?P<tail>[^
 def _per_train(libs: list[LibraryInfo], train: Train) -> tuple[str, dict[Train, LibraryInfo]]:
     """The largest set of libraries that differ only in a train in their name, one per known train,
     the row's train among them: a wheel that ships one kernel library per CUDA train."""
-    from buildrows.policy.archs import Train as TrainType
-    from buildrows.policy.archs import beyond_data, train_table
+    from buildrows.policy.trains import Train as TrainType
+    from buildrows.policy.trains import beyond_data, train_table
 
     known = train_table()
     sets: dict[str, dict[TrainType, LibraryInfo]] = {}
@@ -341,7 +341,7 @@ def _dynamic(facts: WheelFacts, info: WheelInfo, linking: list[LibraryInfo], tra
     from packaging.requirements import Requirement
 
     from buildrows.check.runtime import _reaches, _req_key
-    from buildrows.policy.load import default_runtimes
+    from buildrows.policy.build_rows import default_runtimes
 
     rt = default_runtimes().get(train.major)
     if rt is None or not all(_reaches(lib, rt.library_dir.strip("/")) for lib in linking):
@@ -429,7 +429,7 @@ def _rpath_entries(facts: WheelFacts, info: WheelInfo, train: Train, platform: s
     differ in one path component (`$ORIGIN/../../nvidia/*/lib`)."""
     from buildrows.check.nvidia import declared_nvidia, packages
     from buildrows.check.runtime import _install_dir, _origin_entry, _wheel_dirs
-    from buildrows.policy.load import default_runtimes
+    from buildrows.policy.build_rows import default_runtimes
 
     dirs = _wheel_dirs(info)
     target = default_runtimes()[train.major].library_dir if facts.mode == "dynamic" and train.major in default_runtimes() else None

@@ -457,7 +457,7 @@ class InitRequest(Protocol):
 
 def refuse_existing(project: Path) -> None:
     """A policy is the user's: init stops when buildrows.toml or [tool.buildrows] is already there."""
-    from buildrows.policy.load import find_config
+    from buildrows.policy.read import find_config
 
     try:
         found = find_config(project)
@@ -722,7 +722,7 @@ def train_from_requirements(requires: Sequence[str]) -> Train | None:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
-    from buildrows.policy.archs import train_table
+    from buildrows.policy.trains import train_table
 
     found: set[Train] = set()
     majors: set[int] = set()  # requirements that name only the major: ==13.*, nvidia-cuda-runtime-cu12

@@ -55,8 +55,8 @@ def setup(args: BuildOptions, ui: UI | None = None) -> tuple[Policy, dict[str, s
 
     env, added = with_environment_bin(os.environ)
     args.environment_bin = added
-    from buildrows.policy.archs import beyond_data_note
     from buildrows.policy.load import load_policy
+    from buildrows.policy.trains import beyond_data_note
 
     pol = load_policy(args.config)
     for note in filter(None, map(beyond_data_note, pol.trains)):
@@ -78,8 +78,8 @@ def this_machines_row(pol: Policy, env: Mapping[str, str]) -> tuple[Row, str]:
     or CPU when there is none. Returns the row and why."""
     from buildrows.plan.host import host_platform, host_python, requested_accel
     from buildrows.plan.toolchain import find_cuda_compiler
-    from buildrows.policy.archs import Train
-    from buildrows.policy.load import row_name
+    from buildrows.policy.build_rows import row_name
+    from buildrows.policy.trains import Train
 
     plat = host_platform(env)
     python = host_python()

@@ -58,7 +58,7 @@ def jit_ptx(gpu: str, ptx: Iterable[str]) -> str | None:
 
 def _later_gpus(major: int, minor: int) -> list[str]:
     """GPUs of the same major and a higher minor that CUDA knows (12.0 -> sm_121): what a plain cubin also serves."""
-    from buildrows.policy.archs import train_table
+    from buildrows.policy.trains import train_table
 
     known = {cc for support in train_table().values() for cc in support.archs}
     return [f"sm_{a}{b}" for a, b in sorted(known) if a == major and b > minor]

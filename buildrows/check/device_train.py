@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from buildrows.policy.archs import (
+from buildrows.policy.trains import (
     Train,
     beyond_data,
     driver_floor,
@@ -56,7 +56,7 @@ def _jit_driver(isa: tuple[int, int]) -> tuple[Train | None, str | None]:
 
 
 def _known_isas() -> list[tuple[int, int]]:
-    from buildrows.policy.archs import _trains_data
+    from buildrows.policy.trains import _trains_data
 
     return [(int(a), int(b)) for a, b in (isa.split(".") for isa in _trains_data()["ptx-isa"])]
 

@@ -40,7 +40,8 @@ def policy_for(args: CheckRequest) -> Policy | None:
 
 
 def _policy(args: CheckRequest) -> Policy | None:
-    from buildrows.policy.load import find_config, load_policy
+    from buildrows.policy.load import load_policy
+    from buildrows.policy.read import find_config
 
     if args.config or args.row:
         return load_policy(args.config)
@@ -52,7 +53,7 @@ def _policy(args: CheckRequest) -> Policy | None:
 
 
 def _given_train(args: CheckRequest) -> Train | None:
-    from buildrows.policy.archs import Train
+    from buildrows.policy.trains import Train
 
     if not args.cuda:
         return None
@@ -146,7 +147,7 @@ def expectation(args: CheckRequest, wheel_path: Path, name: WheelName, policy: P
         python_of_name,
         train_of_name,
     )
-    from buildrows.policy.load import default_runtimes, row_name
+    from buildrows.policy.build_rows import default_runtimes, row_name
 
     wheel = wheel_path.name
     machines = {m for m in map(machine_of_platform_tag, name.platform_tags) if m}
@@ -227,7 +228,7 @@ def _py(version: str) -> tuple[int, int]:
 def loose_expectation(args: CheckRequest, info: LooseInfo, policy: Policy | None) -> Expectation:
     """A library or a tree has no name to infer from: --row, or --cuda with --archs (else a CPU check)."""
     from buildrows.check.judging import Expectation
-    from buildrows.policy.load import default_runtimes
+    from buildrows.policy.build_rows import default_runtimes
 
     first = info.libraries[0] if info.libraries else None
     if args.row:

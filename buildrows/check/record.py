@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from buildrows.binaries.wheelread import RECORD_NAME
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 
 __all__ = ["RECORD_NAME", "BuildRecord", "BuildRecordError", "member_name", "parse_record", "read_record",
            "record_bytes"]

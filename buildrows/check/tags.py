@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final
 
 from packaging.tags import Tag, parse_tag
 
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 
 if TYPE_CHECKING:
     from buildrows.binaries.wheelread import WheelName

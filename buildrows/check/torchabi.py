@@ -11,7 +11,7 @@ from packaging.requirements import Requirement
 
 from buildrows.check.judging import Artifact, CheckResult, Expectation
 from buildrows.check.runtime import _torch_requirements
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 
 
 def check_torch_pin(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None) -> CheckResult:

@@ -27,8 +27,8 @@ from buildrows.ui import UI
 def find_row(pol: Policy, env: Mapping[str, str], python: str, platform: str) -> Row:
     """The policy's row for this CI job, or a refusal that says where the policy must change."""
     from buildrows.plan.host import requested_accel
-    from buildrows.policy.archs import Train, train_table
-    from buildrows.policy.load import row_name
+    from buildrows.policy.build_rows import row_name
+    from buildrows.policy.trains import Train, train_table
 
     asked = requested_accel(env)
     if asked is None:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from buildrows.errors import BadInput, Problem, Refused, raise_problems
-from buildrows.policy.archs import Train
 from buildrows.policy.model import Policy, Row
+from buildrows.policy.trains import Train
 
 _PY = re.compile(r"^3\.\d{1,2}t?\Z", re.ASCII)
 _CU = re.compile(r"^cu(\d{1,2})(\d)\Z", re.ASCII)

@@ -31,7 +31,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.adopt.starter import refuse_existing, starter
-    from buildrows.policy.load import CONFIG_NAMES
+    from buildrows.policy.read import CONFIG_NAMES
 
     project = Path.cwd()
     refuse_existing(project)

@@ -23,7 +23,7 @@ def policy(args: argparse.Namespace, ui: UI | None = None) -> Policy:
 
 
 def train_notes(pol: Policy) -> list[str]:
-    """One note per train of the policy newer than buildrows' CUDA data (buildrows.policy.archs.beyond_data_note)."""
-    from buildrows.policy.archs import beyond_data_note
+    """One note per train of the policy newer than buildrows' CUDA data (buildrows.policy.trains.beyond_data_note)."""
+    from buildrows.policy.trains import beyond_data_note
 
     return [n for t in pol.trains if (n := beyond_data_note(t)) is not None]

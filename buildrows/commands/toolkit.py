@@ -39,7 +39,7 @@ def _common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace, ui: UI) -> int:
     from buildrows.errors import Refused
     from buildrows.plan.host import host_platform
-    from buildrows.policy.archs import Train
+    from buildrows.policy.trains import Train
     from buildrows.provision import toolkit
 
     env = dict(os.environ)

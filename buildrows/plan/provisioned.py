@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.errors import BadInput
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 
 CACHE_VARIABLE = "BUILDROWS_CACHE"
 

@@ -21,8 +21,8 @@ from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.plan.host import HOST_OS_VARIABLE as HOST_OS_VARIABLE
 from buildrows.plan.host import HostOs as HostOs
 from buildrows.plan.host import host_os as host_os
-from buildrows.policy.archs import Train
 from buildrows.policy.model import Row
+from buildrows.policy.trains import Train
 
 #: `nvcc --version`'s release line (patterns here compile on first use: the hook starts on every CI job).
 _RELEASE = r"release (\d+)\.(\d+), V(\d+(?:\.\d+)*)"

@@ -36,8 +36,8 @@ def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path,
     import tomlkit
     from tomlkit.exceptions import TOMLKitError
 
-    from buildrows.policy.archs import Train
     from buildrows.policy.load import load_policy
+    from buildrows.policy.trains import Train
 
     path = Path(policy.path)
     original = path.read_bytes()
@@ -105,7 +105,8 @@ def _load_pyproject(tmp: str) -> None:
         import tomllib
     else:  # pragma: no cover
         import tomli as tomllib
-    from buildrows.policy.load import Locator, policy_from_dict
+    from buildrows.policy.load import policy_from_dict
+    from buildrows.policy.problems import Locator
 
     text = Path(tmp).read_text(encoding="utf-8-sig")
     policy_from_dict(tomllib.loads(text)["tool"]["buildrows"], tmp, Locator(text, ("tool", "buildrows")))

@@ -11,7 +11,7 @@ from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 
 from buildrows.errors import BadInput
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 
 
 def marker_environment(platform: str) -> dict[str, str]:

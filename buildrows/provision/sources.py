@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from buildrows.errors import BadInput, ExternalFailure, Refused
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 from buildrows.provision.archives import Artifact
 from buildrows.resources import data_file
 

@@ -44,7 +44,7 @@ from buildrows.plan.provisioned import list_installed as list_installed
 from buildrows.plan.provisioned import nvcc_name as nvcc_name
 from buildrows.plan.provisioned import toolkit_root as toolkit_root
 from buildrows.plan.provisioned import toolkits_dir as toolkits_dir
-from buildrows.policy.archs import Train
+from buildrows.policy.trains import Train
 from buildrows.provision import sources
 from buildrows.provision.archives import Artifact, fetch, unpack
 

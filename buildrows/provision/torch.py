@@ -95,7 +95,7 @@ def torch_problem(row: Row, install: TorchInstall, got: InstalledTorch) -> str |
     from packaging.specifiers import SpecifierSet
     from packaging.version import InvalidVersion, Version
 
-    from buildrows.policy.archs import Train
+    from buildrows.policy.trains import Train
 
     if row.cuda is None and got.cuda is not None:
         return f"{got.describe()}, but {row.name} is a CPU row: its torch must be a CPU build (torch.version.cuda None)"
