@@ -242,12 +242,15 @@ def test_torch_headers_that_include_the_libraries_count(tmp_path: Path) -> None:
 
 
 def _wheel(path: Path, members: dict[str, bytes]) -> Path:
+    """A wheel pip would install: its .dist-info and METADATA say the file name's version."""
+    version = path.name.split("-")[1]
+    info = f"splat-{version}.dist-info"
     with zipfile.ZipFile(path, "w") as z:
         for name, data in members.items():
             z.writestr(name, data)
-        z.writestr("splat-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: splat\nVersion: 1.0\nRequires-Dist: torch\n")
-        z.writestr("splat-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        z.writestr("splat-1.0.dist-info/RECORD", "")
+        z.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: splat\nVersion: {version}\nRequires-Dist: torch\n")
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
     return path
 
 
@@ -296,7 +299,7 @@ def test_a_cuda_wheel_with_no_cuda_names_the_switch_first(tmp_path: Path, cli: C
 
 
 def test_the_cache_column_of_a_build_that_compiled_nothing(tmp_path: Path) -> None:
-    from buildrows.build.orchestrate import _setup_py_cache_text
+    from buildrows.build.row_steps import _setup_py_cache_text
     from buildrows.build.summary import cxx_compiles_in_logs
 
     (tmp_path / "01-build.log").write_text("running build_ext\nninja: no work to do.\n")
@@ -305,8 +308,9 @@ def test_the_cache_column_of_a_build_that_compiled_nothing(tmp_path: Path) -> No
                                                              "shows none: nothing to compile)")
     (tmp_path / "01-build.log").write_text("[1/1] ccache c++ -MMD -MF a.o.d -O3 -c /p/a.cpp -o a.o\n")
     assert cxx_compiles_in_logs(tmp_path) == 1
-    assert _setup_py_cache_text(None, False, cxx_runs=1).endswith("C/C++ not cached (setup.py: setuptools runs the "
-                                                                  "compiler itself)")
+    assert _setup_py_cache_text(None, False, cxx_runs=1).endswith(
+        "C/C++ not cached (the build's log shows 1 C/C++ compile the cache did not see: a compiler named by its "
+        "full path in CC/CXX runs without it)")
 
 
 def test_doctor_reads_only_what_the_row_reaches(tmp_path: Path) -> None:

@@ -358,9 +358,15 @@ def _setup_py_cache_text(stats: CacheStats | None, cuda: bool, nvcc_stats: Cache
                      "or a torch whose cpp_extension runs CUDA_HOME/bin/nvcc itself without ninja)")
     else:
         parts.append("no nvcc compiles")
-    if not other and cxx_runs == 0:  # `summary.cxx_compiles_in_logs`: ninja had no work, or a pure wheel
+    if other:
+        parts.append(f"C/C++ {hits(other)}")
+    elif cxx_runs == 0:  # `summary.cxx_compiles_in_logs`: ninja had no work, or a pure wheel
         parts.append("no C/C++ compiles (the build's log shows none: nothing to compile)")
+    elif os.name == "nt":
+        parts.append("C/C++ not cached (setup.py on Windows: setuptools runs MSVC itself)")
+    elif cxx_runs:  # the log shows compiles the cache never saw: a compiler named by its full path
+        parts.append(f"C/C++ not cached (the build's log shows {cxx_runs} C/C++ compile{'s' if cxx_runs != 1 else ''} "
+                     "the cache did not see: a compiler named by its full path in CC/CXX runs without it)")
     else:
-        parts.append(f"C/C++ {hits(other)}" if other else "no C/C++ compiles" if os.name != "nt"
-                     else "C/C++ not cached (setup.py on Windows: setuptools runs MSVC itself)")
+        parts.append("no C/C++ compiles")
     return "; ".join(parts)
