@@ -31,9 +31,10 @@ from buildrows.build.doctor import (
     setup_py_cuda_libraries,
     setup_py_nvcc_from_path,
 )
+from buildrows.check.hostcode import check_host_code
 from buildrows.check.judging import Expectation
-from buildrows.check.loading import LoadInputs, check_host_code
 from buildrows.check.runtime import check_rpath
+from buildrows.check.symbol_sources import LoadInputs
 from buildrows.policy.archs import Train, parse_arch_list
 from buildrows.policy.load import load_policy
 from buildrows.provision import sources, toolkit

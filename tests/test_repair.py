@@ -200,8 +200,8 @@ def test_every_nvidia_library_the_tables_know_is_never_bundled() -> None:
     import fnmatch
 
     from buildrows.build.repair import NEVER_BUNDLED
-    from buildrows.check.loading import DRIVER_LIBRARIES
     from buildrows.check.nvidia import packages
+    from buildrows.check.providers import DRIVER_LIBRARIES
 
     names = {s for p in packages().values() for s in p.sonames} | set(DRIVER_LIBRARIES)
     names |= {"libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so",

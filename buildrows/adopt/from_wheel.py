@@ -244,7 +244,7 @@ def _host_code(info: WheelInfo, wheel: Path) -> list[str]:
     or the driver, carry the runtime linked in statically or dlopen it, as `check` reads them: CUDA
     host code, such as a library that compiles its kernels at run time."""
     from buildrows.binaries.wheelsymbols import wheel_library_symbols
-    from buildrows.check.loading import host_cuda_evidence
+    from buildrows.check.hostcode import host_cuda_evidence
     from buildrows.check.sonames import nvidia_soname
 
     elf = [lib for lib in info.libraries if lib.format == "elf" and not lib.has_device_code]

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from buildrows.binaries.looseread import LooseInfo
     from buildrows.binaries.wheelread import WheelName
     from buildrows.check.judging import Artifact, CheckResult, Expectation
-    from buildrows.check.loading import LoadInputs, TorchLibraries
+    from buildrows.check.symbol_sources import LoadInputs, TorchLibraries
     from buildrows.policy.archs import ArchList, Train
     from buildrows.policy.model import Policy, Row, Runtime
 
@@ -309,7 +309,7 @@ _TORCH_READ: dict[str, TorchLibraries] = {}
 def _torch_libraries(args: CheckRequest) -> TorchLibraries | None:
     """`--torch PATH`: the torch (a wheel, a torch package, or an environment holding one) whose
     libraries the load judges resolve against; refused, with the fix, when it is none."""
-    from buildrows.check.loading import torch_libraries
+    from buildrows.check.symbol_sources import torch_libraries
 
     if args.torch is None or not _torch_is_path(args.torch):
         return None
@@ -410,10 +410,10 @@ def _pure_platform(policy: Policy | None, train: Train) -> str:
 
 
 def _load_inputs(wheel: Path, info: Artifact, torch: TorchLibraries | None, *, loose: bool) -> LoadInputs:
-    """What the load judges read (buildrows.check.loading): each ELF library's dynamic symbols."""
+    """What the load judges read (buildrows.check.symbol_sources): each ELF library's dynamic symbols."""
     from buildrows.binaries.binfmt import BinaryFormatError
     from buildrows.binaries.wheelread import WheelError
-    from buildrows.check.loading import read_load_inputs
+    from buildrows.check.symbol_sources import read_load_inputs
 
     try:
         return read_load_inputs(wheel, info, torch, loose=loose)

@@ -3,7 +3,7 @@ holds to named verdicts; reading the wheel is buildrows.binaries' job.
 
 Each judge lives in the module of what it reads: `runtime` (NEEDED, RPATH, Requires-Dist), `device`
 (fat binaries), `contents` (members and machines), `torchabi` (imported symbols), `sonames`, `loading`
-(would each library load), `device_train`; what they share is in `judging`. Every check that inspects
+(would each library load; with `hostcode` and `dlopens`), `device_train`; what they share is in `judging`. Every check that inspects
 libraries fails when it inspected none: it never passes vacuously."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from buildrows.check.sonames import check_soname_majors
 from buildrows.check.torchabi import check_torch_pin, check_torch_runtime_only
 
 if TYPE_CHECKING:
-    from buildrows.check.loading import LoadInputs
+    from buildrows.check.symbol_sources import LoadInputs
 
 
 def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, ...]] | None = None,

@@ -109,8 +109,8 @@ def _declared_dirs(exp: Expectation, info: Artifact) -> dict[str, str]:
     """Library directory -> the declared NVIDIA package that installs it (modes preload, dynamic, static):
     unconditional or under the runtime's extra first, then under any extra, as libraries-load counts them
     (an RPATH entry into a package of another extra is reached when that extra is installed)."""
-    from buildrows.check.loading import _extras
     from buildrows.check.nvidia import declared_nvidia, packages
+    from buildrows.check.providers import _extras
 
     assert exp.cuda is not None
     known = packages()
