@@ -164,7 +164,7 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     jobs = _jobs(args, len(ready), driver_of(pol, args), ui)
     if jobs > 1:
         from buildrows.build import source_outputs
-        from buildrows.build.doctor import cmake_source_dir
+        from buildrows.build.doctor_project import cmake_source_dir
         from buildrows.build.prepare import project_of
 
         project = project_of(pol, args)
@@ -556,7 +556,7 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
                       env: Mapping[str, str], ui: UI) -> Interpreter:
     """The row's cached build environment (a venv of `interp` with the frontend and the project's
     build requirements), created or reused."""
-    from buildrows.build.doctor import FRONTEND, build_requirements
+    from buildrows.build.doctor_python import FRONTEND, build_requirements
     from buildrows.errors import BadInput
     from buildrows.process.runner import run_step
     from buildrows.provision import buildenv
@@ -1085,7 +1085,7 @@ def finish_wheel(pol: Policy, row: Row, wheel: Path, *, python: str, project: Pa
     with [project] stamp, the row's local version and runtime requirement; a PyTorch extension's
     pin to the torch it compiled against. `torch_env` is the environment torch is asked in (None:
     the build was isolated, so this Python's torch is not the one it compiled against)."""
-    from buildrows.build.doctor import build_requirements
+    from buildrows.build.doctor_python import build_requirements
     from buildrows.build.stamp import stamp_wheel, torch_pin
     from buildrows.check.record import BuildRecord
     from buildrows.plan.torchenv import ask_torch, uses_torch
