@@ -123,7 +123,7 @@ def test_an_nvcc_that_does_not_say_its_root_sets_no_cuda_home(cli: Callable[...,
 
 def test_torch_cuda_home_verdicts(tmp_path: Path) -> None:
     """Each way torch's CUDA root can be wrong for the row, and the one way it is right."""
-    from buildrows.build.doctor import check_torch_cuda_home
+    from buildrows.build.doctor_cuda import check_torch_cuda_home
     from buildrows.policy.load import policy_from_dict
 
     row = next(r for r in policy_from_dict({"python": {"versions": ["3.11"]}, "cuda": {"trains": ["13.0"]},
@@ -151,7 +151,7 @@ def test_torch_cuda_home_verdicts(tmp_path: Path) -> None:
 
 
 def test_library_header_use_reads_the_projects_sources(tmp_path: Path) -> None:
-    from buildrows.build.doctor import library_header_use
+    from buildrows.build.doctor_cuda import library_header_use
 
     (tmp_path / "csrc").mkdir()
     (tmp_path / "csrc" / "a.cpp").write_text("#include <torch/extension.h>\n")

@@ -9,17 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.doctor import (
-    Finding,
-    check_generator,
-    check_python,
-    check_requirements,
-    check_tool,
-    cmake_fix,
-    diagnose,
-    nvcc_install_hint,
-    verdict,
-)
+from buildrows.build.doctor import diagnose, verdict
+from buildrows.build.doctor_cuda import check_generator, nvcc_install_hint
+from buildrows.build.doctor_python import check_python, check_requirements
+from buildrows.build.doctor_tools import check_tool, cmake_fix
+from buildrows.build.findings import Finding
 from buildrows.errors import Refused
 from buildrows.policy.load import load_policy
 from buildrows.policy.trains import Train

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from buildrows.build.cmake_conditions import turned_on
-from buildrows.build.doctor import check_network_fetches, cuda_components
+from buildrows.build.doctor_project import check_network_fetches, cuda_components
 from tests.conftest import Result
 
 TOP = """cmake_minimum_required(VERSION 3.25)
@@ -169,7 +169,7 @@ def test_a_setup_py_that_links_cuda_libraries_by_name_is_judged_against_the_root
         cli: Callable[..., Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """pyvkfft 2025.1.1 (nvcc through its own build_ext, `libraries=['nvrtc', 'cuda']`): doctor
     said the CUDA row was ready on the nvcc-only toolkit, and nvcc stopped at nvrtc.h."""
-    from buildrows.build.doctor import setup_py_cuda_libraries
+    from buildrows.build.doctor_project import setup_py_cuda_libraries
 
     (tmp_path / "setup.py").write_text(VK_SETUP)
     assert setup_py_cuda_libraries(tmp_path) == {"nvrtc": "setup.py:4 libraries=['nvrtc', 'cuda']",

@@ -19,12 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.doctor import (
-    check_network_fetches,
-    check_toolkit_components,
-    cuda_components,
-    diagnose,
-)
+from buildrows.build.doctor import diagnose
+from buildrows.build.doctor_cuda import check_toolkit_components
+from buildrows.build.doctor_project import check_network_fetches, cuda_components
 from buildrows.errors import Refused
 from buildrows.policy.load import load_policy
 from buildrows.provision.toolkit import driver_functions, write_driver_stub
@@ -343,7 +340,7 @@ def test_a_variable_subdirectory_and_a_static_or_shared_choice(tmp_path: Path) -
 
 
 def test_an_interpreter_that_links_an_absolute_rpath_gets_a_note(tmp_path: Path) -> None:
-    from buildrows.build.doctor import check_link_rpath
+    from buildrows.build.doctor_link import check_link_rpath
 
     pol = load_policy(_project(tmp_path) / "buildrows.toml")
     pyenv = "gcc -shared -L/root/.pyenv/versions/3.11.7/lib -Wl,-rpath,/root/.pyenv/versions/3.11.7/lib"

@@ -26,11 +26,8 @@ import pytest
 
 from buildrows.binaries.symbols import library_symbols
 from buildrows.binaries.wheelread import LibraryInfo, WheelInfo, parse_wheel_filename
-from buildrows.build.doctor import (
-    check_toolkit_components,
-    setup_py_cuda_libraries,
-    setup_py_nvcc_from_path,
-)
+from buildrows.build.doctor_cuda import check_toolkit_components
+from buildrows.build.doctor_project import setup_py_cuda_libraries, setup_py_nvcc_from_path
 from buildrows.check.hostcode import check_host_code
 from buildrows.check.judging import Expectation
 from buildrows.check.runtime import check_rpath

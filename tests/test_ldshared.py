@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.doctor import link_rpath_findings
+from buildrows.build.doctor_link import link_rpath_findings
 from buildrows.build.ldshared import (
     InterpreterLink,
     build_ldshared,

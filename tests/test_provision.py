@@ -481,7 +481,7 @@ def test_toolkit_path_of_a_missing_train(tmp_path: Path, cli: Callable[..., obje
 def test_a_cached_toolkit_serves_render_env_and_doctor(tmp_path: Path, mirror: tuple[str, Path]) -> None:
     """After `buildrows toolkit install 12.6`, a machine without nvcc 12.6 renders, writes env files
     for and passes doctor's nvcc check for a cu126 row through the cached toolkit; the hook does not."""
-    from buildrows.build.doctor import check_cuda
+    from buildrows.build.doctor_cuda import check_cuda
 
     url, root = mirror
     _publish(root, "12.6.3", MINIMAL)
@@ -533,7 +533,8 @@ def test_doctor_judges_the_row_environment_build_provision_made(tmp_path: Path) 
     (what the provisioned build uses), and otherwise names `build ROW --provision` as a fix."""
     import sysconfig
 
-    from buildrows.build.doctor import FRONTEND, diagnose
+    from buildrows.build.doctor import diagnose
+    from buildrows.build.doctor_python import FRONTEND
 
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if sysconfig.get_config_var("Py_GIL_DISABLED"):

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from buildrows.build import buildtree
-from buildrows.build.doctor import FRONTEND, check_torch_installed
+from buildrows.build.doctor_link import check_torch_installed
+from buildrows.build.doctor_python import FRONTEND
 from buildrows.policy.load import load_policy
 from buildrows.policy.model import Row
 from buildrows.provision import buildenv

@@ -112,7 +112,7 @@ def test_doctor_reads_a_row_environments_own_packages_though_its_python_is_build
     (cuvec: setuptools_scm, swig and pybind11 "not installed", all three in the row's environment)."""
     import subprocess
 
-    from buildrows.build.doctor import MachineProbe, is_running_interpreter
+    from buildrows.build.doctor_python import MachineProbe, is_running_interpreter
 
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", "--without-pip", str(tmp_path / "row")], check=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.doctor import FRONTEND, check_requirements
+from buildrows.build.doctor_python import FRONTEND, check_requirements
 from tests.conftest import Result
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -74,7 +74,7 @@ setup(name="old", version="0.1", cmdclass={"build_ext": CMakeBuild})
 
 def test_a_setup_py_that_runs_make_gets_no_generator_unless_the_policy_fixes_one(tmp_path: Path) -> None:
     from buildrows.build import drivers
-    from buildrows.build.doctor import check_project_cmake
+    from buildrows.build.doctor_project import check_project_cmake
     from buildrows.plan.row import plan_row
     from buildrows.policy.load import load_policy
 
@@ -107,7 +107,7 @@ def test_a_setup_py_that_runs_make_gets_no_generator_unless_the_policy_fixes_one
 
 
 def test_doctor_says_cmake_4_refuses_a_project_older_than_3_5(tmp_path: Path) -> None:
-    from buildrows.build.doctor import check_project_cmake
+    from buildrows.build.doctor_project import check_project_cmake
     from buildrows.policy.load import load_policy
 
     pol = load_policy(str(_skbuild_project(tmp_path, None)))
@@ -238,7 +238,7 @@ def test_init_reads_a_torch_extensions_name_switches_and_mode(cli: Callable[...,
 def test_doctor_names_the_toolkit_command_that_works_then_offers_the_cached_toolkit(tmp_path: Path) -> None:
     """diso on a machine whose /usr/local/bin/nvcc lacks cuBLAS headers: the fix said "`buildrows
     toolkit` assembles one" (not a command that works), and a toolkit already in the cache was not offered."""
-    from buildrows.build.doctor import check_torch_cuda_home
+    from buildrows.build.doctor_cuda import check_torch_cuda_home
     from buildrows.policy.load import policy_from_dict
 
     row = next(r for r in policy_from_dict({"python": {"versions": ["3.11"]}, "cuda": {"trains": ["13.0"]},

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from buildrows.build.doctor import library_header_use
+from buildrows.build.doctor_cuda import library_header_use
 from buildrows.build.doctor_sources import source_findings
 from buildrows.policy.load import load_policy
 from buildrows.policy.switches import read_setup_py
@@ -316,7 +316,7 @@ def test_the_cache_column_of_a_build_that_compiled_nothing(tmp_path: Path) -> No
 def test_doctor_reads_only_what_the_row_reaches(tmp_path: Path) -> None:
     """llama.cpp's shapes: ggml adds backend directories by a variable, ggml-cuda only under GGML_CUDA
     (OFF); cpp-httplib fetches BoringSSL/LibreSSL under variables nothing in the project ever sets."""
-    from buildrows.build.doctor import check_network_fetches, cmake_files, cuda_components
+    from buildrows.build.doctor_project import check_network_fetches, cmake_files, cuda_components
 
     _write(tmp_path, {
         "CMakeLists.txt": "project(x)\noption(LL_BUILD_COMMON \"c\" ON)\nadd_subdirectory(ggml)\nadd_subdirectory(httplib)\n",

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from buildrows.build import compiler_cache as cc
-from buildrows.build.doctor import check_network_fetches, setup_requires
+from buildrows.build.doctor_project import check_network_fetches
+from buildrows.build.doctor_python import setup_requires
 from buildrows.policy.load import load_policy
 from tests.conftest import Result
 

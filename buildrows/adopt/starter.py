@@ -170,7 +170,7 @@ def detect_project(project: Path, driver: Driver | None = None) -> ProjectFacts:
         if m:
             option, option_from = m.group(1), f"option({m.group(1)} ...) in CMakeLists.txt"
     if option is None and runs_cmake and driver != "cmake-presets":  # one in a subdirectory it adds (ggml's GGML_CUDA)
-        from buildrows.build.doctor import cmake_source_dir
+        from buildrows.build.doctor_project import cmake_source_dir
 
         option, option_from = cmake_cuda_option(cmake_source_dir(project, driver), project) or (None, None)
     static, finds, checks = _cmake_cuda(project, driver) if runs_cmake and not torch else (None, None, None)
@@ -191,7 +191,7 @@ _OPENMP = re.compile(r"\bfind_package\s*\(\s*OpenMP\b|\bOpenMP::OpenMP_(?:C|CXX)
 def _links_openmp(project: Path, driver: Driver, runs_cmake: bool) -> str | None:
     """Where the project links OpenMP (`find_package(OpenMP) in CMakeLists.txt:392`), from its
     CMake files and its setup.py; None when neither names it."""
-    from buildrows.build.doctor import cmake_files, cmake_source_dir
+    from buildrows.build.doctor_project import cmake_files, cmake_source_dir
 
     texts: list[tuple[Path, str]] = []
     if driver == "setup.py" and (project / "setup.py").is_file():
@@ -207,7 +207,7 @@ def _links_openmp(project: Path, driver: Driver, runs_cmake: bool) -> str | None
     return None
 
 
-#: How init's comment names what a project links (the CUDA components of buildrows.build.doctor).
+#: How init's comment names what a project links (the CUDA components of buildrows.build.doctor_cuda).
 _COMPONENT_NAMES = {"cuda_driver": "the driver API", "nvrtc": "NVRTC", "curand": "cuRAND", "cublas": "cuBLAS",
                     "cublasLt": "cuBLASLt", "cufft": "cuFFT", "cufftw": "cuFFTW", "cusolver": "cuSOLVER",
                     "cusparse": "cuSPARSE", "nvJitLink": "nvJitLink", "nvml": "NVML", "cupti": "CUPTI"}
@@ -224,7 +224,7 @@ def _links_without_runtime(project: Path, driver: Driver, runs_cmake: bool) -> d
     Libraries("CUDADRV", ["cuda"]) and Libraries("CURAND", ["curand"]), only .cpp compiled by the
     host compiler); a CMake project naming CUDA::cuda_driver or CUDA::nvrtc, no CUDA::cudart*, and
     no CUDA language (whose targets link cudart, statically by default). Empty otherwise."""
-    from buildrows.build.doctor import (
+    from buildrows.build.doctor_project import (
         cmake_files,
         cmake_source_dir,
         cuda_components,
@@ -298,7 +298,7 @@ def _cmake_cuda(project: Path, driver: Driver) -> tuple[str | None, str | None, 
     cuvec 6.0.1, whose CPU rows then need CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit), and where it
     calls check_language(CUDA) (CUDA whenever nvcc is found: qsimcirq 0.22.0, whose CPU rows then
     need CMAKE_CUDA_COMPILER=NOTFOUND, which check_language leaves as it is)."""
-    from buildrows.build.doctor import cmake_files, cmake_source_dir, cuda_components
+    from buildrows.build.doctor_project import cmake_files, cmake_source_dir, cuda_components
 
     source = cmake_source_dir(project, driver)
     used = cuda_components(source)

@@ -195,7 +195,7 @@ def hard_coded_start(sources: SetupSources, cuda: CudaStart | None) -> CudaStart
 
 def project_repair_excludes(project: Path, driver: Driver) -> tuple[list[str], str] | None:
     """`repair_excludes` over every CMake file the project's configure reads."""
-    from buildrows.build.doctor import cmake_files, cmake_source_dir
+    from buildrows.build.doctor_project import cmake_files, cmake_source_dir
 
     return repair_excludes([(p.relative_to(project).as_posix() if p.is_relative_to(project) else str(p), t)
                             for p, t in cmake_files(cmake_source_dir(project, driver))])
@@ -213,7 +213,7 @@ def cmake_cuda_option(source: Path, project: Path) -> tuple[str, str] | None:
     """The project's CMake CUDA option (name, where: `option(GGML_CUDA ...) in
     vendor/llama.cpp/ggml/CMakeLists.txt:199`) in any file a configure reaches, CMakeLists.txt's
     own first; None when none is declared."""
-    from buildrows.build.doctor import cmake_files  # the reader doctor uses: the same files
+    from buildrows.build.doctor_project import cmake_files  # the reader doctor uses: the same files
 
     for path, text in cmake_files(source):
         for m in _CMAKE_OPTION.finditer(text):

@@ -135,7 +135,7 @@ def facts(plan: RowPlan, bp: BuildPlan, python: str | None, project: Path, env: 
           isolation: bool) -> dict[str, str]:
     """What the row's build tree is built with, as the build's command will find it (`env`: the
     environment its command runs with)."""
-    from buildrows.build.doctor import build_requirements
+    from buildrows.build.doctor_python import build_requirements
     from buildrows.plan.torchenv import uses_torch
     from buildrows.process.runner import capture
 

@@ -95,7 +95,7 @@ def build_rows(args: BuildOptions, ui: UI) -> int:
     jobs = _jobs(args, len(ready), driver_of(pol, args), ui)
     if jobs > 1:
         from buildrows.build import source_outputs
-        from buildrows.build.doctor import cmake_source_dir
+        from buildrows.build.doctor_project import cmake_source_dir
         from buildrows.build.prepare import project_of
 
         project = project_of(pol, args)

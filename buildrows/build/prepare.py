@@ -198,7 +198,8 @@ def doctor_row(pol: Policy, row: Row, env: Mapping[str, str], host: HostOs, args
                collect: list[Finding] | None = None) -> None:
     """Print every finding for one row (through `report`, default the UI's info stream), and add
     them to `collect` when given (`doctor --json`); refuse (exit 3) when one failed."""
-    from buildrows.build.doctor import check_environment_bin, diagnose, verdict
+    from buildrows.build.doctor import diagnose, verdict
+    from buildrows.build.doctor_python import check_environment_bin
 
     say = report or ui.info
     driver = driver_of(pol, args)

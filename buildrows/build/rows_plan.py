@@ -180,7 +180,7 @@ def build_environment(pol: Policy, row: Row, interp: Interpreter, project: Path,
                       env: Mapping[str, str], ui: UI) -> Interpreter:
     """The row's cached build environment (a venv of `interp` with the frontend and the project's
     build requirements), created or reused."""
-    from buildrows.build.doctor import FRONTEND, build_requirements
+    from buildrows.build.doctor_python import FRONTEND, build_requirements
     from buildrows.errors import BadInput
     from buildrows.process.runner import run_step
     from buildrows.provision import buildenv

@@ -128,7 +128,7 @@ def writes_into_source(project: Path, source: Path) -> str | None:
     """Where the project's CMake (read from `source`) sends its outputs into the source tree
     ("CMakeLists.txt:393 LIBRARY_OUTPUT_PATH ${PROJECT_SOURCE_DIR}"), or where an earlier build of
     a row was seen writing there ("a build of ROW wrote lib_lightgbm.so"); None when neither."""
-    from buildrows.build.doctor import cmake_files
+    from buildrows.build.doctor_project import cmake_files
 
     for path, text in cmake_files(source):
         m = _INTO_SOURCE.search(text)

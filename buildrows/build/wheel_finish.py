@@ -37,7 +37,7 @@ def finish_wheel(pol: Policy, row: Row, wheel: Path, *, python: str, project: Pa
     with [project] stamp, the row's local version and runtime requirement; a PyTorch extension's
     pin to the torch it compiled against. `torch_env` is the environment torch is asked in (None:
     the build was isolated, so this Python's torch is not the one it compiled against)."""
-    from buildrows.build.doctor import build_requirements
+    from buildrows.build.doctor_python import build_requirements
     from buildrows.build.stamp import stamp_wheel, torch_pin
     from buildrows.check.record import BuildRecord
     from buildrows.plan.torchenv import ask_torch, uses_torch

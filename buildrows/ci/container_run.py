@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from buildrows.build.doctor import Finding
+from buildrows.build.findings import Finding
 from buildrows.build.prepare import BuildOptions
 from buildrows.ci.container import Job, Runtime
 from buildrows.errors import BadInput, BuildrowsError, ExternalFailure, Refused

@@ -48,7 +48,7 @@ def _json(opts: object, ui: UI) -> int:
     """`doctor --json`: every selected row's findings as one document; exit 3 when a row lacks something."""
     import json
 
-    from buildrows.build.doctor import Finding
+    from buildrows.build.findings import Finding
     from buildrows.build.prepare import BuildOptions, doctor_row, resolve_rows, setup
     from buildrows.errors import EXIT_OK, BuildrowsError
 
