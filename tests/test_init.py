@@ -41,7 +41,10 @@ def torch_like_wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Pat
     # "pypi": PyTorch's PyPI wheel has no +cu130 but requires its train's runtime (issue 21 point 11)
     pypi = ('cuda-toolkit[cublas,cudart]==13.0.2; platform_system == "Linux"',
             'nvidia-cuda-runtime==13.0.96; platform_system == "Linux"', "filelock")
-    for key, version, requires in (("tagged", "2.0+cu130", ()), ("untagged", "2.0", ()), ("pypi", "2.0", pypi)):
+    # "tagged": as PyTorch's own index publishes it, +cu130 and requiring the runtime its libraries NEED
+    # (a wheel that NEEDS libcudart and declares none fails libraries-load, issue 36)
+    tagged = ('nvidia-cuda-runtime>=13,<14; platform_system == "Linux"',)
+    for key, version, requires in (("tagged", "2.0+cu130", tagged), ("untagged", "2.0", ()), ("pypi", "2.0", pypi)):
         (out / key).mkdir()
         wheel = out / key / f"fakelib-{version}-cp311-cp311-manylinux_2_28_x86_64.whl"
         mcf.write_wheel(wheel, "fakelib", version, {"fakelib/_C.so": lib}, requires, "cp311-cp311-manylinux_2_28_x86_64")

@@ -86,6 +86,7 @@ def test_dist_star_is_only_wheels_and_the_old_layout_is_moved_not_lost(tmp_path:
     assert shell.returncode == 0, shell.stdout
     # A rebuild with other content keeps the earlier wheel under .buildrows/, not at the top.
     (project / "tiny.c").write_text(TINY_C + 'const char tiny_small_tag[] = "v2";\n', encoding="utf-8")
+    shutil.rmtree(project / "build", ignore_errors=True)  # setuptools' mtime check may take the old object
     r = _run([BUILDROWS, "build", CPU, "--no-compiler-cache"], project, tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert all(os.path.isfile(p) for p in glob.glob(str(dist / "*")))
@@ -124,23 +125,27 @@ def test_a_plain_build_whose_policy_lacks_this_nvccs_train_is_refused_with_the_r
 
 
 def test_init_says_when_it_found_no_cuda_switch_in_setup_py(tmp_path: Path) -> None:
+    """init on a setup.py whose variables turn nothing about CUDA on says so, and what it means."""
     project = tmp_path / "p"
     project.mkdir()
     (project / "setup.py").write_text(
-        "import os\nfrom setuptools import setup\nGPU = os.environ.get('MYPKG_GPU_BUILD', '0') == '1'\n"
+        "import os\nfrom setuptools import setup\nFAST = os.environ.get('MYPKG_FAST', '0') == '1'\n"
         "setup(name='p', version='1.0')\n", encoding="utf-8")
     r = _run([BUILDROWS, "init", "--cuda", "13.0"], project, tmp_path)
     assert r.returncode == 0, r.stderr
-    assert ("init found no CUDA switch it knows in setup.py; it reads MYPKG_GPU_BUILD: every row builds whatever "
-            "setup.py decides") in r.stderr
-    # One it knows is named in the policy, and nothing is said.
+    said = " ".join(r.stderr.split())
+    assert ("no CUDA switch found (no environment variable about CUDA that setup.py reads, no CMake CUDA option): "
+            "CUDA rows build with the row's nvcc and CUDA_HOME") in said, said
+    # One it reads is named in the policy, with its on-value, and no "not found" is said.
     other = tmp_path / "q"
     other.mkdir()
-    (other / "setup.py").write_text("import os\nfrom setuptools import setup\nos.environ.get('FORCE_CUDA')\n"
+    (other / "setup.py").write_text("import os\nfrom setuptools import setup\nGPU = os.environ.get('MYPKG_GPU_BUILD', '0') == '1'\n"
                                     "setup(name='q', version='1.0')\n", encoding="utf-8")
     r = _run([BUILDROWS, "init", "--cuda", "13.0"], other, tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "init found no CUDA switch" not in r.stderr
+    assert "no CUDA switch found" not in r.stderr
+    assert "switch MYPKG_GPU_BUILD (setup.py:3, on when '1'): on for CUDA rows" in " ".join(r.stderr.split())
+    assert 'env-switches = ["MYPKG_GPU_BUILD"]' in (other / "buildrows.toml").read_text(encoding="utf-8")
 
 
 def test_isolation_with_a_cmake_presets_row_is_refused(tmp_path: Path) -> None:

@@ -46,10 +46,6 @@ def run(args: argparse.Namespace, ui: UI) -> int:
                        "    fix: edit that file, or move it away and run buildrows init again") from None
     for line in summary:
         ui.info(line)
-    from buildrows.adopt.switch_note import said_of_policy
-
-    for line in said_of_policy(project, path):  # no CUDA switch found in a setup.py (issue 35)
-        ui.info(line)
     ui.print(str(path))
     _wheel_metadata(project, path, ui)
     ui.ok("next: `buildrows rows` lists the rows, `buildrows doctor` checks this machine, "

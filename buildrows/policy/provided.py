@@ -5,9 +5,6 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 # A distribution name as PEP 508 spells one (no version, extras or markers: the wheel's Requires-Dist says those).
 _DISTRIBUTION: Final = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?$")
 
@@ -30,6 +27,9 @@ def provided_by_problem(table: object) -> tuple[str, str] | None:
 def declared(requires_dist: tuple[str, ...], distribution: str) -> tuple[str, bool]:
     """The wheel's Requires-Dist entry for `distribution` ("" if none) and whether it is unconditional
     (an entry under an extra is installed only with that extra)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     want = canonicalize_name(distribution)
     found = ""
     for text in requires_dist:
@@ -48,6 +48,9 @@ def declared(requires_dist: tuple[str, ...], distribution: str) -> tuple[str, bo
 def distribution_for(soname: str, requires_dist: tuple[str, ...]) -> str | None:
     """The non-NVIDIA requirement whose name is the library's (librapids_logger.so: rapids-logger;
     librmm.so: librmm-cu13, a CUDA suffix aside), for `init` to state; None when no name matches."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
     m = re.match(r"^(?:lib)?(?P<stem>[A-Za-z0-9_+-]+?)\.so(?:\.\d+)*$", soname)
     if m is None:
         return None
