@@ -254,7 +254,7 @@ def test_init_from_wheel_writes_a_per_train_rule_for_one_library_per_train(
 def test_init_reads_the_train_of_pytorchs_pypi_wheel_from_its_runtime_requirements(
         tmp_path: Path, cli: Callable[..., Result], monkeypatch: pytest.MonkeyPatch,
         torch_like_wheels: dict[str, Path]) -> None:
-    from buildrows.adopt.starter import train_from_requirements
+    from buildrows.adopt.rows_choice import train_from_requirements
 
     project = _project(tmp_path)
     monkeypatch.chdir(project)

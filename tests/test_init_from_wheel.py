@@ -76,8 +76,8 @@ def test_a_docs_theme_is_no_cuda_package_and_a_missing_cublas_is_not_hidden(
 
 
 def test_the_train_of_a_major_only_requirement(tmp_path: Path) -> None:
-    from buildrows.adopt.starter import train_from_requirements
-    from buildrows.policy.trains import train_table
+    from buildrows.adopt.rows_choice import train_from_requirements
+    from buildrows.policy.archs import train_table
 
     newest13 = max(t for t in train_table() if t.major == 13)
     newest12 = max(t for t in train_table() if t.major == 12)
@@ -89,7 +89,7 @@ def test_the_train_of_a_major_only_requirement(tmp_path: Path) -> None:
 
 
 def test_a_builders_absolute_rpaths_become_one_glob() -> None:
-    from buildrows.adopt.from_wheel import _absolute_globs
+    from buildrows.adopt.wheel_runtime import _absolute_globs
 
     assert _absolute_globs(["/home/runner/work/p/p/build/lib", "/home/runner/work/p/p/build/temp/lib",
                             "/usr/local/cuda/lib64"]) == ["/home/runner/work/p/p/build/*", "/usr/local/cuda/lib64"]
@@ -97,7 +97,7 @@ def test_a_builders_absolute_rpaths_become_one_glob() -> None:
 
 def test_ptx_without_a_cubin_is_written_as_a_ptx_only_entry() -> None:
     """One function spells it (X.Y-virtual, the parser's spelling); PTX beside its cubin stays +PTX or the default."""
-    from buildrows.adopt.from_wheel import ListGroup, list_text
+    from buildrows.adopt.wheel_lists import ListGroup, list_text
 
     only = ListGroup(frozenset({"sm_75", "sm_80", "sm_120"}), frozenset({"sm_52", "sm_120"}), ("x.so",))
     assert list_text(only) == ("5.2-virtual 7.5 8.0 12.0+PTX", False)
@@ -140,7 +140,7 @@ def test_a_host_only_cuda_library(tmp_path: Path, cli: Callable[..., Result], mo
     """No device code, but a library links the CUDA runtime (cumm's shape: kernels compiled at run time).
     Where the policy can say host-only, init says it and `check` passes; where it cannot, init refuses
     rather than write a policy its check rejects."""
-    from buildrows.adopt.from_wheel import host_only_supported
+    from buildrows.adopt.wheel_rules import host_only_supported
 
     wheel = _wheel(tmp_path / "w", "tx", "1.0+cu130", {"tx/_C.so": make_elf(needed=["libcudart.so.13"],
                                                                            rpath="$ORIGIN/../nvidia/cu13/lib")},
@@ -171,7 +171,7 @@ def test_a_wheels_own_python_is_among_the_rows(tmp_path: Path, cli: Callable[...
 
 
 def test_a_binding_module_is_named_after_its_library() -> None:
-    from buildrows.adopt.from_wheel import _binding_of
+    from buildrows.adopt.wheel_runtime import _binding_of
 
     assert _binding_of("cupy_backends/cuda/libs/cutensor.cpython-312-x86_64-linux-gnu.so", "libcutensorMg.so.2")
     assert _binding_of("tx/nccl.so", "libnccl.so.2")
@@ -182,7 +182,7 @@ def test_kernel_files_are_one_unit_under_their_common_directory() -> None:
     """Where the reader lists kernel files (WheelInfo.kernels), init takes them as one unit, as check judges them."""
     from types import SimpleNamespace
 
-    from buildrows.adopt.from_wheel import _kernel_unit
+    from buildrows.adopt.wheel_lists import _kernel_unit
 
     kernels = [SimpleNamespace(path="fi/cubins/a/x_sm100f.cubin", cubins=("sm_100f",), ptx=()),
                SimpleNamespace(path="fi/cubins/b/y.cubin", cubins=("sm_103a",), ptx=()),

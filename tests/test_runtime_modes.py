@@ -106,7 +106,7 @@ def test_preload_needs_no_rpath_and_accepts_entries_into_declared_packages() -> 
     (["/opt/lib"], ["/opt/lib"]),
 ])
 def test_init_generalises_entries_that_differ_in_one_component(entries: list[str], globs: list[str]) -> None:
-    from buildrows.adopt.from_wheel import _generalise
+    from buildrows.adopt.wheel_runtime import _generalise
 
     assert _generalise(entries) == globs
 

@@ -19,7 +19,7 @@ from buildrows.policy.switches import EnvSwitch, SetupSources
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from buildrows.adopt.starter import CudaStart
+    from buildrows.adopt.rows_choice import CudaStart
     from buildrows.policy.model import Driver
 
 
