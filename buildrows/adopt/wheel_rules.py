@@ -47,14 +47,13 @@ def _dlopened(info: WheelInfo, wheel: Path, ruled: set[str], train: Train) -> di
     """Library -> the NVIDIA sonames it names but neither NEEDS nor ships (it dlopens them by name),
     for the libraries no other rule covers; empty where this buildrows cannot read or state them.
     Read as `check` reads them for its dlopen judge: streamed, one library at a time."""
-    import importlib
     import posixpath as pp
 
+    from buildrows.binaries.wheelsymbols import wheel_library_symbols as reader
     from buildrows.check.nvidia import nvidia_soname
     from buildrows.policy.model import LibraryRule
 
-    reader = getattr(importlib.import_module("buildrows.binaries.symbols"), "wheel_library_symbols", None)
-    if reader is None or "dlopens" not in getattr(LibraryRule, "__dataclass_fields__", {}):
+    if "dlopens" not in getattr(LibraryRule, "__dataclass_fields__", {}):
         return {}
     from buildrows.check.sonames import nvidia_soname as toolkit_soname
 
