@@ -48,6 +48,11 @@ def check_cuda_libraries(exp: Expectation, info: Artifact) -> CheckResult:
                                + ["if this is a CUDA wheel whose name carries no +cuXYZ tag, check it with "
                                   f"--cuda {_train_hint(info)}, or --row ROW"])
         return CheckResult(name, True, [f"CPU row: {len(info.libraries)} libraries, none with device code"])
+    if exp.jit and not with_code and not kernels:
+        from buildrows.check.jit import jit_stated
+
+        return CheckResult(name, True, [f"no library carries device code ({len(info.libraries)} shared libraries, no "
+                                        f"kernel file): its kernels are compiled at run time, as stated ({jit_stated(exp)})"])
     if not info.libraries and not kernels:
         return CheckResult(name, False, ["the wheel ships no shared library at all, and no kernel file (cubin, fat "
                                          "binary, PTX); a CUDA row's wheel needs its CUDA libraries"])
@@ -112,6 +117,11 @@ def check_device_code(exp: Expectation, info: Artifact) -> CheckResult:
     if exp.cuda is None or exp.archs is None:
         return CheckResult(name, not libs, ["CPU row: no device code expected"] if not libs else
                            [f"{lib.path}: device code in a CPU wheel" for lib in libs])
+    if exp.jit:  # kernels compiled at run time: nothing of the project's own may carry device code (check.jit)
+        from buildrows.check.jit import jit_device_code
+
+        return jit_device_code(exp, libs, {lib.path: (units.get(lib.path) or library_rule(exp, lib.path))[0]
+                                           for lib in libs}, {lib.path: _arch_text(lib) for lib in libs})
     if not libs:
         host = _host_only(exp, info)
         if host:

@@ -94,7 +94,8 @@ def _runtime_fields(rt: Runtime | None) -> dict[str, Any]:
     """What the row's runtime table adds to the expectation beyond requirements and library-dir."""
     if rt is None:
         return {"mode": "dynamic"}
-    return {"mode": rt.mode, "mode_reason": rt.reason, "runtime_extra": rt.extra, "optional_sonames": rt.optional}
+    return {"mode": rt.mode, "mode_reason": rt.reason, "runtime_extra": rt.extra, "optional_sonames": rt.optional,
+            "jit": rt.jit, "jit_reason": rt.reason if rt.jit else "", "jit_source": f"jit of {rt.source}" if rt.jit else ""}
 
 
 def _train_archs(policy: Policy, platform: str) -> tuple[tuple[Train, ArchList], ...]:

@@ -31,6 +31,10 @@ def run_checks(exp: Expectation, info: Artifact, symbols: dict[str, tuple[str, .
         from buildrows.check.device_train import check_device_train
 
         results.append(check_device_train(exp, info))
+        if exp.jit:  # kernels compiled at run time: what compiles them is there (buildrows.check.jit)
+            from buildrows.check.jit import check_jit
+
+            results.append(check_jit(exp, info))
     if exp.machine is not None:
         results.append(check_machine(exp, info))
     if exp.platform.startswith("windows"):

@@ -51,6 +51,9 @@ class Expectation:
     train_archs: tuple[tuple[Train, ArchList], ...] = ()  # the policy's list per train on this platform (per-train)
     torch_extension: bool = False  # a PyTorch extension's CPU row: pinned to its torch like a CUDA row (mode torch)
     pure: bool = False  # a CPU row whose wheel is pure Python ([project] cpu-wheel = "pure"): no compiled library
+    jit: tuple[str, ...] = ()  # [cuda.runtime.N] jit: kernels compiled at run time by these compilers (check.jit)
+    jit_reason: str = ""
+    jit_source: str = ""  # where the policy states it
 
 
 @dataclass(frozen=True)

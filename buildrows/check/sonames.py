@@ -106,6 +106,8 @@ def nvidia_dll(name: str) -> NvidiaSoname | None:
     if not m:
         return None
     base = m.group("base")
+    if base.lower() == "nvvm":  # nvvm64_40_0.dll: NVVM's own version (4.0), not a CUDA major
+        return None
     exact, prefixes = _table()
     key = next((k for k in exact if k.lower() == "lib" + base.lower()), None)
     lib = exact[key] if key else next((v for k, v in prefixes.items() if ("lib" + base.lower()).startswith(k)), None)

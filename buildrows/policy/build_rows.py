@@ -21,6 +21,7 @@ from buildrows.policy.archs import (
     suggested_archs,
     train_table,
 )
+from buildrows.policy.jit import jit_fits
 from buildrows.policy.model import (
     MODES_WITH_REASON,
     Machine,
@@ -196,14 +197,16 @@ class RowBuilder(PolicyProblems):
                     self.problem(("cuda", "runtime", k, "library-dir"), f"library-dir is only used when mode is \"dynamic\" (here {mode!r})",
                                  hint="remove library-dir, or set mode = \"dynamic\"")
                 out[int(k)] = Runtime(tuple(v.get("requirements", ())), "", self.where(("cuda", "runtime", k)), mode,
-                                      reason=reason, extra=v.get("extra"), optional=tuple(v.get("optional", ())))
+                                      reason=reason, extra=v.get("extra"), optional=tuple(v.get("optional", ())),
+                                      jit=tuple(v.get("jit", ())))
                 continue
             reqs = v.get("requirements", list(base.requirements) if base else None)
             libdir = v.get("library-dir", base.library_dir if base and base.library_dir else None)
             if reqs is None or libdir is None:
                 self.problem(("cuda", "runtime", k), "needs both requirements and library-dir")
                 continue
-            out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)), mode)
+            out[int(k)] = Runtime(tuple(reqs), libdir, self.where(("cuda", "runtime", k)), mode, reason=reason,
+                                  jit=tuple(v.get("jit", ())))
         return out
 
     def _runtime_keys_fit(self, k: str, v: dict[str, Any], mode: RuntimeMode, reason: str) -> bool:
@@ -223,6 +226,8 @@ class RowBuilder(PolicyProblems):
                 self.problem((*path, key), f"{key} is only used when mode is \"preload\" (here {mode!r})",
                              hint=f"remove {key}, or set mode = \"preload\"")
                 ok = False
+        if "jit" in v and not jit_fits(self, path, v["jit"], reason):
+            ok = False
         if "reason" in v and not reason:
             self.problem((*path, "reason"), "reason is empty", hint="say why the project loads CUDA this way")
             ok = False

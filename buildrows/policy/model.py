@@ -31,6 +31,11 @@ DOCS: dict[str, str] = {
     "runtime.reason": "Why the project loads CUDA this way (required by mode \"preload\" and \"torch-runtime\").",
     "runtime.extra": ("Preload mode: the Requires-Dist extra under which the NVIDIA packages are declared "
                       "(e.g. \"with-cuda\"); default: declared unconditionally."),
+    "runtime.jit": ("The project's kernels are compiled at run time by a JIT, and the wheel ships no precompiled "
+                    "device code of its own (vendored code aside): the run-time compilers it needs, as sonames "
+                    "(\"libnvrtc.so.13\", \"libnvvm.so.4\", \"libnvJitLink.so.13\") or NVIDIA packages "
+                    "(\"nvidia-cuda-nvrtc\"). The check holds each to the row's CUDA major and to a package the wheel "
+                    "declares (any extra), and the row's list to what the train compiles; needs a reason."),
     "runtime.optional": ("Preload mode: sonames (globs, e.g. \"libnccl.so.*\") the project loads only when present, "
                          "so no declared package needs to carry them."),
     "libraries": ("Per-library device-code rules: the libraries a rule's files match are held to its own list, to "
@@ -82,6 +87,7 @@ class Runtime(Frozen):
     reason: str = ""  # DOCS["runtime.reason"]
     extra: str | None = None  # DOCS["runtime.extra"]
     optional: tuple[str, ...] = ()  # DOCS["runtime.optional"]
+    jit: tuple[str, ...] = ()  # DOCS["runtime.jit"]: the run-time compilers of a JIT-only wheel
 
 
 @frozen_dataclass(frozen=True, eq=False, repr=False)

@@ -119,6 +119,12 @@ def train_support(train: Train) -> TrainSupport | None:
     return table[newest_train()] if beyond_data(train) else None
 
 
+def train_source(train: Train) -> str:
+    """Where the data's entry of `train` (or, beyond the data, of the newest train) was read, without its date."""
+    entry = _trains_data()["trains"].get((newest_train() if beyond_data(train) else train).dotted, {})
+    return str(entry.get("source", "")).split(":")[0]
+
+
 def beyond_data_note(train: Train) -> str | None:
     """What buildrows assumes of a train newer than its data, and how to know instead; None otherwise."""
     if not beyond_data(train):
