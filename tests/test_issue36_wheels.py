@@ -262,23 +262,32 @@ def test_init_writes_provided_by_and_its_policy_passes(tmp_path: Path, cli: Call
     assert r.code == 0 and "verdict: PASS" in r.out, text + r.out
 
 
+@pytest.mark.parametrize(("requires", "jit"), [
+    (('nvidia-nvjitlink==13.*; extra == "cu13"', "numba>=0.60"), True),
+    (("numba>=0.60",), False),
+])
 def test_init_on_a_jit_only_wheel_with_test_fixture_ptx(tmp_path: Path, cli: Callable[..., Result],
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """numba-cuda's shape: no library links CUDA, the only PTX is an sm_20 test fixture, NVIDIA packages under
-    an extra. init wrote nothing (exit 2: CUDA 13 cannot compile 2.0); it writes the starting list and the fixture
-    as vendored, and names the gap check fails on (nothing of its own carries the row's list)."""
+                                                        monkeypatch: pytest.MonkeyPatch, requires: tuple[str, ...],
+                                                        jit: bool) -> None:
+    """numba-cuda's shape: no library links CUDA, the only PTX is an sm_20 test fixture. init writes the starting
+    list and the fixture as vendored; where the wheel declares a run-time compiler (nvJitLink under an extra) it
+    states the kernels compiled at run time (jit) and check passes on its policy; where it declares none, the gap
+    check fails on (nothing of its own carries the row's list) is named, never hidden."""
     lib = _gcc(tmp_path, "libplain.so", "int f(void) { return 1; }\n")
     wheel = _wheel(tmp_path / "w", "pkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl",
-                   {"pkg/cext/_helper.so": lib, "pkg/tests/cudapy/jitlink.ptx": PTX20},
-                   ('nvidia-nvjitlink==13.*; extra == "cu13"', "numba>=0.60"))
+                   {"pkg/cext/_helper.so": lib, "pkg/tests/cudapy/jitlink.ptx": PTX20}, requires)
     r, text = _init(cli, monkeypatch, tmp_path / "p", wheel)
     assert r.code == 0, r.out + r.err
     assert "its only device code is test fixtures (pkg/tests/cudapy/jitlink.ptx)" in text, text
     assert 'files = ["pkg/tests/cudapy/jitlink.ptx"]\nvendored = true' in text, text
-    # the gap it cannot state (a Python JIT's kernels) is named in the policy and by check, never hidden
-    assert "`check` fails device-code-covers-row on it: vendored code neither keeps nor excuses" in text, text
     r = cli("check", str(wheel), "--cuda", "13.0")
-    assert r.code == 5 and "the only device code in the wheel is vendored" in r.out, text + r.out
+    if jit:
+        assert 'jit = ["libnvJitLink.so.13"]' in text, text
+        assert r.code == 0 and "held: libnvJitLink.so.13: carried by nvidia-nvjitlink [extra cu13]" in r.out, text + r.out
+    else:
+        assert "\njit =" not in text, text
+        assert "`check` fails device-code-covers-row on it: vendored code neither keeps nor excuses" in text, text
+        assert r.code == 5 and "the only device code in the wheel is vendored" in r.out, text + r.out
 
 
 def test_init_states_nvidia_requirements_outside_the_table(tmp_path: Path, cli: Callable[..., Result],

@@ -24,7 +24,7 @@ from buildrows.adopt.wheel_lists import trains_of as trains_of
 from buildrows.adopt.wheel_rules import _bundled_nvidia, _dlopened, _host_code, _provided
 from buildrows.adopt.wheel_rules import check_toml as check_toml
 from buildrows.adopt.wheel_rules import host_only_supported as host_only_supported
-from buildrows.adopt.wheel_runtime import _mode, _rpath_entries
+from buildrows.adopt.wheel_runtime import _jit, _mode, _rpath_entries
 from buildrows.adopt.wheel_runtime import runtime_toml as runtime_toml
 
 if TYPE_CHECKING:
@@ -61,6 +61,8 @@ def infer(info: WheelInfo, wheel: Path, train: Train, platform: str) -> WheelFac
     if facts.row is None and not facts.host_only and not facts.vendored:
         facts.no_code = True
     _mode(facts, info, wheel, train, platform)
+    if facts.row is None and not facts.host_only:  # nothing of its own carries device code: compiled at run time?
+        _jit(facts, info, train, platform)
     facts.rpath_entries = _rpath_entries(facts, info, train, platform)
     # Libraries another rule covers (the first matching rule wins, so a dlopens rule would shadow it);
     # host-only ones name their bundled copies' sonames, which check reports as a warning.

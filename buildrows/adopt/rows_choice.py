@@ -196,14 +196,22 @@ def _from_wheel(wheel: Path, train: Train | None, platform: str) -> tuple[CudaSt
         platform = (platform_of_wheel(code.info) if code.info else None) or platform
         what = ([f"its device code is vendored ({len(facts.vendored)} bundled NVIDIA libraries)"] if facts.vendored else []) \
             + ([f"its only device code is test fixtures ({', '.join(facts.fixtures)})"] if facts.fixtures else [])
-        gap = ("; `check` fails cuda-libraries-present on it: nothing says how its kernels come (compiled at run "
-               "time? another wheel?); review: state it, or check it as a CPU row") if facts.no_code and not facts.fixtures else (
-            "; `check` fails device-code-covers-row on it: vendored code neither keeps nor excuses the row's list, and "
-            "nothing of its own carries device code (kernels compiled at run time by a Python JIT cannot be stated)"
-            if facts.fixtures or facts.vendored else "")
+        if facts.jit:
+            gap = (f"; its kernels are compiled at run time (jit, in [cuda.runtime.{train.major}]): the list is the GPUs "
+                   f"they are compiled for, held to what CUDA {train.dotted}'s compiler targets")
+        elif facts.no_code and not facts.fixtures:
+            gap = ("; `check` fails cuda-libraries-present on it: nothing says how its kernels come (compiled at run "
+                   "time? another wheel?); review: state it, or check it as a CPU row")
+        elif facts.fixtures or facts.vendored:
+            gap = ("; `check` fails device-code-covers-row on it: vendored code neither keeps nor excuses the row's "
+                   "list, and nothing of its own carries device code (if its kernels are compiled at run time, state "
+                   f"jit = [its compilers] in [cuda.runtime.{train.major}] and declare their packages)")
+        else:
+            gap = ""
+        held = "" if facts.jit else ", which nothing in the wheel is held to"
         source = (f"from {wheel.name}: no library of its own carries device code"
                   + (f" ({'; '.join(what)})" if what else " or links CUDA") + f"; the list is buildrows' starting list "
-                  f"for CUDA {train.dotted}, which nothing in the wheel is held to{gap}")
+                  f"for CUDA {train.dotted}{held}{gap}")
         return CudaStart(train, parse_arch_list(text), text, False, source, facts), platform
     if not code.common_elf:
         raise Refused(f"{wheel.name}: no GPU architecture is common to its libraries with device code "

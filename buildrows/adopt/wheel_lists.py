@@ -59,6 +59,10 @@ class WheelFacts:
     # Nothing of the project's carries device code or links CUDA (a JIT-only or Python-only CUDA wheel):
     # the starting list is written, and check's cuda-libraries-present names the gap.
     no_code: bool = False
+    # Nothing of its own carries device code and it declares run-time compilers (NVRTC, NVVM, nvJitLink) of the
+    # train's major: a JIT-only wheel, written as [cuda.runtime.N] jit with these sonames.
+    jit: list[str] = field(default_factory=list)
+    jit_packages: list[str] = field(default_factory=list)
     # Dynamic mode, and the wheel declares no NVIDIA package, the runtime neither: written as it is (the
     # check then names the libcudart no declared package carries), never as the default set it lacks.
     declares_none: bool = False

@@ -165,6 +165,34 @@ def _preload(facts: WheelFacts, info: WheelInfo, elf: list[LibraryInfo], train: 
     return True
 
 
+def _jit(facts: WheelFacts, info: WheelInfo, train: Train, platform: str) -> None:
+    """A wheel with no device code of its own that declares run-time compilers of the train's major (any
+    extra): its kernels are compiled at run time, stated as jit with the compilers' sonames."""
+    from buildrows.check.nvidia import declared_nvidia, packages
+    from buildrows.check.runtime import _package_major
+    from buildrows.policy.jit import JIT_SONAME
+
+    known = packages()
+    extras = [None, *sorted({m.group(1) for r in info.requires_dist
+                             if (m := re.search(r"extra\s*==\s*['\"]([^'\"]+)['\"]", r))})]
+    found: dict[str, str] = {}
+    for extra in extras:
+        for p in declared_nvidia(info.requires_dist, platform, extra, train.major):
+            if p in known and _package_major(p) in (None, train.major):
+                for so in known[p].sonames:
+                    if JIT_SONAME.match(so):
+                        found.setdefault(so, p)
+    if not found:
+        return
+    facts.jit = sorted(found, key=str.lower)
+    facts.jit_packages = sorted(set(found.values()))
+    if not facts.reason:
+        facts.reason = "init saw: no device code of its own, and run-time compilers declared; review: say how it compiles"
+    facts.reason += (f"; init saw: no device code of its own, and it declares run-time compilers "
+                     f"({', '.join(facts.jit_packages)}): its kernels are compiled at run time")
+    facts.summary.append(f"jit: no device code of its own; kernels compiled at run time by {', '.join(facts.jit)}")
+
+
 def _binding_of(library: str, soname: str) -> bool:
     """Whether `library` is a binding module named after the NVIDIA library `soname` (cupy's
     cutensor.cpython-312-*.so for libcutensor.so.2 and libcutensorMg.so.2; nccl.cpython-*.so for libnccl)."""
@@ -247,7 +275,7 @@ def _generalise(entries: list[str]) -> list[str]:
 
 def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]:
     """[cuda.runtime.N] for a mode other than the default: one per CUDA major of the trains."""
-    if facts.mode == "dynamic" and not facts.requirements and not facts.declares_none:
+    if facts.mode == "dynamic" and not facts.requirements and not facts.declares_none and not facts.jit:
         return []
     lines: list[str] = []
     for major in sorted({train.major, *(t.major for t in facts.per_train)}):
@@ -262,6 +290,9 @@ def runtime_toml(facts: WheelFacts, train: Train, prefix: str = "") -> list[str]
             lines.append(f"reason = {_q(facts.reason)}")
         if facts.extra:
             lines.append(f"extra = {_q(facts.extra)}")
+        if facts.jit and major == train.major:
+            lines.append("jit = [" + ", ".join(_q(j) for j in facts.jit) + "]  # init saw: no device code of its own "
+                         f"(its kernels compiled at run time); the wheel declares {', '.join(facts.jit_packages)}")
         for glob in facts.optional:
             lines.append(f"# init saw: {glob} is NEEDED only by {facts.optional_why.get(glob, '?')}, a module named "
                          "after it (imported when present); review: say so, or declare its package")

@@ -207,9 +207,10 @@ def _only_vendored(exp: Expectation, info: Artifact, vendored: list[tuple[Librar
         f"the row's list ({row_list}), and vendored code neither keeps nor excuses that promise",
         "fix: state what the wheel really carries: if the vendored code is the device code that runs for this row, "
         f"give its [[check.libraries]] rule the list it carries instead of vendored = true ({states}); if the "
-        "project's own libraries compile their kernels at run time (NVRTC, a JIT), state them host-only "
-        "([[check.libraries]] files = [...], host-only = true, reason = \"...\"); else build the row's list into "
-        "the wheel", *notes])
+        "project's own libraries compile their kernels at run time (NVRTC, a JIT), state it with the compilers "
+        f"they need (jit = [\"libnvrtc.so.{exp.cuda.major if exp.cuda else 13}\", ...] in [cuda.runtime."
+        f"{exp.cuda.major if exp.cuda else 13}], their packages declared); else build the row's list into the wheel",
+        *notes])
 
 
 def _carried_list(lib: LibraryInfo) -> str:
