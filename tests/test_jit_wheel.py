@@ -46,7 +46,7 @@ reason = "test fixtures for its linker, never run as the project's kernels"
 JIT = 'jit = ["libnvvm.so.4", "libnvJitLink.so.13"]'
 
 
-def _wheel(tmp_path: Path, extra_member: tuple[str, str] | None = None) -> Path:
+def _wheel(tmp_path: Path, extra_member: tuple[str, str] | None = None, requires: list[str] = REQUIRES) -> Path:
     wheel = tmp_path / "jitpkg-1.0-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("jitpkg/__init__.py", "def compile(src): ...\n")
@@ -54,7 +54,7 @@ def _wheel(tmp_path: Path, extra_member: tuple[str, str] | None = None) -> Path:
         if extra_member:
             z.writestr(*extra_member)
         z.writestr("jitpkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: jitpkg\nVersion: 1.0\n"
-                   "Provides-Extra: cu13\n" + "".join(f"Requires-Dist: {r}\n" for r in REQUIRES))
+                   "Provides-Extra: cu13\n" + "".join(f"Requires-Dist: {r}\n" for r in requires))
     return wheel
 
 
@@ -110,6 +110,20 @@ def test_a_declared_package_holds_as_its_compiler(tmp_path: Path, cli: Callable[
     r = _check(cli, tmp_path, 'jit = ["nvidia-nvvm", "nvidia-nvjitlink"]')
     assert r.code == 0, r.out + r.err
     assert "held: nvidia-nvvm [extra cu13]: carries libnvvm.so.4" in r.out, r.out
+
+
+def test_another_majors_toolkit_extra_carries_no_compiler_of_the_row(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    """numba-cuda declares `cuda-toolkit[nvrtc]==12.*` under its cu12 extra: that is CUDA 12's NVRTC, never the
+    CUDA 13 row's libnvrtc.so.13 (the cu13 extra's cuda-toolkit[nvrtc]==13.* is)."""
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text(POLICY.format(jit='jit = ["libnvrtc.so.13"]'), encoding="utf-8")
+    cu12 = [*REQUIRES, 'cuda-toolkit[nvrtc]==12.*; extra == "cu12"']
+    r = cli("check", str(_wheel(tmp_path, requires=cu12)), "--cuda", "13.0", "--config", str(policy))
+    assert r.code == 5 and "names libnvrtc.so.13, which no NVIDIA package the wheel declares carries" in r.out, r.out
+    (tmp_path / "jitpkg-1.0-py3-none-any.whl").unlink()
+    cu13 = [*cu12, 'cuda-toolkit[nvrtc]==13.*; extra == "cu13"']
+    r = cli("check", str(_wheel(tmp_path, requires=cu13)), "--cuda", "13.0", "--config", str(policy))
+    assert r.code == 0 and "held: libnvrtc.so.13: carried by nvidia-cuda-nvrtc [extra cu13]" in r.out, r.out
 
 
 def test_a_list_the_trains_compiler_cannot_target_fails() -> None:

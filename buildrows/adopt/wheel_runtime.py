@@ -186,10 +186,10 @@ def _jit(facts: WheelFacts, info: WheelInfo, train: Train, platform: str) -> Non
         return
     facts.jit = sorted(found, key=str.lower)
     facts.jit_packages = sorted(set(found.values()))
-    if not facts.reason:
-        facts.reason = "init saw: no device code of its own, and run-time compilers declared; review: say how it compiles"
-    facts.reason += (f"; init saw: no device code of its own, and it declares run-time compilers "
-                     f"({', '.join(facts.jit_packages)}): its kernels are compiled at run time")
+    where = f" under extra {facts.extra!r}" if facts.extra else ""
+    facts.reason = (f"init saw: no device code of its own, and run-time compilers declared{where} "
+                    f"({', '.join(facts.jit_packages)}): its kernels are compiled at run time; review: say how it "
+                    "compiles them" + (" and loads the NVIDIA packages" if facts.mode == "preload" else ""))
     facts.summary.append(f"jit: no device code of its own; kernels compiled at run time by {', '.join(facts.jit)}")
 
 

@@ -111,6 +111,9 @@ def declared_nvidia(requires_dist: Iterable[str], platform: str, extra: str | No
             continue
         name = canonicalize_name(req.name)
         if name == "cuda-toolkit":
+            if req.specifier and not any(req.specifier.contains(v, prereleases=True)
+                                         for v in (f"{major}.0", f"{major}.0.0", f"{major}.9", f"{major}.99")):
+                continue  # another major's toolkit (numba-cuda's `cuda-toolkit[nvrtc]==12.*; extra == "cu12"`)
             for e in req.extras:
                 if e in toolkit:
                     out[toolkit[e]] = text
