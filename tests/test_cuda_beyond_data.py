@@ -5,6 +5,8 @@ wraps the real nvcc with it and builds tests/data/cuda-mini as a CUDA 13.7 row (
 
 from __future__ import annotations
 
+import zipfile
+
 import json
 import os
 import shutil
@@ -108,6 +110,21 @@ def test_rows_and_show_accept_the_train_with_its_note(tmp_path: Path, cli: Calla
     # a train past the next major is still refused: cu999 reads as CUDA 99.9
     r = cli("--config", str(_project(tmp_path, "15.0", "8.0")), "rows")
     assert r.code == 2 and "buildrows does not know which architectures CUDA 15.0 compiles" in r.err
+
+
+def test_check_accepts_the_train_with_its_note(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    """`check WHEEL --cuda 13.7` prints the note every other command prints; a known train prints none."""
+    wheel = tmp_path / "kern-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("kern/k.ptx", ".version 9.0\n.target sm_75\n.address_size 64\n")
+        z.writestr("kern-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: kern\nVersion: 1.0\n")
+    r = cli("check", str(wheel), "--cuda", "13.7", "--archs", "7.5-virtual", "--row", "linux-x86_64-cu137-py311",
+            "--config", str(_project(tmp_path, "13.7", "7.5-virtual")))
+    # the row is judged (its runtime, which this wheel lacks, fails as for any train), and the note is said
+    assert "[PASS] device-code-covers-row" in r.out and "no newer than CUDA 13.7 writes" in r.out, r.out + r.err
+    assert NOTE in r.err
+    r = cli("check", str(wheel), "--cuda", "13.0", "--archs", "7.5-virtual")
+    assert "[PASS] device-code-covers-row" in r.out and "newer than buildrows' CUDA data" not in r.out + r.err
 
 
 def test_its_own_nvcc_has_the_last_word(tmp_path: Path, cli: Callable[..., Result], nvcc_env: Path) -> None:

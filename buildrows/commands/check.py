@@ -49,6 +49,12 @@ def run(args: argparse.Namespace, ui: UI) -> int:
             ui.print(json.dumps({"ok": False, "wheel": str(wheel), "error": _error_json(e)}, indent=2))
         raise
 
+    if exp.cuda is not None:  # a train newer than the data: say what was assumed, as every other command does
+        from buildrows.policy.trains import beyond_data_note
+
+        note = beyond_data_note(exp.cuda)
+        if note is not None:
+            ui.info(f"note: {note}")
     ok = all(r.ok for r in results)
     unused = unused_exceptions(exp, info)
     if args.json:
