@@ -137,8 +137,22 @@ def test_the_oldest_driver_line_agrees_with_the_failure_lines(minor: int) -> Non
 
 def test_an_isa_newer_than_the_data_names_no_older_driver() -> None:
     assert oldest_driver([(9, 9)], 13) == (None, "a driver newer than any buildrows knows, to JIT-compile its PTX "
-                                                "ISA 9.9 (no train in its data writes that ISA)")
+                                                "ISA 9.9 (newer than every ISA in its data)")
     assert oldest_driver([(9, 0)], 13) == ("580.65.06", "CUDA 13's first driver (minor-version compatibility)")
+    # an ISA the history does not name, between two it does: not "newer" than anything
+    assert oldest_driver([(5, 1)], 13) == (None, "a driver that JIT-compiles its PTX ISA 5.1, which buildrows' data "
+                                                "does not list (no CUDA release NVIDIA's PTX ISA history names writes it)")
+
+
+def test_old_isas_are_their_releases_and_any_driver_of_the_major_jits_them() -> None:
+    """numba-cuda's test fixtures are PTX ISA 6.5 (CUDA 10.2's): older than the row's major, never "newer than any
+    driver buildrows knows". The history (ISA 1.0 = CUDA 1.0 ... 6.5 = CUDA 10.2) is NVIDIA's release table."""
+    assert [ptx_isa_train(i) for i in [(1, 2), (4, 1), (5, 0), (6, 0), (6, 3), (6, 4), (6, 5)]] == [
+        Train(2, 0), Train(6, 5), Train(8, 0), Train(9, 0), Train(10, 0), Train(10, 1), Train(10, 2)]
+    assert oldest_driver([(6, 5)], 13) == ("580.65.06", "CUDA 13's first driver (minor-version compatibility), which "
+                                                        "JIT-compiles its PTX ISA 6.5 (CUDA 10.2's)")
+    assert oldest_driver([(6, 0), (7, 8)], 12) == ("525.60.13", "CUDA 12's first driver (minor-version compatibility), "
+                                                               "which JIT-compiles its PTX ISA 7.8 (CUDA 11.8's)")
 
 
 @pytest.mark.skipif(os.environ.get("BUILDROWS_REFRESH_CUDA_DATA") != "1",

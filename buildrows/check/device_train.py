@@ -71,11 +71,16 @@ def oldest_driver(isas: list[tuple[int, int]], major: int) -> tuple[str | None, 
     if isas:
         newest = max(isas)
         train, driver = _jit_driver(newest)
+        if train is not None and train.major < major:  # an older major's ISA: every driver of the row's major JITs it
+            return best, f"{why}, which JIT-compiles its PTX ISA {_isa(newest)} (CUDA {train}'s)"
         if train is None and newest < min(_known_isas(), default=newest):
             return best, why  # older than every ISA the data lists: any driver of the major JIT-compiles it
+        if train is None and newest < max(_known_isas(), default=newest):
+            return None, (f"a driver that JIT-compiles its PTX ISA {_isa(newest)}, which buildrows' data does not "
+                          "list (no CUDA release NVIDIA's PTX ISA history names writes it)")
         if train is None:
             return None, (f"a driver newer than any buildrows knows, to JIT-compile its PTX ISA {_isa(newest)} "
-                          "(no train in its data writes that ISA)")
+                          "(newer than every ISA in its data)")
         if driver is None and not (train.minor == 0 and train.major == major and floor is not None):
             return None, (f"CUDA {train}'s driver, to JIT-compile its PTX ISA {_isa(newest)} (buildrows' data has "
                           f"no Linux driver number for CUDA {train}: NVIDIA's CUDA release notes list it)")
@@ -172,8 +177,8 @@ def check_device_train(exp: Expectation, info: Artifact) -> CheckResult:
             beyond.append(isa)  # both newer than the data: taken to be the row's train's own ISA
             continue
         if wrote is None:
-            by = ("newer than any train buildrows knows (add it under [ptx-isa] in "
-                  "buildrows/data/cuda_trains.toml)")
+            by = ("newer than any train buildrows knows" if isa > max(_known_isas(), default=isa) else
+                  "not in buildrows' data") + " (add it under [ptx-isa] in buildrows/data/cuda_trains.toml)"
             needs = "a newer driver than any buildrows knows"
             other = "the row of the train that built it"
         else:
