@@ -5,11 +5,10 @@ wraps the real nvcc with it and builds tests/data/cuda-mini as a CUDA 13.7 row (
 
 from __future__ import annotations
 
-import zipfile
-
 import json
 import os
 import shutil
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
