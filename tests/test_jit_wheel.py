@@ -138,6 +138,19 @@ def test_a_list_the_trains_compiler_cannot_target_fails() -> None:
             "architecture; CUDA 13.0 compiles nothing below 7.5") in r.details[0], r.details
 
 
+def test_loose_files_hold_the_majors_but_not_the_packages() -> None:
+    """A directory has no Requires-Dist: the compilers' majors and the list are held, their packages said unjudged."""
+    name = "jitpkg-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"
+    info = WheelInfo(Path(name), parse_wheel_filename(name), (), (), ())
+    exp = Expectation("row", "linux-x86_64", Train(13, 0), parse_arch_list("7.5"), loose=True,
+                      jit=("libnvJitLink.so.13", "libnvrtc.so.12"), jit_source="jit of cuda.runtime.13")
+    r = check_jit(exp, info)
+    assert not r.ok
+    assert "names libnvrtc.so.12 (NVRTC of CUDA 12), but the row is CUDA 13.0" in r.details[0]
+    assert "held: libnvJitLink.so.13: CUDA 13's (loose files have no Requires-Dist: its package is not judged)" \
+        in r.details
+
+
 @pytest.mark.parametrize(("jit", "message"), [
     ("jit = []", "jit names no run-time compiler"),
     ('jit = ["libcublas.so.13"]', "'libcublas.so.13' is not a run-time compiler"),

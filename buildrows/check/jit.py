@@ -83,6 +83,8 @@ def _soname(exp: Expectation, info: Artifact, so: str) -> tuple[str, bool]:
                 f"loads the row's compiler, not that one; fix: name "
                 + (f"{s.spelled(want)} (and declare its package)" if want is not None else "a compiler of the row's "
                    "CUDA") + ", or check the wheel against a row of the CUDA that soname belongs to"), False
+    if exp.loose:
+        return f"{so}: CUDA {exp.cuda.major}'s (loose files have no Requires-Dist: its package is not judged)", True
     carriers = _nvidia_carriers(exp, info)
     if so in carriers:
         return f"{so}: carried by {carriers[so]}", True
@@ -115,6 +117,8 @@ def _package(exp: Expectation, info: Artifact, name: str) -> tuple[str, bool]:
     if major is not None and major != exp.cuda.major:
         return (f"{exp.jit_source} names {name}, a CUDA {major} package, but the row is CUDA {exp.cuda}; fix: name "
                 f"the CUDA {exp.cuda.major} package that carries {', '.join(compilers)}"), False
+    if exp.loose:
+        return f"{name}: CUDA {exp.cuda.major}'s (loose files have no Requires-Dist: not judged)", True
     for extra in (None, *_extras(info.requires_dist)):
         if pkg in declared_nvidia(info.requires_dist, exp.platform, extra, exp.cuda.major):
             where = "" if extra is None else f" [extra {extra}]"
