@@ -79,6 +79,15 @@ def test_a_stated_jit_wheel_passes_and_says_what_it_held(tmp_path: Path, cli: Ca
         assert line in r.out, r.out
 
 
+def test_show_lists_the_statement(tmp_path: Path, cli: Callable[..., Result]) -> None:
+    policy = tmp_path / "buildrows.toml"
+    policy.write_text(POLICY.format(jit=JIT), encoding="utf-8")
+    r = cli("--config", str(policy), "show", "linux-x86_64-cu130-py312")
+    assert r.code == 0, r.err
+    assert ("check.runtime_jit          kernels compiled at run time by libnvvm.so.4, libnvJitLink.so.13; no device "
+            "code of its own") in r.out, r.out
+
+
 @pytest.mark.parametrize(("jit", "member", "message"), [
     # (a) precompiled device code of the project's own contradicts the statement, named
     (JIT, ("jitpkg/kernels/gemm.ptx", FIXTURE.replace("sm_50", "sm_90")),

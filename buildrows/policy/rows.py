@@ -101,6 +101,7 @@ def check_json(policy: Policy, row: Row) -> dict[str, Any]:
     return {
         "runtime_mode": rt.mode if rt is not None else None,
         "runtime_reason": rt.reason or None if rt is not None else None,
+        "runtime_jit": list(rt.jit) or None if rt is not None else None,  # kernels compiled at run time by these
         "rpath_exceptions": [
             {k: v for k, v in (("entry", e.entry), ("reaches", e.reaches), ("libraries", list(e.libraries) or None),
                                ("climbs_out", e.climbs_out or None), ("reason", e.reason), ("source", e.source))
@@ -127,6 +128,9 @@ def _check_lines(policy: Policy, row: Row) -> list[str]:
     if data["runtime_mode"] is not None:
         mode = data["runtime_mode"] + (f" ({data['runtime_reason']})" if data["runtime_reason"] else "")
         lines.append(f"  {'check.runtime_mode':26} {mode:60}  <- {row.runtime.source if row.runtime else ''}")
+    if data["runtime_jit"]:
+        jit = "kernels compiled at run time by " + ", ".join(data["runtime_jit"]) + "; no device code of its own"
+        lines.append(f"  {'check.runtime_jit':26} {jit:60}  <- {row.runtime.source if row.runtime else ''}")
     for e in data["rpath_exceptions"]:
         what = f"entry {e['entry']}" if "entry" in e else f"reaches {e['reaches']}"
         if "libraries" in e:
