@@ -71,7 +71,28 @@ def source_findings(policy: Policy, row: Row, project: Path, env: Mapping[str, s
         out.append(gpu_finding(sources, given, row, gpu))
     if row.cuda is not None and sources.gencode:
         out.append(gencode_finding(sources, row))
+    threads = threads_finding(sources, given, row)
+    if threads is not None:
+        out.append(threads)
     return out
+
+
+def threads_finding(sources: SetupSources, given: Mapping[str, str], row: Row) -> Finding | None:
+    """A setup.py that passes nvcc `--threads N` for more than N architectures: nvcc compiles each
+    source N architectures at a time. causal-conv1d 1.7.0 (--threads 4, nine hard-coded
+    architectures): its backward kernel was still compiling after 9.5 minutes on 16 cores."""
+    n = sources.nvcc_threads
+    if row.cuda is None or n is None or n == 0 or "--threads" in given.get("NVCC_APPEND_FLAGS", ""):
+        return None
+    archs = row.archs
+    count = (len(set(sources.gencode)) if sources.gencode
+             else len({a.number for a in archs.archs} | {a.number for a in archs.ptx}) if archs is not None else 0)
+    if count <= n:
+        return None
+    return Finding("nvcc-threads", "note", f"setup.py passes nvcc --threads {n} ({sources.nvcc_threads_where}) for "
+                   f"{count} architectures: nvcc compiles each source for {n} of them at a time",
+                   'NVCC_APPEND_FLAGS = "--threads 0" in [project.cuda-env] (nvcc keeps the last --threads; 0: '
+                   "as many as the CPUs) compiles them all at once; the wheel is the same")
 
 
 def download_finding(sources: SetupSources, given: Mapping[str, str], row: Row) -> Finding | None:

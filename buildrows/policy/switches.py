@@ -19,6 +19,7 @@ llama-cpp-python 0.3.x declares `option(GGML_CUDA ... OFF)` in vendor/llama.cpp/
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,10 @@ class SetupSources:
     #: Where it runs or looks up nvcc itself (torchsort 0.1.10's `call(["nvcc"])`): CUDA whenever
     #: the builder has nvcc on PATH, which no switch turns off.
     detects_nvcc: str | None = None
+    #: The `--threads N` it passes nvcc, and where (causal-conv1d 1.7.0's `["--threads", "4"]`): nvcc
+    #: compiles each source for N of its architectures at a time.
+    nvcc_threads: int | None = None
+    nvcc_threads_where: str | None = None
 
 
 def _const_str(node: ast.AST) -> str | None:
@@ -160,6 +165,8 @@ def read_setup_py(project: Path) -> SetupSources:
     downloads = detects_gpu = gencode_where = detects_nvcc = None
     gencode: list[str] = []
     cuda_ext = cpp_ext = False
+    nvcc_threads: int | None = None
+    threads_where: str | None = None
     for node in ast.walk(tree):
         line = getattr(node, "lineno", 0)
         name = _env_read(node)
@@ -193,6 +200,9 @@ def read_setup_py(project: Path) -> SetupSources:
                 cuda_ext = True
             elif last == "CppExtension":
                 cpp_ext = True
+        threads = _threads_flag(node)
+        if threads is not None and nvcc_threads is None:
+            nvcc_threads, threads_where = threads, f"setup.py:{line}"
         value = _const_str(node)
         if value is not None:
             for m in _GENCODE.finditer(value):
@@ -201,7 +211,26 @@ def read_setup_py(project: Path) -> SetupSources:
                     gencode_where = gencode_where or f"setup.py:{line}"
     jit = _jit_load(project) if cuda_ext and not cpp_ext else None
     return SetupSources(tuple(switches.values()), force_build, downloads, detects_gpu, tuple(gencode),
-                        gencode_where, cuda_ext, cpp_ext, jit, tuple(read), detects_nvcc)
+                        gencode_where, cuda_ext, cpp_ext, jit, tuple(read), detects_nvcc,
+                        nvcc_threads, threads_where)
+
+
+_THREADS = re.compile(r"--threads[= ](\d+)$")
+
+
+def _threads_flag(node: ast.AST) -> int | None:
+    """N of an nvcc `--threads N` in a setup.py: "--threads=N" or "--threads N" as one string, or
+    "--threads" followed by "N" in a list."""
+    text = _const_str(node)
+    if text is not None:
+        m = _THREADS.match(text.strip())
+        return int(m.group(1)) if m else None
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_const_str(e) for e in node.elts]
+        for flag, value in itertools.pairwise(items):
+            if flag == "--threads" and value is not None and value.isdigit():
+                return int(value)
+    return None
 
 
 _NVCC_CALLS = ("call", "run", "check_call", "check_output", "Popen", "which", "find_executable")
