@@ -66,12 +66,15 @@ def caller(repo: Path) -> Path:
 
 def torch_wheelhouse(directory: Path, python: str) -> Path:
     """torch and what it requires, for `python` on Linux x86_64, downloaded once (pip download
-    skips what the directory holds). pip's own configuration says where from (PyPI, or a mirror)."""
+    skips what the directory holds), and poetry-core. pip's own configuration says where from
+    (PyPI, or a mirror)."""
     directory.mkdir(parents=True, exist_ok=True)
     if f"{sys.version_info.major}.{sys.version_info.minor}" != python:
         raise HarnessError(f"the torch wheelhouse is for Python {python}: run this with that Python")
     # This machine's own tags (the test image is made of its files: the same glibc, the same Python).
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(directory), TORCH]
+    # poetry-core: the CI path's runner builds test-infra's pkg-helpers (its build backend) from here too.
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(directory), TORCH,
+           "poetry-core>=1.0.0"]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode != 0:
         raise HarnessError(f"pip download {TORCH} failed: {res.stderr.strip()[-600:]}")
