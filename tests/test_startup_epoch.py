@@ -79,3 +79,27 @@ def test_the_running_interpreter_answers_as_a_second_one_does() -> None:
     link = interpreter_link(sys.executable)
     assert line == _MARK + __import__("json").dumps([link.ldshared, link.libdir, link.cc])
     assert link.ldshared  # CPython on Linux always has one
+
+
+HEAVY = ("dataclasses", "inspect", "subprocess", "tempfile", "hashlib", "shutil", "threading")
+
+
+@pytest.mark.parametrize("command", [["env", "ROW", "--no-toolchain-check"], ["hook"]])
+def test_env_and_hook_run_without_heavy_modules_once_their_answers_are_kept(tmp_path: Path, command: list[str]) -> None:
+    """What scripts/bench_startup.py measures: the second call (the commit time and, for the hook,
+    nvcc's answer kept) imports none of the modules that made start-up slow, and runs no process."""
+    config = Path(__file__).parent / "data" / "policies" / "executorch" / "buildrows.toml"
+    row = f"linux-x86_64-cu130-py{sys.version_info.major}{sys.version_info.minor}"
+    argv = ["buildrows", "--config", str(config), *[row if a == "ROW" else a for a in command]]
+    code = (f"import runpy, sys\nsys.argv = {argv!r}\n"
+            "try:\n    runpy.run_module('buildrows', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            f"print('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)\n")
+    env = {**os.environ, "BUILDROWS_CACHE": str(tmp_path / "cache"), "CU_VERSION": "cu130",
+           "BUILD_ENV_FILE": str(tmp_path / "build.env"), "GITHUB_ENV": str(tmp_path / "github.env"),
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env.pop("SOURCE_DATE_EPOCH", None)
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True,
+                           check=False) for _ in range(2)]
+    assert runs[0].returncode == runs[1].returncode == 0, runs[0].stderr + runs[1].stderr
+    assert "subprocess" in runs[0].stderr.split("HEAVY")[-1], runs[0].stderr  # the first call asks git
+    assert runs[1].stderr.strip().splitlines()[-1] == "HEAVY []", runs[1].stderr
