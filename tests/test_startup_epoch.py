@@ -81,7 +81,7 @@ def test_the_running_interpreter_answers_as_a_second_one_does() -> None:
     assert link.ldshared  # CPython on Linux always has one
 
 
-HEAVY = ("dataclasses", "inspect", "subprocess", "tempfile", "hashlib", "shutil", "threading")
+HEAVY = ("dataclasses", "inspect", "subprocess", "tempfile", "hashlib", "shutil", "threading", "platform")
 
 
 @pytest.mark.parametrize("command", [["env", "ROW", "--no-toolchain-check"], ["hook"]])
