@@ -83,6 +83,8 @@ def main() -> int:
     ap.add_argument("--accel", default="cu130", help="cu130 (default) or cpu")
     ap.add_argument("--archs", help="replace the policy's 13.0 list (default: the policy's own)")
     ap.add_argument("--work", type=Path, help="work directory (default: a new temporary one)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="with --work: a path whose wheel an earlier run left there is not built again")
     ap.add_argument("--project", choices=("example", "torch-extension"), default="example",
                     help="the bundled example (default) or the setup.py torch extension")
     args = ap.parse_args()
@@ -121,14 +123,23 @@ def main() -> int:
         links = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": f"{house} {torch_house}"}
         print(f"== wheelhouses: {house}, {torch_house} ({time.monotonic() - start:.0f} s)")
 
+    def earlier(pattern: str) -> Path | None:
+        found = sorted(work.glob(pattern)) if args.reuse else []
+        if found:
+            print(f"   reused: {found[0]} (--reuse)")
+        return found[0] if found else None
+
     print(f"== (a) host: buildrows build {row}")
-    repo_a = repository(work / "a")
-    _run([BUILDROWS, "--config", config, "build", row, "--wheel-dir", str(work / "a-dist")],
-         repo_a, env, work / "a.log")
+    repo_a = work / "a" / "repo"
+    if earlier("a-dist/*.whl") is None:
+        repo_a = repository(work / "a")
+        _run([BUILDROWS, "--config", config, "build", row, "--wheel-dir", str(work / "a-dist")],
+             repo_a, env, work / "a.log")
     wheels["host"] = next((work / "a-dist").glob("*.whl"))
 
     print("== (b) CI: the rendered workflow through test-infra's build job (tests/ci_harness.py)")
-    repo_b = repository(work / "b")
+    reused_b = earlier("b-job/**/dist/*.whl")
+    repo_b = work / "b" / "repo" if reused_b else repository(work / "b")
     start = time.monotonic()
     run = ci_harness.LinuxRun(
         caller=torch_extension.caller(repo_b) if torch else
@@ -137,11 +148,12 @@ def main() -> int:
         generator=REPO / "tests" / "data" / "generator" / "linux-release-prfalse.json",
         echo=lambda s: None, runner_env={"BUILDROWS_CACHE": env["BUILDROWS_CACHE"], **links}, install_torch=torch)
     try:
-        job = run.run()
+        job = run.run() if reused_b is None else None
     except ci_harness.HarnessError as e:
         print(f"   CI path failed: {e}")
         return 1
-    print(f"   {time.monotonic() - start:.0f} s: " + ", ".join(f"{s.name} {s.status}" for s in job.log
+    if job is not None:
+        print(f"   {time.monotonic() - start:.0f} s: " + ", ".join(f"{s.name} {s.status}" for s in job.log
                                                           if s.status in ("ran", "checked"))[-300:])
     wheels["CI"] = next((work / "b-job").rglob("dist/*.whl"))
 
@@ -152,7 +164,7 @@ def main() -> int:
     image = container_image.ensure_image({**cenv, "BUILDROWS_CACHE": str(kept / "cache")}, work / "image", log)
     print("   " + "; ".join(log))
     house = container_image.wheelhouse(kept / "wheelhouse", python)
-    cenv.update(PIP_NO_INDEX="1", PIP_FIND_LINKS=str(house), **links)
+    cenv.update({"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(house), **links})
     repo_c = repository(work / "c")
     _run([BUILDROWS, "--config", config, "build", row, "--container", "--image", image,
           "--wheel-dir", str(work / "c-dist")], repo_c, cenv, work / "c.log")
