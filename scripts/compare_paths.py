@@ -22,7 +22,8 @@ PIP_FIND_LINKS naming the wheelhouses (no registry is reachable from the contain
     the host's gcc and Python 3.X, nvcc 13.0 from NVIDIA's PyPI wheels; root, podman and runc needed).
 
 Each wheel's device code (`buildrows archs --from-wheel`), METADATA (version, Requires-Dist), WHEEL
-tag, and `buildrows check --row ROW --json` verdicts are printed side by side; a difference is marked.
+tag, its members' zip times (SOURCE_DATE_EPOCH), and `buildrows check --row ROW --json` verdicts are
+printed side by side; a difference is marked.
 The row's Python is the image's (Debian's python3.X); this Python must be the same X.Y.
 Exit 0 when the three agree, 1 otherwise (or when a path failed).
 """
@@ -62,6 +63,7 @@ def facts(wheel: Path, row: str, config: Path) -> dict[str, str]:
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         text = z.read(meta).decode()
         tag = z.read(meta.replace("METADATA", "WHEEL")).decode()
+        times = sorted({"{:04d}-{:02d}-{:02d} {:02d}:{:02d}:{:02d}".format(*i.date_time) for i in z.infolist()})
     archs = " | ".join(subprocess.run([BUILDROWS, "archs", "--from-wheel", str(wheel)], capture_output=True, text=True,
                                       check=False).stdout.strip().splitlines())
     check = subprocess.run([BUILDROWS, "--config", str(config), "check", str(wheel), "--row", row, "--json"],
@@ -74,6 +76,7 @@ def facts(wheel: Path, row: str, config: Path) -> dict[str, str]:
         "Requires-Dist": "; ".join(ln.split(": ", 1)[1] for ln in text.splitlines() if ln.startswith("Requires-Dist: ")),
         "Tag": " ".join(ln.split(": ", 1)[1] for ln in tag.splitlines() if ln.startswith("Tag: ")),
         "device code": archs,
+        "member times": ", ".join(times),
         "check": ("PASS" if doc.get("ok") else "FAIL") + f" ({verdicts})",
     }
 
@@ -99,6 +102,11 @@ def main() -> int:
         print(f"run this with a Python {python} (the image's), not {sys.version}")
         return 1
     row = f"linux-x86_64-{args.accel}-py{python.replace('.', '')}"
+    # Each path builds from its own copy of the repository: committed at one time, so all three get
+    # the same SOURCE_DATE_EPOCH (the project's last commit time), as CI and a local checkout of
+    # one commit do.
+    for var in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):
+        os.environ.setdefault(var, "1780000000 +0000")
     env = {k: v for k, v in os.environ.items() if k != "GITHUB_ACTIONS"}
     env["BUILDROWS_CACHE"] = str(work / "cache")
     wheels: dict[str, Path] = {}

@@ -270,6 +270,12 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
               torch=torch_arguments(pol, row, env))
     (job_dir / "job.sh").write_text(job_script(job), encoding="utf-8")
     job_env = dict(env)
+    # The project's commit time, read here: the image may have no git (the hook there would fall
+    # back to 1980), and CI's checkout has one. Passed in as the user's SOURCE_DATE_EPOCH would be.
+    from buildrows.build.epoch import source_date_epoch
+    from buildrows.build.rowenv import policy_project
+
+    job_env["SOURCE_DATE_EPOCH"] = source_date_epoch(policy_project(pol), env)[0]
     argv = command(runtime, job, job_env, uid=os.getuid() if hasattr(os, "getuid") else None,
                    gid=os.getgid() if hasattr(os, "getgid") else None)
     try:
