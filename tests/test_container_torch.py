@@ -5,7 +5,7 @@ local wheelhouse (PIP_FIND_LINKS, mounted; PIP_NO_INDEX=1) where no registry is 
 Default: the job script and the command line (under a second). Opt-in, BUILDROWS_TEST_CONTAINER=1:
 scripts/compare_paths.py --project torch-extension replayed (the setup.py extension's cu130 row built
 on the host, through the CI path and in the test image, the three wheels compared; a torch
-wheelhouse of about 4 GB downloaded once; 15 to 25 minutes here).
+wheelhouse of about 3 GB downloaded once; about 12 minutes here, 706 s measured).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_every_local_wheelhouse_is_mounted(tmp_path: Path) -> None:
 @pytest.mark.integration
 @pytest.mark.skipif(os.environ.get("BUILDROWS_TEST_CONTAINER") != "1",
                     reason="set BUILDROWS_TEST_CONTAINER=1: the torch extension built three ways (a 4 GB torch "
-                           "wheelhouse, the test image, 15 to 25 minutes)")
+                           "wheelhouse, the test image, about 12 minutes)")
 def test_the_torch_extensions_row_three_ways(tmp_path: Path) -> None:
     why = container_image.unavailable()
     if why is not None:
