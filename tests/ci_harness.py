@@ -351,8 +351,12 @@ class LinuxRun:
     def __init__(self, *, caller: Path, repository: Path, work: Path, python: str, accel: str,
                  generator: Path, event: str = "push", test_infra: Path = TEST_INFRA,
                  echo: Callable[[str], None] = print, buildrows_bin: Path | None = None,
-                 runner_env: Mapping[str, str] | None = None) -> None:
+                 runner_env: Mapping[str, str] | None = None, install_torch: bool = False) -> None:
         self.caller_path = caller
+        # Run "Install torch dependency" (pkg-helpers' PIP_INSTALL_TORCH) instead of skipping it: a
+        # PyTorch extension's row. Its index cannot be reached here: the runner's PIP_NO_INDEX=1 and
+        # PIP_FIND_LINKS (a local wheelhouse) make pip ignore it, as a runner with a mirror would.
+        self.install_torch = install_torch
         self.runner_env = dict(runner_env or {})  # more of the runner's environment, e.g. BUILDROWS_CACHE
         self.caller = load_yaml(caller)
         self.repository = repository
@@ -521,7 +525,7 @@ class LinuxRun:
         if "uses" in step:
             self._uses(job, step, label, ctx, step_env)
             return
-        if name in SKIPPED_STEPS:
+        if name in SKIPPED_STEPS and not (name == "Install torch dependency" and self.install_torch):
             job.log.append(StepLog(label, "skipped", SKIPPED_STEPS[name]))
             self.echo(f"-- {label}: skipped ({SKIPPED_STEPS[name]})")
             return

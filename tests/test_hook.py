@@ -211,7 +211,7 @@ def test_provision_uses_the_builders_nvcc_of_the_train(cli: Callable[..., Result
     assert "provision-toolkit: the builder's nvcc is CUDA 13.0" in r.err and "nothing to assemble" in r.err
     assert "BUILDROWS_CUDA_BIN" not in be.read_text()
     # Only the nvcc's answer is kept (buildrows.plan.toolchain): no toolkit, no download.
-    assert {p.name for p in (tmp_path / "cache").iterdir()} <= {"nvcc"}
+    assert {p.name for p in (tmp_path / "cache").iterdir()} <= {"nvcc", "epoch"}  # answers kept, no toolkit
 
 
 def test_provision_of_a_missing_train_from_an_unreachable_mirror_fails_before_writing(

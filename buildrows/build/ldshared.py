@@ -40,7 +40,16 @@ class InterpreterLink(Frozen):
 
 
 def interpreter_link(python: str) -> InterpreterLink:
-    """The row's interpreter's LDSHARED, LIBDIR and CC (all "" when it cannot be asked)."""
+    """The row's interpreter's LDSHARED, LIBDIR and CC (all "" when it cannot be asked). The
+    running interpreter (`env` and the CI hook run in the row's Python) answers in this process:
+    the same sysconfig, without a second interpreter's start-up."""
+    import sys
+
+    if python == sys.executable:
+        import sysconfig
+
+        v = sysconfig.get_config_var
+        return InterpreterLink(*(str(v(k) or "") for k in ("LDSHARED", "LIBDIR", "CC")))
     import json
 
     from buildrows.process.runner import capture

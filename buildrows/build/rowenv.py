@@ -114,7 +114,6 @@ def policy_project(policy: Policy) -> Path:
 
 def running_interpreter(row: Row) -> Interpreter | None:
     """This interpreter, when it is the row's Python: the hook's, which the CI build step runs."""
-    import platform
     import sys
 
     from buildrows.plan.host import host_python
@@ -122,4 +121,6 @@ def running_interpreter(row: Row) -> Interpreter | None:
 
     if host_python() != row.python:
         return None
-    return Interpreter(sys.executable, row.python, platform.python_version(), "running")
+    # sys.version's first word is what platform.python_version() parses out of it (3.13.0rc1 too),
+    # without importing platform at the hook's start-up.
+    return Interpreter(sys.executable, row.python, sys.version.split()[0], "running")

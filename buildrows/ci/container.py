@@ -111,6 +111,7 @@ class Job(Frozen):
     provision: str = ""  # hook --provision SOURCE ("" off)
     install: tuple[str, ...] = ()  # what the pre-script installs besides buildrows (ccache, auditwheel)
     compiler_cache: bool = True  # the hook writes the launchers of the (mounted) compiler cache
+    torch: tuple[str, ...] = ()  # pip install arguments of the row's torch (a PyTorch extension); () none
 
 
 def build_command(pol: Policy, root: Path, out_dir: Path) -> str:
@@ -158,6 +159,7 @@ def job_script(job: Job) -> str:
         f'"$PY" -m venv {JOB_ENV}',
         f'export PATH={JOB_ENV}/bin:"$PATH"',
         ": > \"$BUILD_ENV_FILE\"",
+        *_torch_lines(job),
         "# The pre-script: buildrows (this checkout's wheel) and what the rendered pre-script installs, then the hook.",
         "echo " + q(f"+ python -m pip install {q(str(job.buildrows_wheel))} {' '.join(job.install)}"),
         f"python -m pip install --quiet {q(str(job.buildrows_wheel))} {' '.join(q(s) for s in job.install)}",
@@ -178,6 +180,28 @@ def job_script(job: Job) -> str:
         "done",
     ]
     return "\n".join(lines) + "\n"
+
+
+def torch_arguments(pol: Policy, row: Row, env: Mapping[str, str]) -> tuple[str, ...]:
+    """What test-infra's "Install torch dependency" step installs for the row (PIP_INSTALL_TORCH:
+    torch from the index of the row's train), when the project builds against torch: a PyTorch
+    extension's row, or a policy naming its torch. BUILDROWS_TORCH_INDEX picks the index as for
+    `build --provision`; a machine without a registry points pip at a local wheelhouse
+    (PIP_FIND_LINKS and PIP_NO_INDEX=1, passed to the job: pip then ignores the index)."""
+    if not pol.torch_extension(row) and pol.project.torch is None:
+        return ()
+    from buildrows.provision.torch import torch_for_row
+
+    return torch_for_row(row, pol.project.torch, env).pip_arguments()
+
+
+def _torch_lines(job: Job) -> list[str]:
+    if not job.torch:
+        return []
+    args = " ".join(shlex.quote(a) for a in job.torch)
+    return ["# test-infra's \"Install torch dependency\" step (PIP_INSTALL_TORCH): the torch of the row's train.",
+            "echo " + shlex.quote(f"+ python -m pip install {args}"),
+            f"python -m pip install --quiet {args}"]
 
 
 def mounts(job: Job, env: Mapping[str, str]) -> list[str]:

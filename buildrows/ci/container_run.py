@@ -229,7 +229,13 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
     from buildrows.build.drivers import default_wheel_dir
     from buildrows.build.placement import STAGING
     from buildrows.build.wheel_finish import check_built_wheel
-    from buildrows.ci.container import build_command, command, job_script, mount_root
+    from buildrows.ci.container import (
+        build_command,
+        command,
+        job_script,
+        mount_root,
+        torch_arguments,
+    )
     from buildrows.ci.workflow import CCACHE_SPEC, REPAIR_SPECS
     from buildrows.plan.provisioned import cache_root
     from buildrows.process.runner import Command, run_step
@@ -260,9 +266,16 @@ def build_row(pol: Policy, row: Row, env: Mapping[str, str], project: Path, opts
               config=os.path.relpath(Path(pol.path).resolve(), root), root=root, job_dir=job_dir, out_dir=staging,
               cache_dir=cache_root(env).resolve(), buildrows_wheel=job_dir / wheel.name,
               build_command=build_command(pol, root, staging), provision="auto" if opts.provision else "",
-              install=tuple(install), compiler_cache=not opts.no_compiler_cache)
+              install=tuple(install), compiler_cache=not opts.no_compiler_cache,
+              torch=torch_arguments(pol, row, env))
     (job_dir / "job.sh").write_text(job_script(job), encoding="utf-8")
     job_env = dict(env)
+    # The project's commit time, read here: the image may have no git (the hook there would fall
+    # back to 1980), and CI's checkout has one. Passed in as the user's SOURCE_DATE_EPOCH would be.
+    from buildrows.build.epoch import source_date_epoch
+    from buildrows.build.rowenv import policy_project
+
+    job_env["SOURCE_DATE_EPOCH"] = source_date_epoch(policy_project(pol), env)[0]
     argv = command(runtime, job, job_env, uid=os.getuid() if hasattr(os, "getuid") else None,
                    gid=os.getgid() if hasattr(os, "getgid") else None)
     try:

@@ -18,8 +18,6 @@ import contextlib
 import json
 import os
 import re
-import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -75,6 +73,8 @@ def _store(ident: tuple[object, ...], env: Mapping[str, str], answers: dict[str,
 
 
 def _run(argv: list[str], env: Mapping[str, str]) -> tuple[int, str]:
+    import subprocess  # here: a kept answer (the hook's usual case) runs nothing
+
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, errors="replace", env=dict(env), timeout=60,
                               check=False)
@@ -104,6 +104,8 @@ def probe_variant(compiler: CudaCompiler, env: Mapping[str, str], arch: Arch) ->
     variants = answers.get("variants")
     known = dict(variants) if isinstance(variants, dict) else {}
     if arch.sm not in known:
+        import tempfile
+
         with tempfile.TemporaryDirectory(prefix="buildrows-probe-") as tmp:
             src = Path(tmp) / "probe.cu"
             src.write_text("__global__ void buildrows_probe() {}\n", encoding="utf-8")

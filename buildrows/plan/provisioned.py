@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from buildrows.errors import BadInput
+from buildrows.frozen import Frozen, frozen_dataclass
 from buildrows.policy.trains import Train
 
 CACHE_VARIABLE = "BUILDROWS_CACHE"
@@ -51,8 +51,8 @@ def nvcc_name(platform: str) -> str:
     return "nvcc.exe" if platform.startswith("windows") else "nvcc"
 
 
-@dataclass(frozen=True)
-class Toolkit:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Toolkit(Frozen):
     """A complete toolkit in the cache."""
 
     train: Train

@@ -10,18 +10,18 @@ the places at temporary trees. Imports stay light: the plan module (and so the h
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+
+from buildrows.frozen import Frozen, frozen_dataclass
 
 #: Prints what decides whether an interpreter is the row's: version, GIL build, real executable.
 _PROBE = ("import json,sys,sysconfig;print(json.dumps([sys.version_info[0],sys.version_info[1],"
           "bool(sysconfig.get_config_var('Py_GIL_DISABLED')),sys.executable,sys.version.split()[0]]))")
 
 
-@dataclass(frozen=True)
-class Interpreter:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Interpreter(Frozen):
     """A Python that ran and reported the row's version."""
 
     path: str
@@ -33,8 +33,8 @@ class Interpreter:
         return f"Python {self.version}{' (free-threaded)' if self.python.endswith('t') else ''} at {self.path} ({self.source})"
 
 
-@dataclass(frozen=True)
-class Rejected:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Rejected(Frozen):
     """A candidate that was looked at and is not the row's interpreter, and why."""
 
     path: str
@@ -42,8 +42,8 @@ class Rejected:
     why: str  # a predicate of the path: "does not run: ...", "is Python 3.11 (3.11.7), not 3.12"
 
 
-@dataclass(frozen=True)
-class Search:
+@frozen_dataclass(frozen=True, eq=False, repr=False)
+class Search(Frozen):
     """The outcome of a search: the interpreter (or None) and every candidate that was turned down."""
 
     found: Interpreter | None
@@ -111,6 +111,7 @@ def candidates(python: str, env: Mapping[str, str]) -> Iterator[tuple[str, str]]
 def probe(path: str, env: Mapping[str, str], timeout: float = 30) -> tuple[tuple[int, int, bool, str, str] | None, str]:
     """Run the candidate; ((major, minor, free-threaded, executable, version), "") or (None, why not)."""
     import json
+    import subprocess
 
     clean = {k: v for k, v in env.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
     try:
