@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +23,7 @@ from buildrows.binaries.binfmt import BinaryFormat, BinaryFormatError, BinaryLay
 from buildrows.binaries.fatbin import DeviceCode, FatbinError
 from buildrows.binaries.fatbin import list_device_code as _fatbin_device_code
 from buildrows.binaries.inflate import PASS_INFLATER, InflateError, MemberStream
-from buildrows.binaries.libstream import read_streamed
+from buildrows.binaries.libstream import SparseSource, read_streamed
 from buildrows.binaries.zipdir import (
     DEFAULT_MAX_MEMBER_SIZE,
     WheelError,
@@ -118,14 +118,19 @@ def list_device_code(
 
 @dataclass(frozen=True, slots=True)
 class PassedLibrary:
-    """An ELF library as it streamed past in :func:`read_wheel`: its stream (checkpoints kept, so a
-    range inflates again from the nearest one: the symbol and string sections are read that way)."""
+    """An ELF library as it streamed past in :func:`read_wheel`: its stream (a range asked for again
+    inflates again), and its symbols, read from the pages gathered in passing."""
 
     stream: MemberStream
-    # Its dynamic symbols and strings, read by the worker right after the pass (CUDA runtime markers
-    # scanned when ``markers``: a library without device code), or None: read when asked.
+    # Its dynamic symbols and strings (CUDA runtime markers scanned when ``markers``: a library without
+    # device code), being read on the symbol thread (a Future), read (a value), or None: read when asked.
     symbols: Any = None
     markers: bool = False
+
+    def read_symbols(self) -> Any:
+        """The symbols, waiting for the symbol thread if it is still reading them; None if it could not."""
+        symbols = self.symbols
+        return symbols.result() if isinstance(symbols, Future) else symbols
 
 
 _PASSED: dict[str, PassedLibrary] = {}
@@ -142,37 +147,55 @@ def passed_library(path: str | os.PathLike[str], member: str) -> PassedLibrary |
 
 
 def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
-    # A library whose symbols are read again after the pass keeps checkpoints (zlib-ng's copyable
-    # inflater); one that streams past once inflates with the fastest inflater there is (ISA-L).
-    stream = _member_stream(wheel, info, max_size, None if _PASSED_FOR else PASS_INFLATER)
+    # Every library inflates once, with the fastest inflater there is (ISA-L): what the load check reads
+    # of it (symbols, strings) is gathered in passing, not inflated again from checkpoints.
+    stream = _member_stream(wheel, info, max_size, PASS_INFLATER)
+    gather = bool(_PASSED_FOR)
     try:
-        lib = read_streamed(stream)
+        lib = read_streamed(stream, gather=gather)
     except InflateError as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from None
     except (BinaryFormatError, FatbinError) as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from exc
     described = _describe(info.filename, info.file_size, lib.layout, lib.device_code, lib.relocatable)
-    if _PASSED_FOR and lib.layout.format == "elf":
-        # The load check's symbols and strings, read here, in this worker, while the other workers
-        # still inflate their libraries: only those sections inflate again, from the checkpoints.
-        markers = not described.has_device_code
-        symbols = _passed_symbols(stream, markers)
-        if symbols is not None:
-            stream.release()  # read: its checkpoints are not held for the rest of the check
-        with _PASSED_LOCK:
-            _PASSED[info.filename] = PassedLibrary(stream, symbols, markers)
+    source = lib.source
+    if gather and source is not None:
+        if lib.layout.format == "elf":
+            # The load check's symbols and strings, parsed in Python on the symbol thread from the pages
+            # kept in passing, while this worker inflates its next library (the inflater releases the GIL).
+            markers = not described.has_device_code
+            pending = _symbol_thread().submit(_passed_symbols, source, markers)
+            with _PASSED_LOCK:
+                _PASSED[info.filename] = PassedLibrary(stream, pending, markers)
+        else:
+            source.close()
     return described
 
 
-def _passed_symbols(stream: MemberStream, markers: bool) -> Any:
-    """The dynamic symbols and strings of a library that streamed past, or None where reading them
-    fails: the load check reads them again when it asks, and words the error there."""
-    from buildrows.binaries.symbols import passed_symbols
+_SYMBOL_THREAD: list[ThreadPoolExecutor] = []
+
+
+def _symbol_thread() -> ThreadPoolExecutor:
+    """One thread for every library's symbol parsing: Python, so a second would only wait for the GIL."""
+    with _PASSED_LOCK:
+        if not _SYMBOL_THREAD:
+            _SYMBOL_THREAD.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="buildrows-symbols"))
+        return _SYMBOL_THREAD[0]
+
+
+def _passed_symbols(source: SparseSource, markers: bool) -> Any:
+    """The dynamic symbols and strings of a library that streamed past, read from its gathered pages (a page
+    not gathered inflates again), or None where reading them fails: the load check reads them again when it
+    asks, and words the error there."""
+    from buildrows.binaries.symbols import _with_strings, read_dynamic_symbols, scan_strings
 
     try:
-        return passed_symbols(stream, markers)
-    except (InflateError, BinaryFormatError):
+        got = read_dynamic_symbols(source)
+        return _with_strings(got, scan_strings(source, markers=markers)) if got is not None else None
+    except (InflateError, BinaryFormatError, OSError):
         return None
+    finally:
+        source.close()
 
 
 def describe_library(path: str, data: bytes | bytearray | memoryview) -> LibraryInfo:

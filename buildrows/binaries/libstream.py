@@ -30,6 +30,7 @@ from buildrows.binaries.binfmt import BinaryFormatError, BinaryLayout, read_layo
 from buildrows.binaries.fatbin import MAX_CONTAINERS, DeviceCode, FatbinError, list_device_code
 from buildrows.binaries.fatscan import FatbinScanner
 from buildrows.binaries.inflate import MemberStream
+from buildrows.binaries.spool import MEMORY_BUDGET, PageStore
 
 __all__ = ["PAGE", "SparseSource", "StreamedLibrary", "read_streamed"]
 
@@ -40,6 +41,12 @@ MAX_PREFETCH: Final = 16 << 20
 # Bytes kept before the ELF section header table: .shstrtab is normally right there.
 SHT_LEAD: Final = 1 << 16
 STRING_WINDOW: Final = 4096
+# Gathering for the symbol reader too (``gather``): what one library may keep in all (beyond the memory
+# budget in a temporary file: buildrows.binaries.spool), and from the start of each segment kept.
+GATHER_KEEP: Final = 256 << 20
+SEGMENT_KEEP: Final = 32 << 20
+_DT_STRTAB, _DT_SYMTAB, _DT_STRSZ = 5, 6, 10
+_DT_VERSYM, _DT_VERDEF, _DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
 _PF_X: Final = 1
 _PF_W: Final = 2
 
@@ -47,11 +54,14 @@ _PF_W: Final = 2
 class SparseSource:
     """A :class:`buildrows.binaries.binfmt.ByteSource` over pages kept in passing or fetched again later."""
 
-    def __init__(self, size: int, fetch: Callable[[int, int], bytes]) -> None:
+    def __init__(self, size: int, fetch: Callable[[int, int], bytes], *, budget: int | None = None,
+                 max_keep: int = MAX_PREFETCH) -> None:
         self._size = size
         self.fetch = fetch
-        self.pages: dict[int, bytes] = {}
-        self.filling: dict[int, bytearray] = {}  # wanted pages not yet (wholly) passed
+        # In memory up to ``budget`` bytes (no limit: None), the rest in a temporary file (buildrows.binaries.spool).
+        self.pages = PageStore(budget if budget is not None else 1 << 62)
+        self.max_keep = max_keep
+        self.filling: dict[int, bytearray | None] = {}  # wanted pages not yet (wholly) passed (None: not reached)
         self.passed = 0  # the stream's position
         self.prefetched = 0
         self.fetches = 0
@@ -73,26 +83,32 @@ class SparseSource:
         for index in range(first, (end - 1) // PAGE + 1):
             if index in self.pages or index in self.filling or index * PAGE < self.passed:
                 continue
-            if self.prefetched >= MAX_PREFETCH:
+            if self.prefetched >= self.max_keep:
                 return
             self.lowest = min(self.lowest, index) if self.filling else index
-            self.filling[index] = bytearray(self._page_len(index))
+            self.filling[index] = None
             self.prefetched += self._page_len(index)
 
     def feed(self, offset: int, data: bytes) -> None:
         """The stream's next piece: copy what falls in wanted pages."""
         end = offset + len(data)
         if self.filling and self.lowest * PAGE < end:
-            for index in [i for i in self.filling if i * PAGE < end and (i + 1) * PAGE > offset]:
-                page = self.filling[index]
+            # The pages this piece overlaps, not every wanted page (a gathered library wants thousands).
+            for index in range(max(offset // PAGE, self.lowest), (end - 1) // PAGE + 1):
+                if index not in self.filling:
+                    continue
                 base = index * PAGE
+                page = self.filling[index]
+                if page is None:  # allocated as the stream reaches it: wanting costs no memory
+                    page = self.filling[index] = bytearray(self._page_len(index))
                 lo = max(base, offset)
                 hi = min(base + len(page), end)
                 page[lo - base : hi - base] = data[lo - offset : hi - offset]
                 if hi == base + len(page):
-                    self.pages[index] = bytes(self.filling.pop(index))
-            if self.filling:
-                self.lowest = min(self.filling)
+                    del self.filling[index]
+                    self.pages.put(index, bytes(page))
+            while self.filling and self.lowest not in self.filling:  # pages fill in order: only ever upwards
+                self.lowest += 1
         self.passed = end
 
     def peek(self, offset: int, size: int) -> bytes | None:
@@ -125,13 +141,23 @@ class SparseSource:
             self.fetches += 1
             for page in range(run_start, index):
                 at = (page - run_start) * PAGE
-                self.pages[page] = data[at : at + self._page_len(page)]
-        if first == last:
-            base = offset - first * PAGE
-            return self.pages[first][base : base + size]
-        joined = b"".join(self.pages[i] for i in range(first, last + 1))
+                self.pages.put(page, data[at : at + self._page_len(page)])
+        parts = [self._page(i) for i in range(first, last + 1)]
         base = offset - first * PAGE
-        return joined[base : base + size]
+        if first == last:
+            return parts[0][base : base + size]
+        return b"".join(parts)[base : base + size]
+
+    def _page(self, index: int) -> bytes:
+        page = self.pages.get(index)
+        if page is None:  # dropped (close): inflated again
+            page = self.fetch(index * PAGE, self._page_len(index))
+            self.fetches += 1
+        return page
+
+    def close(self) -> None:
+        """Drop the kept pages (and their temporary file); a later read inflates again."""
+        self.pages.close()
 
 
 _Stage = Callable[[], object]
@@ -144,10 +170,12 @@ class _Planner:
     when the parser asks for it, so it may give up at any point.
     """
 
-    def __init__(self, source: SparseSource) -> None:
+    def __init__(self, source: SparseSource, *, gather: bool = False) -> None:
         self.source = source
         self.stage: _Stage | None = self._head
-        source.want(0, HEAD)
+        # Gathering: the whole first chunk too (the planner first runs once it has passed: .dynsym may lie in it).
+        self.gather = gather
+        source.want(0, 1 << 20 if gather else HEAD)
         self.phdrs: tuple[int, int, int, bool, str] = (0, 0, 0, True, "<")
         self.dynamic: tuple[int, int] = (0, 0)
         self.loads: list[tuple[int, int, int]] = []
@@ -208,6 +236,10 @@ class _Planner:
                     order + "IIIIIII", table, i * phentsize
                 )
             if p_type == 1:
+                if self.gather and (not self.loads or not p_flags & (_PF_X | _PF_W)):
+                    # The symbol reader's and the string scan's sections, as linkers lay them out: the
+                    # first segment (.dynsym, .dynstr, the version sections), the read-only ones (.rodata).
+                    self.source.want(p_offset, min(p_filesz, SEGMENT_KEEP))
                 self.loads.append((p_vaddr, p_offset, p_filesz))
                 # In passing, only read-only segments are searched (where GCC's and PyTorch's links
                 # put .nv_fatbin): searching PyTorch's 350 MB of code too costs ~20% more CPU. A
@@ -233,14 +265,24 @@ class _Planner:
         entry = struct.Struct(order + ("qQ" if is64 else "iI"))
         strtab = None
         values = []
+        tags: dict[int, int] = {}
         for i in range(size // entry.size):
             tag, value = entry.unpack_from(table, i * entry.size)
             if tag == 0:
                 break
+            tags.setdefault(tag, value)
             if tag == 5:
                 strtab = value
             elif tag in (1, 15, 29):
                 values.append(value)
+        if self.gather:
+            # Where a tool moved them past .dynamic (patchelf puts .dynstr at the end): kept as they pass.
+            for tag, span in ((_DT_STRTAB, tags.get(_DT_STRSZ, 0)), (_DT_SYMTAB, 1 << 22), (_DT_VERSYM, 1 << 20),
+                              (_DT_VERNEED, 1 << 16), (_DT_VERDEF, 1 << 16)):
+                for vaddr, off, filesz in self.loads:
+                    if tag in tags and vaddr <= tags[tag] < vaddr + filesz:
+                        self.source.want(tags[tag] - vaddr + off, min(span, SEGMENT_KEEP << 2))
+                        break
         for vaddr, off, filesz in self.loads:
             if strtab is not None and vaddr <= strtab < vaddr + filesz:
                 for value in values:
@@ -291,6 +333,8 @@ class StreamedLibrary:
     device_code: DeviceCode
     relocatable: DeviceCode  # __nv_relfatbin's when an executable fat binary exists, else empty
     fetches: int  # ranges inflated again (for the benchmark's record)
+    # With ``gather``: the pages kept, for the symbol reader (close it when done), else None.
+    source: SparseSource | None = None
 
 
 def _rescan(stream: MemberStream, offset: int, size: int) -> DeviceCode | None:
@@ -329,16 +373,19 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
     return DeviceCode(cubins=tuple(cubins), ptx=tuple(ptx), ptx_isa=tuple(isa), cubin_toolkits=tuple(toolkits))
 
 
-def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None = None) -> StreamedLibrary:
-    """Inflate ``stream`` once and read the library in it; ``observe`` sees every piece as it passes
-    (the load check's string scan rides on this pass instead of inflating the library again).
+def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None = None, *,
+                  gather: bool = False) -> StreamedLibrary:
+    """Inflate ``stream`` once and read the library in it; ``observe`` sees every piece as it passes.
+    ``gather``: also keep what the symbol reader and the string scan will read (in memory up to a budget, the
+    rest in a temporary file: buildrows.binaries.spool), returned as the result's ``source``, so that nothing
+    inflates again unless a section lies where linkers do not put it.
 
     Raises :class:`buildrows.binaries.inflate.InflateError`, :class:`buildrows.binaries.binfmt.BinaryFormatError` or
     :class:`buildrows.binaries.fatbin.FatbinError`, as reading the whole library in memory would.
     """
-    source = SparseSource(stream.size, stream.read)
+    source = SparseSource(stream.size, stream.read, **({"budget": MEMORY_BUDGET, "max_keep": GATHER_KEEP} if gather else {}))
     scanner = FatbinScanner(stream.size)
-    planner = _Planner(source)
+    planner = _Planner(source, gather=gather)
     for offset, data in stream.chunks():
         if offset == 0 and len(data) >= 4 and data[:4] != b"\x7fELF" and data[:2] != b"MZ":
             # Neither ELF nor PE: refused from its first bytes, not after inflating it all (a 7 GB
@@ -357,4 +404,4 @@ def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None 
     code = _section_code(scanner, source, stream, layout.device_code_ranges)
     # Beside an executable fat binary, the relocatable one too (what -rdc leaves the runtime).
     relocatable = _section_code(scanner, source, stream, layout.relfatbin) if layout.fatbin else DeviceCode()
-    return StreamedLibrary(layout, code, relocatable, source.fetches)
+    return StreamedLibrary(layout, code, relocatable, source.fetches, source if gather else None)

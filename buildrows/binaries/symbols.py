@@ -305,11 +305,11 @@ def _read_whole_strings(source: ByteSource) -> DynamicSymbols | None:
         vers = struct.unpack_from(f"{order}{min(count, len(versym) // 2)}H", versym) if versym else ()
         nvers = len(vers)
         find = names.find
-        # (name, info, other, shndx) of every entry but the null one, unpacked in one C loop
-        fields = (0, 1, 2, 3) if is64 else (0, 3, 4, 5)
-        entries = sym.iter_unpack(memoryview(data)[sym.size:count * sym.size])
-        for n, entry in enumerate(entries, 1):
-            name_off, info, other, shndx = (entry[fields[0]], entry[fields[1]], entry[fields[2]], entry[fields[3]])
+        # (name, info, other, shndx) of every entry but the null one, unpacked in one C loop (the value and
+        # size skipped as padding: no tuple indexing per entry, a fifth of the loop on libtorch_cpu.so)
+        entry_fields = struct.Struct(order + ("IBBH16x" if is64 else "I8xBBH"))
+        entries = entry_fields.iter_unpack(memoryview(data)[sym.size:count * sym.size])
+        for n, (name_off, info, other, shndx) in enumerate(entries, 1):
             if name_off == 0:
                 continue
             bind = info >> 4

@@ -51,9 +51,10 @@ def wheel_library_symbols(wheel: Path, members: Iterable[str], *, scan: bool = T
     infos = members_named(wheel, members)  # the check's one pass over the central directory
     for info in infos:
         passed = passed_library(wheel, info.filename)
-        if passed is not None:  # it streamed past in read_wheel: only the symbol sections inflate again
-            if scan and passed.symbols is not None and passed.markers == (info.filename in markers):
-                out[info.filename] = passed.symbols  # read by read_wheel's worker, right after the pass
+        if passed is not None:  # it streamed past in read_wheel, its symbol and string sections kept
+            symbols = passed.read_symbols() if scan and passed.markers == (info.filename in markers) else None
+            if symbols is not None:
+                out[info.filename] = symbols  # read on read_wheel's symbol thread, from the pages kept
                 continue
             try:
                 got = passed_symbols(passed.stream, info.filename in markers, scan=scan)

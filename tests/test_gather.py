@@ -1,0 +1,85 @@
+"""The whole check's one pass (issue 38): what the load check reads of each library (dynamic symbols, versions,
+strings) is gathered while it streams past once, parsed on the symbol thread, never inflated again where the
+sections lie where linkers put them; the same answer as reading the library on disk; pages past the memory
+budget kept in a temporary file (buildrows.binaries.spool)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from buildrows.binaries import libstream
+from buildrows.binaries.inflate import MemberStream
+from buildrows.binaries.spool import PageStore
+from buildrows.binaries.symbols import DynamicSymbols, library_symbols
+from buildrows.binaries.wheelread import read_wheel
+from buildrows.binaries.wheelsymbols import wheel_library_symbols
+
+# Real libraries as linkers lay them out: this machine's libstdc++ (2 MB: .rodata lies past the first chunk),
+# and one built here that names a library it dlopens and calls the CUDA runtime by name.
+SYSTEM = [p for p in (Path("/lib/x86_64-linux-gnu/libstdc++.so.6"), Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6"))
+          if p.is_file()][:1]
+pytestmark = pytest.mark.skipif(not SYSTEM or shutil.which("gcc") is None, reason="needs gcc and libstdc++")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    d = tmp_path_factory.mktemp("gather")
+    (d / "dl.c").write_text('#include <dlfcn.h>\nint cudaLaunchKernel(void) { return 0; }\n'
+                            'void *open_it(void) { return dlopen("libcublas.so.13", RTLD_NOW); }\n', encoding="utf-8")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(d / "libdl_it.so"), str(d / "dl.c"), "-ldl"], check=True)
+    libs = {"pkg/libstdc++.so.6": SYSTEM[0], "pkg/libdl_it.so": d / "libdl_it.so"}
+    path = d / "pkg-1.0-cp312-cp312-linux_x86_64.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, lib in libs.items():
+            zf.write(lib, member)
+        zf.writestr("pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+    return path, libs
+
+
+def _symbols_counting_rereads(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, DynamicSymbols], int]:
+    reads = []
+    original = MemberStream.read_pieces
+    monkeypatch.setattr(MemberStream, "read_pieces",
+                        lambda self, offset, size: (reads.append((offset, size)), original(self, offset, size))[1])
+    info = read_wheel(path, keep_for_symbols=True, workers=2)
+    markers = {lib.path for lib in info.libraries if not lib.has_device_code}
+    return wheel_library_symbols(path, [lib.path for lib in info.libraries], markers=markers), len(reads)
+
+
+def test_symbols_are_gathered_in_the_one_pass(wheel: tuple[Path, dict[str, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, libs = wheel
+    got, rereads = _symbols_counting_rereads(path, monkeypatch)
+    assert rereads == 0  # nothing inflated a second time
+    for member, lib in libs.items():
+        assert got[member] == library_symbols(lib, scan=True), member
+    assert "libcublas.so.13" in got["pkg/libdl_it.so"].sonames_named
+    assert got["pkg/libdl_it.so"].cuda_markers == ("cudaLaunchKernel",)
+    assert len(got["pkg/libstdc++.so.6"].imports) > 10
+
+
+def test_a_section_not_kept_in_passing_is_inflated_again_with_the_same_answer(
+        wheel: tuple[Path, dict[str, Path]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The guard behind the one pass: a section where the planner did not look (here: nothing kept past the
+    first chunk) is read again from the member, never answered from missing bytes."""
+    path, libs = wheel
+    monkeypatch.setattr(libstream, "SEGMENT_KEEP", 0)
+    monkeypatch.setattr(libstream, "GATHER_KEEP", 0)
+    got, rereads = _symbols_counting_rereads(path, monkeypatch)
+    assert rereads > 0
+    assert got["pkg/libstdc++.so.6"] == library_symbols(libs["pkg/libstdc++.so.6"], scan=True)
+
+
+def test_pages_past_the_memory_budget_go_to_a_temporary_file() -> None:
+    store = PageStore(budget=1 << 16)
+    pages = {i: bytes([i]) * (1 << 16) for i in range(4)}
+    for i, page in pages.items():
+        store.put(i, page)
+    assert (store.in_memory, store.spilled) == (1 << 16, 3 << 16)
+    assert all(store.get(i) == page for i, page in pages.items())
+    store.close()
+    assert (store.get(2), len(store), store.spilled >= 0) == (None, 0, True)
