@@ -160,7 +160,7 @@ LAYOUTS: list[tuple[str, str, str]] = [
     # (label, how the cu126 list is written, how it must read afterwards)
     ("plain", OLD, f'archs = "{NEW_LIST}"'),
     ("inline comment", OLD + "   # from torch 2.9", f'archs = "{NEW_LIST}"   # from torch 2.9'),
-    ("literal string", "archs = '7.5 8.0 8.6 8.9 9.0'", f'archs = "{NEW_LIST}"'),
+    ("literal string", "archs = '7.5 8.0 8.6 8.9 9.0'", f"archs = '{NEW_LIST}'"),  # the user's quoting kept
     ("tabs", 'archs\t=\t"7.5 8.0 8.6 8.9 9.0"', f'archs\t=\t"{NEW_LIST}"'),
     ("array over lines", 'archs = [\n  "7.5",  # turing\n  "8.0",\n  "8.6 8.9 9.0",\n]  # end',
      f'archs = "{NEW_LIST}"  # end'),

@@ -70,7 +70,7 @@ def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path,
                     f"    fix: select every train of that list (e.g. '{platform}-cu*'), or split the table so each has its own list"
                 )
             text, ptx_none = arch_text(archs)
-            group["archs"] = text
+            group["archs"] = _same_style(group.get("archs"), text)
             if ptx_none:
                 group["ptx"] = "none"
             elif "ptx" in group:
@@ -96,6 +96,19 @@ def write_archs(policy: Policy, rows: list[Row], archs: ArchList) -> tuple[Path,
         if os.path.exists(tmp):
             os.unlink(tmp)
     return path, edited
+
+
+def _same_style(old: object, text: str) -> object:
+    """`text` as a TOML string quoted as the user quoted the old list: a literal 'x' stays literal.
+
+    Decided here rather than left to tomlkit, whose choice changed between releases (0.15.3 keeps
+    the old style on assignment, earlier ones wrote a basic string), so the file is the same with each.
+    """
+    import tomlkit
+    from tomlkit.items import String, StringType
+
+    literal = isinstance(old, String) and old.type in (StringType.SLL, StringType.MLL)
+    return tomlkit.string(text, literal=literal)
 
 
 def _load_pyproject(tmp: str) -> None:
