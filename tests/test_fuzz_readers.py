@@ -324,3 +324,27 @@ def test_cli_on_mutated_wheels_exits_with_our_codes(tmp_path: Path, wheel_member
     r = cli("--config", str(EXAMPLE_POLICY), *args)
     assert r.code in (0, 2, 3, 5), r.err
     assert "Traceback" not in r.err and "internal error" not in r.err
+
+
+@pytest.mark.parametrize("field", [b"Name: d\xc3\xa9mo\n", b"Name: d\xffmo\n", b"Version: 1.0+cu130\xc3\xa9\n",
+                                   b"Author: Jos\xc3\xa9 Garc\xc3\xada\nName: demo\n"])
+def test_non_ascii_metadata_fields_are_text_not_an_internal_error(
+        tmp_path: Path, wheel_members: list[tuple[str, bytes]], cli: Callable[..., Result], field: bytes) -> None:
+    """compat32 hands a field with non-ASCII bytes back as an email Header object; a fuzzed METADATA (and
+    any non-ASCII name or version) made `check` fail with "internal error: 'Header' object has no attribute
+    'strip'". Fields are read as UTF-8 text; the verdict is the check's (here pip's refusal), not a crash."""
+    import zipfile
+
+    line = b"Version: 1.0+cu130\n" if field.startswith(b"Version") else b"Name: demo\n"
+    members = [(n, d.replace(line, field) if n.endswith("METADATA") else d) for n, d in wheel_members]
+    assert any(field in d for _, d in members)
+    path = tmp_path / WHEEL
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name, data in members:
+            zf.writestr(name, data)
+    r = cli("--config", str(EXAMPLE_POLICY), "check", str(path))
+    assert "internal error" not in r.err
+    if field.startswith(b"Author"):  # nothing wrong with the metadata: the check goes on to judge the wheel
+        assert "pip would refuse it" not in r.err and "libraries-load" in r.out, r.out + r.err
+    else:
+        assert r.code == 5 and "pip refuses it" in r.err, r.err

@@ -83,3 +83,63 @@ def test_pages_past_the_memory_budget_go_to_a_temporary_file() -> None:
     assert all(store.get(i) == page for i, page in pages.items())
     store.close()
     assert (store.get(2), len(store), store.spilled >= 0) == (None, 0, True)
+
+
+def test_spilled_pages_are_read_back_as_one_run() -> None:
+    store = PageStore(budget=0)
+    for i in range(5):
+        store.put(i, bytes([i]) * (1 << 16))
+    assert store.get_run(1, 3) == b"".join(bytes([i]) * (1 << 16) for i in (1, 2, 3))
+    kept = PageStore(budget=1 << 16)  # page 0 in memory, the rest spilled
+    for i in range(3):
+        kept.put(i, bytes([i]) * (1 << 16))
+    assert kept.get_run(0, 2) is None  # not all in the file: read page by page instead
+    assert kept.get_run(1, 2) == bytes([1]) * (1 << 16) + bytes([2]) * (1 << 16)
+
+
+def test_a_fat_binarys_inside_is_not_kept_and_the_answers_stay(tmp_path: Path) -> None:
+    """Gathering keeps the read-only segment's start for the string scan; a fat binary there (most of a CUDA
+    library: 317 MB of libtorch_cuda.so's 335 MB segment) is let go as soon as its container is recognised,
+    and the symbols, strings and device code are those of the library on disk."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from cuda_tools import fatbin_container, fatbin_entry
+
+    payload = bytes(range(256)) * (12 << 12)  # 12 MiB of cubin payload, no zeros
+    blob = fatbin_container([fatbin_entry(sm=90, payload=payload), fatbin_entry(kind=1, sm=90, payload=b"//ptx\0" * 8)])
+    (tmp_path / "fat.bin").write_bytes(blob)
+    (tmp_path / "fat.c").write_text(
+        '#include <dlfcn.h>\n'
+        'void *open_it(void) { return dlopen("libcublas.so.13", RTLD_NOW); }\n'
+        '__asm__(".section .nv_fatbin, \\"a\\"\\n.balign 8\\n.incbin \\"' + str(tmp_path / "fat.bin") + '\\"\\n.previous");\n',
+        encoding="utf-8")
+    lib = tmp_path / "libfat.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(lib), str(tmp_path / "fat.c"), "-ldl"], check=True)
+    data = lib.read_bytes()
+    at = data.find(blob[:16])
+    assert at > 0
+    stream = _stream_of(tmp_path, lib)
+    got = libstream.read_streamed(stream, gather=True)
+    assert got.source is not None
+    kept = {i for i in range(stream.size // libstream.PAGE + 1) if i in got.source.pages}
+    inside = set(range(-(-(at + (1 << 20)) // libstream.PAGE), (at + len(blob)) // libstream.PAGE))
+    assert inside and not kept & inside, "pages inside the fat binary were kept"
+    assert got.device_code.cubins == ("sm_90",) and got.device_code.ptx == ("sm_90",)
+    from buildrows.binaries.symbols import _with_strings, read_dynamic_symbols, scan_strings
+
+    symbols = read_dynamic_symbols(got.source)
+    assert symbols is not None
+    assert _with_strings(symbols, scan_strings(got.source)) == library_symbols(lib, scan=True)
+    assert "libcublas.so.13" in library_symbols(lib, scan=True).sonames_named
+
+
+def _stream_of(tmp_path: Path, lib: Path) -> MemberStream:
+    from buildrows.binaries.inflate import PASS_INFLATER
+    from buildrows.binaries.zipdir import _directory, _member_stream
+
+    path = tmp_path / "fat-1.0-cp312-cp312-linux_x86_64.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.write(lib, "fat/libfat.so")
+    info = next(i for i in _directory(path).infos if i.filename == "fat/libfat.so")
+    return _member_stream(path, info, 1 << 40, PASS_INFLATER)

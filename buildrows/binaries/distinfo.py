@@ -133,5 +133,19 @@ def metadata_headers(data: bytes, wheel: str, member: str) -> email.message.Mess
     if end > MAX_METADATA_HEADERS:
         raise WheelError(wheel, f"METADATA is {end} bytes of headers, more than the {MAX_METADATA_HEADERS >> 20} MiB "
                          "its fields may take here", member)
-    parser = email.parser.BytesHeaderParser(policy=email.policy.compat32)
+    parser = email.parser.BytesHeaderParser(policy=_UTF8_FIELDS)
     return parser.parsebytes(data[:end + 1])
+
+
+class _Utf8Fields(email.policy.Compat32):
+    """compat32, except that a field with non-ASCII bytes is read as UTF-8 text (what the core metadata
+    specification says METADATA is), not handed back as an ``email.header.Header`` object, which no
+    caller expects (a mutated or merely non-English METADATA made ``check`` fail with an internal error)."""
+
+    def header_fetch_parse(self, name: str, value: str) -> str:
+        if value.isascii():
+            return str(super().header_fetch_parse(name, value))
+        return value.encode("ascii", "surrogateescape").decode("utf-8", "replace")
+
+
+_UTF8_FIELDS = _Utf8Fields()

@@ -69,6 +69,13 @@ class ExportSet:
         return self._has(self.versioned_key(name.encode("utf-8", "surrogateescape"),
                                             version.encode("utf-8", "surrogateescape")))
 
+    def has_key(self, h: int) -> bool:
+        """Whether the name whose :meth:`key` is ``h`` is here (a caller asking many libraries for the
+        same name computes its key once)."""
+        table = self._hashes
+        i = bisect_left(table, h)
+        return i < len(table) and table[i] == h
+
     def _has(self, h: int) -> bool:
         i = bisect_left(self._hashes, h)
         return i < len(self._hashes) and self._hashes[i] == h

@@ -89,6 +89,14 @@ class SparseSource:
             self.filling[index] = None
             self.prefetched += self._page_len(index)
 
+    def unwant(self, start: int, end: int) -> None:
+        """Keep no page lying wholly in ``[start, end)`` that the stream has not reached yet: a fat binary's
+        inside, which neither the symbol reader nor the string scan reads (asked for anyway, it inflates again)."""
+        for index in range(-(-start // PAGE), end // PAGE):
+            if index in self.filling and self.filling[index] is None and (index + 1) * PAGE <= end:
+                del self.filling[index]
+                self.prefetched -= self._page_len(index)
+
     def feed(self, offset: int, data: bytes) -> None:
         """The stream's next piece: copy what falls in wanted pages."""
         end = offset + len(data)
@@ -99,6 +107,12 @@ class SparseSource:
                     continue
                 base = index * PAGE
                 page = self.filling[index]
+                plen = self._page_len(index)
+                if page is None and base >= offset and base + plen <= end:
+                    # The whole page in this piece (nearly every page): one copy, no bytearray.
+                    del self.filling[index]
+                    self.pages.put(index, data[base - offset : base - offset + plen])
+                    continue
                 if page is None:  # allocated as the stream reaches it: wanting costs no memory
                     page = self.filling[index] = bytearray(self._page_len(index))
                 lo = max(base, offset)
@@ -142,11 +156,13 @@ class SparseSource:
             for page in range(run_start, index):
                 at = (page - run_start) * PAGE
                 self.pages.put(page, data[at : at + self._page_len(page)])
-        parts = [self._page(i) for i in range(first, last + 1)]
         base = offset - first * PAGE
         if first == last:
-            return parts[0][base : base + size]
-        return b"".join(parts)[base : base + size]
+            return self._page(first)[base : base + size]
+        run = self.pages.get_run(first, last)  # spilled one after another: one read, not one a page
+        if run is not None:
+            return run[base : base + size]
+        return b"".join([self._page(i) for i in range(first, last + 1)])[base : base + size]
 
     def _page(self, index: int) -> bytes:
         page = self.pages.get(index)
@@ -386,6 +402,7 @@ def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None 
     source = SparseSource(stream.size, stream.read, **({"budget": MEMORY_BUDGET, "max_keep": GATHER_KEEP} if gather else {}))
     scanner = FatbinScanner(stream.size)
     planner = _Planner(source, gather=gather)
+    unwanted = 0  # gathering: where the fat binaries' insides were last let go
     for offset, data in stream.chunks():
         if offset == 0 and len(data) >= 4 and data[:4] != b"\x7fELF" and data[:2] != b"MZ":
             # Neither ELF nor PE: refused from its first bytes, not after inflating it all (a 7 GB
@@ -399,6 +416,11 @@ def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None 
             planner.step()
             if planner.scan_regions is not None and scanner.regions is None:
                 scanner.limit_to(planner.scan_regions)
+        if gather and scanner.skip_until > max(unwanted, offset + len(data)):
+            # Inside a fat binary now (the device code, most of a CUDA library's read-only segment):
+            # none of it is kept for the symbol reader or the string scan, which never look there.
+            source.unwant(max(unwanted, offset + len(data)), scanner.skip_until)
+            unwanted = scanner.skip_until
     scanner.finish()
     layout = read_layout(source)
     code = _section_code(scanner, source, stream, layout.device_code_ranges)

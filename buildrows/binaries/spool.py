@@ -12,6 +12,7 @@ Writing them costs a copy into the page cache, far less than inflating them agai
 
 from __future__ import annotations
 
+import os
 import tempfile
 import threading
 from typing import IO, Final
@@ -54,11 +55,13 @@ class PageStore:
             return
         with self._lock:
             if self._file is None:
-                self._file = tempfile.TemporaryFile(prefix="buildrows-pages-")  # noqa: SIM115  (closed by close())
-            self._file.seek(self._end)
-            self._file.write(data)
-            self._spilled[index] = (self._end, len(data))
+                # Unbuffered: a page goes straight to the page cache, not through a buffer first.
+                self._file = tempfile.TemporaryFile(prefix="buildrows-pages-", buffering=0)  # noqa: SIM115  (closed by close())
+            at = self._end
+            if _pwrite(self._file, data, at) != len(data):
+                raise OSError("a page could not be written whole to the temporary file of kept pages")
             self._end += len(data)
+            self._spilled[index] = (at, len(data))
 
     def get(self, index: int) -> bytes | None:
         page = self._memory.get(index)
@@ -67,11 +70,28 @@ class PageStore:
         where = self._spilled.get(index)
         if where is None:
             return None
+        return self._read(where[0], where[1])
+
+    def get_run(self, first: int, last: int) -> bytes | None:
+        """Pages ``first..last`` joined, when all were spilled one after another (as the stream writes
+        them): one read of the temporary file, not one a page. None otherwise."""
+        start = self._spilled.get(first)
+        if start is None:
+            return None
+        at = start[0]
+        for index in range(first, last + 1):
+            where = self._spilled.get(index)
+            if where is None or where[0] != at:
+                return None
+            at += where[1]
+        return self._read(start[0], at - start[0])
+
+    def _read(self, at: int, size: int) -> bytes:
         with self._lock:
-            assert self._file is not None
-            self._file.seek(where[0])
-            data = self._file.read(where[1])
-        if len(data) != where[1]:
+            if self._file is None:
+                raise OSError("the temporary file of kept pages was closed while it was read")
+            data = _pread(self._file, size, at)
+        if len(data) != size:
             raise OSError("a temporary file of kept pages was cut short while it was read")
         return data
 
@@ -84,3 +104,17 @@ class PageStore:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+
+def _pwrite(file: IO[bytes], data: bytes, at: int) -> int:
+    if hasattr(os, "pwrite"):
+        return os.pwrite(file.fileno(), data, at)
+    file.seek(at)  # Windows: no pwrite (callers hold the store's lock)
+    return file.write(data) or 0
+
+
+def _pread(file: IO[bytes], size: int, at: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(file.fileno(), size, at)
+    file.seek(at)
+    return file.read(size) or b""
