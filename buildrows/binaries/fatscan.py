@@ -117,6 +117,7 @@ class FatbinScanner:
         self.offset = 0  # where the next chunk starts
         self.regions: list[tuple[int, int]] | None = None  # None: search everywhere
         self.skip_until = 0  # inside a container being read: no search before this offset
+        self.skip_from = 0  # where that container starts
         self.lossy = False  # a skipped-over container was dropped: its inside went unsearched
         self.too_many = False  # more than MAX_CONTAINERS found: the search stopped (the reader refuses the file)
 
@@ -178,6 +179,7 @@ class FatbinScanner:
             self.live.append(cand)
         if ((alive and cand.state != _HEADER) or cand.done) and cand.end > self.skip_until:
             self.skip_until = cand.end
+            self.skip_from = cand.start
             cand.covers = True
         return cand
 
@@ -242,6 +244,7 @@ class FatbinScanner:
                 still.append(cand)
                 if was_header and cand.state != _HEADER and cand.end > self.skip_until:
                     self.skip_until = cand.end
+                    self.skip_from = cand.start
                     cand.covers = True
             elif cand.covers and not cand.done:
                 self.lossy = True

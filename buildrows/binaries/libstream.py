@@ -48,6 +48,7 @@ SEGMENT_KEEP: Final = 32 << 20
 _DT_STRTAB, _DT_SYMTAB, _DT_STRSZ = 5, 6, 10
 _DT_VERSYM, _DT_VERDEF, _DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
 _PF_X: Final = 1
+_PT_GNU_EH_FRAME: Final = 0x6474E550
 _PF_W: Final = 2
 
 
@@ -242,6 +243,7 @@ class _Planner:
         if table is None:
             return self._elf_phdrs if self.source.passed <= phoff + phentsize * phnum else None
         regions: list[tuple[int, int]] = []
+        headers = []
         for i in range(phnum):
             if is64:
                 p_type, p_flags, p_offset, p_vaddr, _pa, p_filesz = struct.unpack_from(
@@ -251,11 +253,19 @@ class _Planner:
                 p_type, p_offset, p_vaddr, _pa, p_filesz, _m, p_flags = struct.unpack_from(
                     order + "IIIIIII", table, i * phentsize
                 )
+            headers.append((p_type, p_flags, p_offset, p_vaddr, p_filesz))
+        # .eh_frame_hdr (PT_GNU_EH_FRAME) follows .rodata in the read-only segment as GNU ld and lld lay it
+        # out: the unwind tables after it are not kept for the string scan (15 MB of libtorch_cpu.so's).
+        unwind = [off for kind, _f, off, _v, _s in headers if kind == _PT_GNU_EH_FRAME]
+        for p_type, p_flags, p_offset, p_vaddr, p_filesz in headers:
             if p_type == 1:
                 if self.gather and (not self.loads or not p_flags & (_PF_X | _PF_W)):
                     # The symbol reader's and the string scan's sections, as linkers lay them out: the
                     # first segment (.dynsym, .dynstr, the version sections), the read-only ones (.rodata).
-                    self.source.want(p_offset, min(p_filesz, SEGMENT_KEEP))
+                    keep = min(p_filesz, SEGMENT_KEEP)
+                    if self.loads:
+                        keep = min([keep] + [u - p_offset for u in unwind if p_offset < u < p_offset + keep])
+                    self.source.want(p_offset, keep)
                 self.loads.append((p_vaddr, p_offset, p_filesz))
                 # In passing, only read-only segments are searched (where GCC's and PyTorch's links
                 # put .nv_fatbin): searching PyTorch's 350 MB of code too costs ~20% more CPU. A
@@ -402,25 +412,29 @@ def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None 
     source = SparseSource(stream.size, stream.read, **({"budget": MEMORY_BUDGET, "max_keep": GATHER_KEEP} if gather else {}))
     scanner = FatbinScanner(stream.size)
     planner = _Planner(source, gather=gather)
-    unwanted = 0  # gathering: where the fat binaries' insides were last let go
+    let_go = 0  # gathering: the end of the last fat binary whose inside was let go
     for offset, data in stream.chunks():
         if offset == 0 and len(data) >= 4 and data[:4] != b"\x7fELF" and data[:2] != b"MZ":
             # Neither ELF nor PE: refused from its first bytes, not after inflating it all (a 7 GB
             # member of zeros streamed for a minute to reach the same verdict, issue 37).
             raise BinaryFormatError("not an ELF or PE file (unknown magic bytes)")
-        source.feed(offset, data)
         scanner.feed(offset, data)
+        if gather and scanner.skip_until > offset and scanner.skip_until != let_go:
+            # Inside a fat binary (the device code, most of a CUDA library's read-only segment): none of it
+            # is kept for the symbol reader or the string scan, which never look there; its pages are let go
+            # before this piece is copied (once a container), and again if the planner asks for more.
+            source.unwant(max(scanner.skip_from, offset), scanner.skip_until)
+            let_go = scanner.skip_until
+        source.feed(offset, data)
         if observe is not None:
             observe(data)
         if planner.stage is not None:
+            wanted = source.prefetched
             planner.step()
             if planner.scan_regions is not None and scanner.regions is None:
                 scanner.limit_to(planner.scan_regions)
-        if gather and scanner.skip_until > max(unwanted, offset + len(data)):
-            # Inside a fat binary now (the device code, most of a CUDA library's read-only segment):
-            # none of it is kept for the symbol reader or the string scan, which never look there.
-            source.unwant(max(unwanted, offset + len(data)), scanner.skip_until)
-            unwanted = scanner.skip_until
+            if gather and source.prefetched > wanted and scanner.skip_until > offset + len(data):
+                source.unwant(max(scanner.skip_from, offset + len(data)), scanner.skip_until)
     scanner.finish()
     layout = read_layout(source)
     code = _section_code(scanner, source, stream, layout.device_code_ranges)
