@@ -387,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"unknown or unavailable modes {unknown}; available: {', '.join(modes)}, cli-check")
         modes = [m for m in wanted if m != "cli-check"]
+        if "stdlib-stream" not in modes:  # the baseline every ratio is against
+            modes.insert(0, "stdlib-stream")
     with_cli = not args.modes or "cli-check" in args.modes.split(",")
     inflate_stream(wheel, "zlib")  # warm the page cache
     runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*modes, *(["cli-check"] if with_cli else [])]}
