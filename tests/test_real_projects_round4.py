@@ -19,9 +19,11 @@ the policy `buildrows init` writes and no edit but the architecture list.
   -gencode list. init writes no CPU rows, the switch as "!CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE",
   [project.cuda-env] CAUSAL_CONV1D_FORCE_BUILD = "TRUE" and the hard-coded list as archs; doctor
   passes the row, and refuses it once the cuda-env line is gone (download) or the list asks for
-  more (gencode). Not built here (its three .cu files for nine architectures); on the H200
-  (scripts/gpu_round5.sh) doctor passed the row and the build ran past the 10-minute call, its
-  backward kernel compiled four architectures at a time by the project's own nvcc --threads 4.
+  more (gencode). On the H200 (scripts/gpu_round5.sh) doctor passed the row and the build ran past
+  the 10-minute call, its backward kernel compiled four architectures at a time by the project's own
+  nvcc --threads 4. Round 6 built the row here to the end from init's unedited policy (about 46
+  minutes of compiling on 2 cores; BUILDROWS_REAL_PROJECTS_LONG=1): 207 MB wheel, the nine
+  architectures and no PTX, check PASS, the extension imports.
 - llama-cpp-python 0.3.36: scikit-build-core, option(GGML_CUDA ... OFF) in vendor/llama.cpp/ggml.
   init writes cuda-option = "GGML_CUDA"; doctor gives the CPU row no network note (BoringSSL and
   LibreSSL sit under variables nothing sets, CCCL in ggml-cuda, which the CPU row never adds) and
@@ -210,3 +212,36 @@ def test_llama_cpp_python_cpu_row_repaired_with_init_s_exclude(
     got = _install_and_run(wheel, "import llama_cpp; print(llama_cpp.llama_supports_gpu_offload(), "
                            "'OPENMP = 1' in llama_cpp.llama_print_system_info().decode())", tmp_path)
     assert got == "False True"
+
+
+@pytest.mark.skipif(os.environ.get("BUILDROWS_REAL_PROJECTS_LONG") != "1",
+                    reason="causal-conv1d's CUDA row compiles 9 architectures for ~50 minutes on 2 cores: "
+                           "set BUILDROWS_REAL_PROJECTS_LONG=1")
+def test_causal_conv1d_cuda_row_built_from_init_s_policy(
+        cli: Callable[..., Result], sdist: Callable[[str, str], Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Round 6: the CUDA row built to the end, here, with the policy exactly as init wrote it and doctor's
+    nvcc-threads fix in the environment: built from source (no download), the nine hard-coded
+    architectures and no PTX, check PASS, and the extension imports (a call needs CUDA tensors)."""
+    import shutil
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("needs nvcc (CUDA 13.0)")
+    src = sdist("causal_conv1d", "1.7.0")
+    _init(cli, src, monkeypatch, tmp_path)
+    written = (src / "buildrows.toml").read_bytes()
+    r = cli("doctor", CUDA)
+    assert r.code == 0 and "everything the row needs is here" in r.out, r.out
+    monkeypatch.setenv("NVCC_APPEND_FLAGS", "--threads 0")
+    out = tmp_path / "dist"
+    r = cli("build", CUDA, "--wheel-dir", str(out), "--no-compiler-cache")
+    assert r.code == 0, r.out + r.err
+    assert (src / "buildrows.toml").read_bytes() == written  # no edit, by the user or by buildrows
+    assert "CAUSAL_CONV1D_FORCE_BUILD=TRUE" in (src / "build" / "logs" / CUDA / "row.log").read_text()
+    (wheel,) = out.glob("causal_conv1d-1.7.0+cu130-*.whl")
+    r = cli("check", str(wheel), "--row", CUDA)
+    assert r.code == 0, r.out + r.err
+    assert "1 library carries exactly sm_75 sm_80 sm_87 sm_90 sm_100 sm_103 sm_110 sm_120 sm_121" in r.out
+    got = _install_and_run(wheel, "import causal_conv1d, causal_conv1d_cuda; "
+                           "print(sorted(n for n in dir(causal_conv1d_cuda) if not n.startswith('_')))", tmp_path)
+    assert got == "['causal_conv1d_bwd', 'causal_conv1d_fwd', 'causal_conv1d_update']"
