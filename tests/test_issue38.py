@@ -46,15 +46,34 @@ def test_a_string_table_cut_short_is_an_error() -> None:
         list(dynstream.stream_strings(lambda at, n: b"abc" if at == 0 else b"", 0, 100, [0]))
 
 
-def test_export_set_answers_like_a_set_and_holds_no_names() -> None:
+def test_export_set_answers_like_a_set_and_holds_no_names(monkeypatch: pytest.MonkeyPatch) -> None:
     names = [f"_Z{i}name" for i in range(70_000)]  # over the size sorted in parts
-    exports = ExportSet.of(names)
-    assert len(exports) == 70_000 and exports.nbytes == 8 * 70_000
-    assert all(n in exports for n in names[::997]) and "_Z70000name" not in exports and 3 not in exports
-    versioned = ExportSet([ExportSet.versioned_key(b"memcpy", b"GLIBC_2.14")])
-    assert versioned.has_versioned("memcpy", "GLIBC_2.14") and not versioned.has_versioned("memcpy", "GLIBC_2.2.5")
-    with pytest.raises(TypeError, match="an ExportSet holds hashes, not names"):
-        list(exports)
+    as_set = ExportSet.of(names)
+    monkeypatch.setattr("buildrows.binaries.exportset.SET_MAX", 1000)  # the array way beyond it
+    as_array = ExportSet.of(names)
+    assert not as_set.held_as_array and as_array.held_as_array and as_array.nbytes == 8 * 70_000
+    for exports in (as_set, as_array):
+        assert len(exports) == 70_000
+        assert all(n in exports for n in names[::997]) and "_Z70000name" not in exports and 3 not in exports
+        asked = {ExportSet.key(n.encode()) for n in ("_Z5name", "_Z69999name", "_Z70000name", "_Znope")}
+        assert exports.missing(asked) == {ExportSet.key(b"_Z70000name"), ExportSet.key(b"_Znope")}
+        with pytest.raises(TypeError, match="an ExportSet holds hashes, not names"):
+            list(exports)
+    assert as_set == as_array and hash(as_set) == hash(as_array)
+    for versioned in (ExportSet([ExportSet.versioned_key(b"memcpy", b"GLIBC_2.14")]),
+                      ExportSet([ExportSet.versioned_key(b"memcpy", b"GLIBC_2.14")] * 1001)):
+        assert versioned.has_versioned("memcpy", "GLIBC_2.14") and not versioned.has_versioned("memcpy", "GLIBC_2.2.5")
+
+
+def test_export_sets_past_the_budget_take_the_array(monkeypatch: pytest.MonkeyPatch) -> None:
+    from buildrows.binaries import exportset
+
+    monkeypatch.setattr(exportset, "_held", [exportset.SET_BUDGET - 10])
+    small, big = ExportSet(range(10)), ExportSet(range(100, 111))  # the second would pass the budget
+    assert not small.held_as_array and big.held_as_array and exportset._held[0] == exportset.SET_BUDGET
+    del small
+    assert exportset._held[0] == exportset.SET_BUDGET - 10  # a set let go gives its share back
+    assert 105 not in big and big.has_key(105) and not big.has_key(99)
 
 
 _LIB = """

@@ -19,12 +19,14 @@ import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from buildrows.binaries.binfmt import BinaryFormatError, ByteSource
 from buildrows.binaries.dynstream import MAX_SYMBOL_SECTION, MAX_VERSION_ENTRIES
 from buildrows.binaries.exportset import ExportSet
+from buildrows.binaries.symtab import read_dynsym
 
 if TYPE_CHECKING:
     from buildrows.binaries.inflate import MemberStream
@@ -132,10 +134,10 @@ MAX_STRINGS: Final = 512
 _OVERLAP: Final = 96
 
 
-@dataclass(frozen=True, slots=True)
-class Import:
+class Import(NamedTuple):
     """One undefined, non-weak dynamic symbol: its name, and the version and file it asks for (GNU
-    symbol versioning, e.g. ``memcpy`` GLIBC_2.14 from libc.so.6), if any."""
+    symbol versioning, e.g. ``memcpy`` GLIBC_2.14 from libc.so.6), if any. A named tuple: a wheel's
+    libraries import some 12,000 names, made in one C loop (``tuple.__new__``), not a call each."""
 
     name: str
     version: str | None = None
@@ -187,7 +189,7 @@ def read_dynamic_symbols(source: ByteSource) -> DynamicSymbols | None:
     if got is None:
         return None
     soname, needed, imports, exported, versioned = got
-    return DynamicSymbols(soname, needed, tuple(Import(n, v, f) for n, v, f in imports), exported,
+    return DynamicSymbols(soname, needed, tuple(map(tuple.__new__, repeat(Import), imports)), exported,
                           versioned=versioned)
 
 
@@ -293,44 +295,15 @@ def _read_whole_strings(source: ByteSource) -> DynamicSymbols | None:
             if not nxt:
                 break
             at += nxt
-    imports: list[Import] = []
+    imports: tuple[Import, ...] = ()
     exported = array("q")  # the hashes of the exported names (ExportSet: 8 bytes each, not a str in a set)
     if _SHT_DYNSYM in by_type:
         i = by_type[_SHT_DYNSYM]
-        sym = struct.Struct(order + ("IBBHQQ" if is64 else "IIIBBH"))
-        data, names = read(i), strtab(sections[i][3])
         versym = read(by_type[_SHT_GNU_VERSYM]) if _SHT_GNU_VERSYM in by_type else b""
         defines_raw = {k: v.encode("utf-8", "surrogateescape") for k, v in defines.items()}
-        count = len(data) // sym.size
-        vers = struct.unpack_from(f"{order}{min(count, len(versym) // 2)}H", versym) if versym else ()
-        nvers = len(vers)
-        find = names.find
-        # (name, info, other, shndx) of every entry but the null one, unpacked in one C loop (the value and
-        # size skipped as padding: no tuple indexing per entry, a fifth of the loop on libtorch_cpu.so)
-        entry_fields = struct.Struct(order + ("IBBH16x" if is64 else "I8xBBH"))
-        entries = entry_fields.iter_unpack(memoryview(data)[sym.size:count * sym.size])
-        for n, (name_off, info, other, shndx) in enumerate(entries, 1):
-            if name_off == 0:
-                continue
-            bind = info >> 4
-            ver = vers[n] if n < nvers else 1
-            end = find(b"\0", name_off)
-            raw = names[name_off:end if end >= 0 else None]
-            if shndx == 0:
-                if bind == _STB_WEAK:
-                    continue  # a weak reference may stay unresolved
-                name = raw.decode("utf-8", "surrogateescape")
-                wanted = wants.get(ver & 0x7FFF)
-                imports.append(Import(name, wanted[0], wanted[1]) if wanted else Import(name))
-                continue
-            if bind not in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE) or (other & 3) in (_STV_HIDDEN, _STV_INTERNAL):
-                continue
-            version = defines_raw.get(ver & 0x7FFF)
-            if version is not None and (ver & 0x7FFF) > 1:
-                exported.append(hash((hash(raw), version)))
-            if not ver & _VERSYM_HIDDEN:
-                exported.append(hash(raw))  # the default version: unversioned references bind to it
-    return DynamicSymbols(soname, tuple(needed), tuple(imports), ExportSet(exported), versioned=bool(defines))
+        found, exported = read_dynsym(read(i), strtab(sections[i][3]), versym, order, is64, wants, defines_raw)
+        imports = tuple(map(tuple.__new__, repeat(Import), found))
+    return DynamicSymbols(soname, tuple(needed), imports, ExportSet(exported), versioned=bool(defines))
 
 
 class FileSource:
