@@ -16,6 +16,7 @@ import sys
 from array import array
 from collections.abc import Callable
 from itertools import compress, repeat
+from operator import add, and_
 
 __all__ = ["read_dynsym"]
 
@@ -72,40 +73,43 @@ def read_dynsym(data: bytes, names: bytes, versym: bytes, order: str, is64: bool
         elif bind in (_STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE) and (other & 3) not in (_STV_HIDDEN, _STV_INTERNAL):
             exporting.add(word)
 
-    def name_at(at: int) -> bytes:
-        end = names.find(b"\0", at)
-        return names[at:end if end >= 0 else None]
-
-    for n in compress(range(1, entries), map(imported.__contains__, flags)):
-        at = offsets[n - 1]
-        if at == 0:
-            continue  # nameless
-        wanted = wants.get((vers[n] if n < nvers else 1) & 0x7FFF)
-        name = name_at(at).decode("utf-8", "surrogateescape")
-        imports.append((name, wanted[0], wanted[1]) if wanted else (name, None, None))
+    # Imports, in table order: each column kept for the importing entries, the nameless dropped; names
+    # found, sliced and decoded, and versions looked up, in C loops (a wheel's libraries import some
+    # 12,000 names).
+    if not names.endswith(b"\0"):  # a NUL after the last name: find never answers -1 for a name inside
+        names += b"\0"           # the table (the entry-by-entry reading's names[at:None]); past it, b"" either way
+    find: Callable[[bytes, int], int] = names.find
+    if nvers < entries:
+        vers.extend(repeat(1, entries - nvers))  # an entry without a version entry reads as 1 (global)
+    importing = list(map(imported.__contains__, flags))
+    at = list(compress(offsets, importing))
+    named = list(map(bool, at))  # 0: nameless
+    at = list(compress(at, named))
+    versions = map(wants.get, map(and_, compress(compress(vers[1:], importing), named), repeat(0x7FFF)),
+                   repeat((None, None)))
+    texts = map(bytes.decode, map(names.__getitem__, map(slice, at, map(find, repeat(b"\0"), at))),
+                repeat("utf-8"), repeat("surrogateescape"))
+    imports.extend(map(add, zip(texts), versions))
 
     if not exporting:
         return imports, exported
+    exporting_at = list(map(exporting.__contains__, flags))
     # Some exported name is versioned, or hidden (imports name the versions they need: not these)
-    if nvers and max(compress(vers[1:], map(exporting.__contains__, flags)), default=0) > 1:
-        for n in compress(range(1, entries), map(exporting.__contains__, flags)):
-            at = offsets[n - 1]
-            if at == 0:
+    if max(compress(vers[1:], exporting_at), default=0) > 1:
+        for n in compress(range(1, entries), exporting_at):
+            at_n = offsets[n - 1]
+            if at_n == 0:
                 continue
-            ver = vers[n] if n < nvers else 1
-            raw = name_at(at)
+            ver = vers[n]
+            end = find(b"\0", at_n)
+            raw = names[at_n:end]
             version = defines.get(ver & 0x7FFF)
             if version is not None and (ver & 0x7FFF) > 1:
                 exported.append(hash((hash(raw), version)))
             if not ver & _VERSYM_HIDDEN:
                 exported.append(hash(raw))  # the default version: unversioned references bind to it
         return imports, exported
-    # Each exported name: its end found, sliced, hashed, in C loops (a NUL is added to a table that
-    # lacks its last one, so that find never answers -1 for a name inside it: the entry-by-entry
-    # reading's names[at:None]; an offset past the table gives b"" either way).
-    if not names.endswith(b"\0"):
-        names += b"\0"
-    starts = list(filter(None, compress(offsets, map(exporting.__contains__, flags))))  # 0: nameless
-    find: Callable[[bytes, int], int] = names.find
+    # Each exported name: its end found, sliced, hashed, in C loops.
+    starts = list(filter(None, compress(offsets, exporting_at)))  # 0: nameless
     exported.extend(map(hash, map(names.__getitem__, map(slice, starts, map(find, repeat(b"\0"), starts)))))
     return imports, exported
