@@ -57,6 +57,7 @@ def _sorted(table: array[int]) -> array[float]:
 SET_MAX: Final = 1 << 18
 SET_BUDGET: Final = 1 << 20
 _held = [0]
+_STEP: Final = 8192
 
 
 class ExportSet:
@@ -67,7 +68,10 @@ class ExportSet:
     def __init__(self, hashes: Iterable[int] = ()) -> None:
         table = hashes if isinstance(hashes, array) else array("q", hashes)
         if len(table) <= SET_MAX and _held[0] + len(table) <= SET_BUDGET:
-            self._set: frozenset[int] | None = frozenset(table)
+            held: set[int] = set()
+            for lo in range(0, len(table), _STEP):  # in steps: a C loop holds the GIL (buildrows.binaries.symtab)
+                held.update(table[lo:lo + _STEP])
+            self._set: set[int] | None = held
             self._hashes: array[float] = array("d")
             _held[0] += len(self._set)
         else:

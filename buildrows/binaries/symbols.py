@@ -393,13 +393,18 @@ def string_ranges(source: ByteSource) -> list[tuple[int, int]]:
     return out
 
 
+#: What one step of the string scan searches: a regular expression holds the GIL while it searches, and the
+#: inflating workers need it for a moment between chunks (buildrows.binaries.symtab's STEP says why).
+_SCAN_PIECE: Final = 256 << 10
+
+
 def scan_strings(source: ByteSource, markers: bool = True) -> _StringScan:
     """The soname strings and CUDA markers in a library's string sections (:func:`string_ranges`)."""
     strings = _StringScan(markers=markers)
     for offset, size in string_ranges(source):
         at = offset
         while at < offset + size:
-            piece = bytes(source.read(at, min(1 << 20, offset + size - at)))
+            piece = bytes(source.read(at, min(_SCAN_PIECE, offset + size - at)))
             if not piece:
                 break
             strings.feed(piece)

@@ -15,10 +15,15 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Callable
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from operator import add, and_
+from typing import Final
 
 __all__ = ["read_dynsym"]
+
+#: Names per C loop. A C loop holds the GIL from start to end: the inflating workers, which need it for
+#: a moment between chunks, would wait for the whole table (tens of ms). A step is some 0.5 ms.
+STEP: Final = 1024
 
 _STB_GLOBAL, _STB_WEAK, _STB_GNU_UNIQUE = 1, 2, 10
 _STV_HIDDEN, _STV_INTERNAL = 2, 1
@@ -87,9 +92,11 @@ def read_dynsym(data: bytes, names: bytes, versym: bytes, order: str, is64: bool
     at = list(compress(at, named))
     versions = map(wants.get, map(and_, compress(compress(vers[1:], importing), named), repeat(0x7FFF)),
                    repeat((None, None)))
-    texts = map(bytes.decode, map(names.__getitem__, map(slice, at, map(find, repeat(b"\0"), at))),
-                repeat("utf-8"), repeat("surrogateescape"))
-    imports.extend(map(add, zip(texts), versions))
+    for lo in range(0, len(at), STEP):
+        part = at[lo:lo + STEP]
+        texts = map(bytes.decode, map(names.__getitem__, map(slice, part, map(find, repeat(b"\0"), part))),
+                    repeat("utf-8"), repeat("surrogateescape"))
+        imports.extend(map(add, zip(texts), islice(versions, len(part))))
 
     if not exporting:
         return imports, exported
@@ -111,5 +118,7 @@ def read_dynsym(data: bytes, names: bytes, versym: bytes, order: str, is64: bool
         return imports, exported
     # Each exported name: its end found, sliced, hashed, in C loops.
     starts = list(filter(None, compress(offsets, exporting_at)))  # 0: nameless
-    exported.extend(map(hash, map(names.__getitem__, map(slice, starts, map(find, repeat(b"\0"), starts)))))
+    for lo in range(0, len(starts), STEP):
+        part = starts[lo:lo + STEP]
+        exported.extend(map(hash, map(names.__getitem__, map(slice, part, map(find, repeat(b"\0"), part)))))
     return imports, exported
