@@ -100,6 +100,13 @@ def pass_inflater(name: str | None = None) -> Any:
 PASS_INFLATER: Final = pass_inflater()
 
 
+def _crc32_of(module: Any) -> Callable[[bytes, int], int]:
+    """The CRC-32 a stream inflated by ``module`` checks its output with: zlib-ng's wherever zlib-ng is
+    the inflater (the fastest of the three on 1 MiB pieces: 14 GB/s against ISA-L's 11 and zlib's 3.3,
+    a few percent of an ISA-L pass), else ``module``'s own. Every one releases the GIL."""
+    return INFLATER.crc32 if INFLATER is not zlib else module.crc32  # type: ignore[no-any-return]
+
+
 class InflateError(ValueError):
     """The member's data is not what its headers declare (size, CRC-32, deflate stream)."""
 
@@ -153,6 +160,7 @@ class MemberStream:
         self.crc = crc
         self.deflated = deflated
         self.module = module or INFLATER
+        self._crc32 = _crc32_of(self.module)
         self.out_chunk = out_chunk
         self.in_chunk = in_chunk
         self.interval = checkpoint_interval
@@ -177,7 +185,7 @@ class MemberStream:
             piece = fp.read(min(self.out_chunk, self.size - pos))
             if not piece:
                 raise InflateError("stored data is truncated")
-            crc = self.module.crc32(piece, crc)
+            crc = self._crc32(piece, crc)
             yield pos, piece
             pos += len(piece)
         if crc != self.crc:
@@ -187,7 +195,7 @@ class MemberStream:
         crc = 0
         end = 0
         for pos, piece in self._run(fp, self.checkpoints[0], record=True):
-            crc = self.module.crc32(piece, crc)
+            crc = self._crc32(piece, crc)
             yield pos, piece
             end = pos + len(piece)
         if not self._eof:
