@@ -85,6 +85,29 @@ def test_pages_past_the_memory_budget_go_to_a_temporary_file() -> None:
     assert (store.get(2), len(store), store.spilled >= 0) == (None, 0, True)
 
 
+def test_stores_read_at_once_share_one_memory_budget() -> None:
+    """Every library being read at once takes its pages' memory from one budget (a second library spills
+    what the first holds), and a store closed or dropped gives its share back."""
+    from buildrows.binaries.spool import MemoryBudget
+
+    shared = MemoryBudget(3 << 16)
+    first, second = PageStore(shared), PageStore(shared)
+    for i in range(2):
+        first.put(i, bytes([i]) * (1 << 16))
+        second.put(i, bytes([i]) * (1 << 16))
+    assert (first.in_memory, first.spilled, second.in_memory, second.spilled) == (2 << 16, 0, 1 << 16, 1 << 16)
+    assert shared.used == 3 << 16 and second.get(1) == bytes([1]) * (1 << 16)
+    first.close()
+    assert shared.used == 1 << 16
+    second.put(2, b"x" * (1 << 16))  # in memory again, now that the first gave its share back
+    assert second.in_memory == 2 << 16 and shared.used == 2 << 16
+    del second
+    import gc
+
+    gc.collect()
+    assert shared.used == 0
+
+
 def test_spilled_pages_are_read_back_as_one_run() -> None:
     store = PageStore(budget=0)
     for i in range(5):

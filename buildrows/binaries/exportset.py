@@ -8,7 +8,7 @@ A library's exported symbols are only ever asked "is this name here?" (the load 
 moment it is hashed. Two ways, the same answers:
 
 - up to :data:`SET_MAX` names, while all such sets of the process hold at most :data:`SET_BUDGET`
-  (some 60 MB), a ``frozenset`` of the hashes: asked in one C step, many names at once with
+  names (some 8 MB: PyTorch's libraries fit, TensorFlow's 77 do not), a ``frozenset`` of the hashes: asked in one C step, many names at once with
   :meth:`ExportSet.missing` (the load check's 29,000 asks on PyTorch's wheel), and no sort to build;
 - beyond that, a sorted ``array`` of the hashes, each as the nearest double, asked by binary search:
   8 bytes a name. Doubles because ``sorted`` compares floats in one machine instruction and 64-bit
@@ -55,7 +55,7 @@ def _sorted(table: array[int]) -> array[float]:
 #: and the most all of them hold at once (ExportSets that would pass it take the array). The total is
 #: kept without a lock: a race between two symbol threads costs a set more or less, never an answer.
 SET_MAX: Final = 1 << 18
-SET_BUDGET: Final = 1 << 20
+SET_BUDGET: Final = 1 << 17
 _held = [0]
 _STEP: Final = 8192
 

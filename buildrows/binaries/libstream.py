@@ -30,7 +30,7 @@ from buildrows.binaries.binfmt import BinaryFormatError, BinaryLayout, read_layo
 from buildrows.binaries.fatbin import MAX_CONTAINERS, DeviceCode, FatbinError, list_device_code
 from buildrows.binaries.fatscan import FatbinScanner
 from buildrows.binaries.inflate import MemberStream
-from buildrows.binaries.spool import MEMORY_BUDGET, PageStore
+from buildrows.binaries.spool import SHARED_BUDGET, MemoryBudget, PageStore
 
 __all__ = ["PAGE", "SparseSource", "StreamedLibrary", "read_streamed"]
 
@@ -55,7 +55,7 @@ _PF_W: Final = 2
 class SparseSource:
     """A :class:`buildrows.binaries.binfmt.ByteSource` over pages kept in passing or fetched again later."""
 
-    def __init__(self, size: int, fetch: Callable[[int, int], bytes], *, budget: int | None = None,
+    def __init__(self, size: int, fetch: Callable[[int, int], bytes], *, budget: int | MemoryBudget | None = None,
                  max_keep: int = MAX_PREFETCH) -> None:
         self._size = size
         self.fetch = fetch
@@ -409,7 +409,8 @@ def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None 
     Raises :class:`buildrows.binaries.inflate.InflateError`, :class:`buildrows.binaries.binfmt.BinaryFormatError` or
     :class:`buildrows.binaries.fatbin.FatbinError`, as reading the whole library in memory would.
     """
-    source = SparseSource(stream.size, stream.read, **({"budget": MEMORY_BUDGET, "max_keep": GATHER_KEEP} if gather else {}))
+    source = (SparseSource(stream.size, stream.read, budget=SHARED_BUDGET, max_keep=GATHER_KEEP) if gather
+              else SparseSource(stream.size, stream.read))
     scanner = FatbinScanner(stream.size)
     planner = _Planner(source, gather=gather)
     let_go = 0  # gathering: the end of the last fat binary whose inside was let go

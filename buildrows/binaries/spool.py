@@ -4,10 +4,15 @@ The whole check gathers, while each library inflates once, every range its symbo
 read (:mod:`buildrows.binaries.libstream`'s planner, ``gather``): the first read-only segment (``.dynsym``, the
 version sections), the read-only data after the code (``.rodata``), the dynamic string table. On PyTorch's
 libraries that is 25-40 MB each, on TensorFlow's ``libtensorflow_cc.so.2`` over 100 MB (an 87 MB string table):
-held in memory on a few threads at once, the check's 160 MB bound would not hold. So only the first
-:data:`MEMORY_BUDGET` bytes of a library's pages stay in memory; the rest are written to a temporary file
-(deleted when closed, or at once where the platform allows: nothing is left behind) and read back when asked.
-Writing them costs a copy into the page cache, far less than inflating them again.
+held in memory on a few threads at once, the check's 160 MB bound would not hold. So the pages of all the
+libraries being read at once share :data:`MEMORY_BUDGET` bytes of memory (:data:`SHARED_BUDGET`, given back as
+each library's symbols are read); pages beyond it are written to a temporary file (deleted when closed, or at
+once where the platform allows: nothing is left behind) and read back when asked. Writing them costs a copy
+into the page cache, far less than inflating them again. Shared, not a budget per library (8 MiB each until
+issue 38), so that memory does not grow with the number of threads: 16 MiB is what two threads held before.
+A larger one was measured (issue 38): it spares PyTorch's libtorch_cpu.so some 30 MB of writes, but the
+check's peak on TensorFlow's wheel grows by the same amount (126 MiB with 8 MiB a library; 154 MiB with
+24 MiB shared, 199 MiB with 64 MiB), against the 160 MB bound.
 """
 
 from __future__ import annotations
@@ -17,17 +22,44 @@ import tempfile
 import threading
 from typing import IO, Final
 
-__all__ = ["MEMORY_BUDGET", "PageStore"]
+__all__ = ["MEMORY_BUDGET", "SHARED_BUDGET", "MemoryBudget", "PageStore"]
 
-#: What one library's kept pages may hold in memory; beyond it they go to the temporary file.
-MEMORY_BUDGET: Final = 8 << 20
+#: What the kept pages of all libraries being read at once may hold in memory; beyond it they go to the
+#: temporary file.
+MEMORY_BUDGET: Final = 16 << 20
+
+
+class MemoryBudget:
+    """Bytes of memory that page stores take from and give back, shared between threads."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def take(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit (and are now counted)."""
+        with self._lock:
+            if self.used + size > self.limit:
+                return False
+            self.used += size
+            return True
+
+    def give(self, size: int) -> None:
+        with self._lock:
+            self.used -= size
+
+
+#: The budget the whole check's gathered pages share (buildrows.binaries.libstream).
+SHARED_BUDGET: Final = MemoryBudget(MEMORY_BUDGET)
 
 
 class PageStore:
-    """``index -> bytes`` for pages kept in passing; pages past the memory budget live in a temporary file."""
+    """``index -> bytes`` for pages kept in passing; pages past the memory budget live in a temporary file.
+    ``budget``: a :class:`MemoryBudget` shared with other stores, or a number of bytes for this store alone."""
 
-    def __init__(self, budget: int = MEMORY_BUDGET) -> None:
-        self.budget = budget
+    def __init__(self, budget: int | MemoryBudget = SHARED_BUDGET) -> None:
+        self.budget = budget if isinstance(budget, MemoryBudget) else MemoryBudget(budget)
         self.in_memory = 0
         self._memory: dict[int, bytes] = {}
         self._spilled: dict[int, tuple[int, int]] = {}  # index -> (offset in the file, length)
@@ -49,7 +81,7 @@ class PageStore:
     def put(self, index: int, data: bytes) -> None:
         if index in self:
             return
-        if self.in_memory + len(data) <= self.budget:
+        if self.budget.take(len(data)):
             self._memory[index] = data
             self.in_memory += len(data)
             return
@@ -100,10 +132,17 @@ class PageStore:
         with self._lock:
             self._memory.clear()
             self._spilled.clear()
+            self.budget.give(self.in_memory)
             self.in_memory = 0
             if self._file is not None:
                 self._file.close()
                 self._file = None
+
+    def __del__(self) -> None:
+        # A store dropped unclosed (a library whose reading failed half-way) gives its share back.
+        if self.in_memory:
+            self.budget.give(self.in_memory)
+            self.in_memory = 0
 
 
 def _pwrite(file: IO[bytes], data: bytes, at: int) -> int:

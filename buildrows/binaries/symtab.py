@@ -86,7 +86,7 @@ def read_dynsym(data: bytes, names: bytes, versym: bytes, order: str, is64: bool
     find: Callable[[bytes, int], int] = names.find
     if nvers < entries:
         vers.extend(repeat(1, entries - nvers))  # an entry without a version entry reads as 1 (global)
-    importing = list(map(imported.__contains__, flags))
+    importing = bytes(map(imported.__contains__, flags))  # a byte an entry: 0 or 1 (compress takes either)
     at = list(compress(offsets, importing))
     named = list(map(bool, at))  # 0: nameless
     at = list(compress(at, named))
@@ -100,7 +100,7 @@ def read_dynsym(data: bytes, names: bytes, versym: bytes, order: str, is64: bool
 
     if not exporting:
         return imports, exported
-    exporting_at = list(map(exporting.__contains__, flags))
+    exporting_at = bytes(map(exporting.__contains__, flags))
     # Some exported name is versioned, or hidden (imports name the versions they need: not these)
     if max(compress(vers[1:], exporting_at), default=0) > 1:
         for n in compress(range(1, entries), exporting_at):
@@ -117,8 +117,7 @@ def read_dynsym(data: bytes, names: bytes, versym: bytes, order: str, is64: bool
                 exported.append(hash(raw))  # the default version: unversioned references bind to it
         return imports, exported
     # Each exported name: its end found, sliced, hashed, in C loops.
-    starts = list(filter(None, compress(offsets, exporting_at)))  # 0: nameless
-    for lo in range(0, len(starts), STEP):
-        part = starts[lo:lo + STEP]
+    starts = filter(None, compress(offsets, exporting_at))  # 0: nameless; never a list (memory)
+    while part := list(islice(starts, STEP)):
         exported.extend(map(hash, map(names.__getitem__, map(slice, part, map(find, repeat(b"\0"), part)))))
     return imports, exported
