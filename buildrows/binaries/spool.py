@@ -11,8 +11,8 @@ once where the platform allows: nothing is left behind) and read back when asked
 into the page cache, far less than inflating them again. Shared, not a budget per library (8 MiB each until
 issue 38), so that memory does not grow with the number of threads: 16 MiB is what two threads held before.
 A larger one was measured (issue 38): it spares PyTorch's libtorch_cpu.so some 30 MB of writes, but the
-check's peak on TensorFlow's wheel grows by the same amount (126 MiB with 8 MiB a library; 154 MiB with
-24 MiB shared, 199 MiB with 64 MiB), against the 160 MB bound.
+check's peak on TensorFlow's wheel grows with it (`scripts/bench_check.py --modes check-full`, peak RSS:
+132 MiB with 8 MiB shared, 138 MiB with 16, 158 MiB with 24), against the 160 MB bound.
 """
 
 from __future__ import annotations
