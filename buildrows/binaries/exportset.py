@@ -78,9 +78,11 @@ class ExportSet:
             self._set = None
             self._hashes = _sorted(table)
 
-    def __del__(self) -> None:
-        if self._set is not None:
-            _held[0] -= len(self._set)
+    def __del__(self, _counter: list[int] = _held) -> None:
+        # The counter is bound here: at interpreter exit a module's globals may already be gone.
+        held = getattr(self, "_set", None)  # None too when __init__ failed before it
+        if held is not None:
+            _counter[0] -= len(held)
 
     @staticmethod
     def key(name: bytes) -> int:

@@ -140,7 +140,7 @@ class PageStore:
 
     def __del__(self) -> None:
         # A store dropped unclosed (a library whose reading failed half-way) gives its share back.
-        if self.in_memory:
+        if getattr(self, "in_memory", 0):
             self.budget.give(self.in_memory)
             self.in_memory = 0
 
