@@ -193,10 +193,11 @@ def _preload_declared(exp: Expectation, info: Artifact) -> CheckResult:
 
 def _install_dir(member: str) -> str | None:
     """Where a wheel member lands relative to site-packages (None for data/scripts)."""
-    parts = member.split("/")
-    if parts[0].endswith(".data"):
-        if len(parts) > 2 and parts[1] in ("purelib", "platlib"):
-            return "/".join(parts[2:-1])
+    top, _, rest = member.partition("/")
+    if top.endswith(".data"):
+        scheme, sep, rest = rest.partition("/")
+        if sep and scheme in ("purelib", "platlib"):
+            return rest.rpartition("/")[0]
         return None
     return member.rpartition("/")[0]
 
