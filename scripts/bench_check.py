@@ -37,7 +37,8 @@ members the reader never inflates. ``--from-installed DIST`` writes WHEEL itself
 distribution (its RECORD's files, deflated at level 6 on every CPU), for a machine that has the
 package installed but no registry (the device machine). ``--modes a,b,c`` measures those modes only
 (``stdlib-stream,check-2,check-full``: the three the issue's bars name), ``--json FILE`` writes the
-medians.
+medians. ``--against CHECKOUT`` runs each check mode with another checkout's buildrows too (a git worktree
+of the commit before a change), interleaved, as ``MODE@before``: before and after on one machine in one run.
 
 Targets (issue 16, tightened by issue 27): check-2 under 0.3x stdlib-stream, peak memory of every
 check mode under 160 MB, identical to cuobjdump. Exit status 1 when a target is missed. On a machine
@@ -201,8 +202,8 @@ def child(mode: str, wheel: Path, out: Path | None) -> None:
     print(json.dumps({"seconds": seconds, "cpu": cpu, "maxrss_mib": after.ru_maxrss / 1024}))
 
 
-def run_child(mode: str, wheel: Path, out: Path | None = None) -> dict[str, float]:
-    cmd = [sys.executable, __file__, "--child", mode, str(wheel)]
+def run_child(mode: str, wheel: Path, out: Path | None = None, script: str = __file__) -> dict[str, float]:
+    cmd = [sys.executable, script, "--child", mode, str(wheel)]
     if out is not None:
         cmd += ["--out", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -355,6 +356,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-installed", metavar="DIST", help="first write WHEEL from this installed distribution")
     parser.add_argument("--modes", help="comma-separated modes to measure (default: all)")
     parser.add_argument("--json", type=Path, help="write the medians here")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT",
+                        help="also run each check mode with another checkout's buildrows (its scripts/bench_check.py), "
+                             "interleaved with this one's, as MODE@before: a before/after on the same machine")
     parser.add_argument("--child", metavar="MODE", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -363,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args.child, wheel, args.out)
         return 0
 
-    from buildrows.binaries.inflate import INFLATER
+    from buildrows.binaries.inflate import INFLATER, PASS_INFLATER
 
     if args.from_installed:
         wheel_from_installed(args.from_installed, wheel)
@@ -378,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"libraries: {len(libs)}, {size / 2**20:.0f} MiB inflated from {compressed / 2**20:.0f} MiB")
     load = os.getloadavg()
     print(f"cpus: {os.cpu_count()}, python {sys.version.split()[0]}, zlib {zlib.ZLIB_RUNTIME_VERSION}, "
-          f"buildrows inflates with {INFLATER.__name__}; load average before: {load[0]:.2f} {load[1]:.2f}")
+          f"buildrows inflates libraries with {PASS_INFLATER.__name__} (other members with {INFLATER.__name__}); "
+          f"load average before: {load[0]:.2f} {load[1]:.2f}")
 
     modes = available_modes()
     if args.modes:
@@ -391,7 +396,12 @@ def main(argv: list[str] | None = None) -> int:
             modes.insert(0, "stdlib-stream")
     with_cli = not args.modes or "cli-check" in args.modes.split(",")
     inflate_stream(wheel, "zlib")  # warm the page cache
-    runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*modes, *(["cli-check"] if with_cli else [])]}
+    before = [m for m in modes if m.startswith("check-")] if args.against else []
+    before_script = str(args.against.resolve() / "scripts" / "bench_check.py") if args.against else ""
+    if before and not Path(before_script).is_file():
+        raise SystemExit(f"--against {args.against}: no scripts/bench_check.py there")
+    runs: dict[str, list[dict[str, float]]] = {m: [] for m in [*modes, *(f"{m}@before" for m in before),
+                                                               *(["cli-check"] if with_cli else [])]}
     listing_files: dict[str, Path] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeat):
@@ -400,6 +410,10 @@ def main(argv: list[str] | None = None) -> int:
                 runs[mode].append(run_child(mode, wheel, out))
                 if out is not None:
                     listing_files[f"{mode}-{i}"] = out
+                if mode in before:  # the same listing is expected of the other checkout
+                    out = Path(tmp) / f"{mode}-before-{i}.json"
+                    runs[f"{mode}@before"].append(run_child(mode, wheel, out, before_script))
+                    listing_files[f"{mode}@before-{i}"] = out
             if with_cli:
                 runs["cli-check"].append(run_cli(wheel))
         listings = {k: json.loads(p.read_text()) for k, p in listing_files.items()}
@@ -425,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
               f" {rss:>13.0f}")
 
     ok = consistent
-    print(f"\ncheck-1 and check-2 listings identical in every run: {consistent}")
+    print(f"\ncheck modes' listings identical in every run{' (both checkouts)' if before else ''}: {consistent}")
     cubins = sum(len(c) for c, _ in reference.values())
     ptx = sum(len(p) for _, p in reference.values())
     with_code = sum(1 for c, p in reference.values() if c or p)
@@ -468,7 +482,10 @@ def main(argv: list[str] | None = None) -> int:
         if "check-2" in summary:
             over = summary["check-full"][0] / summary["check-2"][0]
             targets.append((f"check-full <= 1.2x check-2 (the reader alone): {over:.2f}x", over <= 1.2))
-    peak = max(summary[m][1] for m in summary if m.startswith("check-"))
+    for mode in before:
+        was, now = summary[f"{mode}@before"][0], summary[mode][0]
+        print(f"{mode}: before {was:.3f} s ({was / base:.3f}x), after {now:.3f} s ({now / base:.3f}x)")
+    peak = max(summary[m][1] for m in summary if m.startswith("check-") and "@" not in m)
     targets.append((f"peak RSS of the check modes <= 160 MB: {peak * 2**20 / 1e6:.0f} MB", peak * 2**20 <= 160e6))
     for text, met in targets:
         print(f"target: {text} ({'met' if met else 'NOT met'})")
