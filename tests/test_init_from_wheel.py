@@ -192,3 +192,28 @@ def test_kernel_files_are_one_unit_under_their_common_directory() -> None:
     assert unit is not None and unit.paths == ("fi/cubins/*",)
     assert (unit.elf, unit.ptx) == (frozenset({"sm_100f", "sm_103a"}), frozenset({"sm_90"}))
     assert _kernel_unit(SimpleNamespace(libraries=())) is None  # type: ignore[arg-type]  # a reader without kernel files
+
+
+def test_pytorchs_own_wheel_is_no_extension_of_torch(tmp_path: Path, cli: Callable[..., Result],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyTorch 2.14.1's own wheel, in miniature: its libtorch_python.so NEEDS the libtorch_cpu.so the wheel ships,
+    and the CUDA libraries come from `cuda-toolkit[cublas,cudart]==13.0.3`. The libtorch it ships is its own code,
+    so init writes no torch mode (before: mode torch, and check then failed torch-matches-build asking which torch
+    it was built against); the exact toolkit pin carries libcudart and libcublas (before: "another major's
+    toolkit", libraries-load failed). The round trip passes; without the toolkit requirement it fails."""
+    members = {"torch/lib/libtorch_cpu.so": make_elf(needed=["libcudart.so.13"]),
+               "torch/lib/libtorch_cuda.so": _kernel(75, 90, ptx=(90,), needed=("libtorch_cpu.so", "libcudart.so.13",
+                                                                              "libcublas.so.13"),
+                                                     rpath="$ORIGIN/../../nvidia/cu13/lib:$ORIGIN"),
+               "torch/lib/libtorch_python.so": make_elf(needed=["libtorch_cpu.so", "libtorch_cuda.so"], rpath="$ORIGIN")}
+    toolkit = 'cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"'
+    wheel = _wheel(tmp_path / "w", "torch", "2.14.1", members, (toolkit, "filelock"))
+    r, text = _init(tmp_path / "p", cli, monkeypatch, str(wheel))
+    assert r.code == 0, r.err
+    assert 'mode = "torch"' not in text and "mode torch" not in r.err, text + r.err
+    r = cli("check", str(wheel), "--cuda", "13.0")  # PyPI's name has no +cu130
+    assert r.code == 0 and "verdict: PASS" in r.out, text + r.out
+    assert "[PASS] libraries-load" in r.out and "torch-matches-build" not in r.out
+    broken = _wheel(tmp_path / "broken", "torch", "2.14.1", members, ("filelock",))
+    r = cli("check", str(broken), "--cuda", "13.0")
+    assert r.code == 5 and "NEEDS libcublas.so.13" in r.out, r.out

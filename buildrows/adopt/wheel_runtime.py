@@ -23,7 +23,10 @@ def _mode(facts: WheelFacts, info: WheelInfo, wheel: Path, train: Train, platfor
 
     elf = [lib for lib in info.libraries if lib.format == "elf"]
     requires_torch = any(re.match(r"^\s*torch\b(?![-_.\w])", r) and "extra" not in r for r in info.requires_dist)
-    needs_libtorch = [lib.path for lib in elf if any(_LIBTORCH.match(n) for n in lib.needed)]
+    # libtorch the wheel ships itself is its own code, not torch's ABI: PyTorch's own wheel (its libtorch_python.so
+    # NEEDS its libtorch_cpu.so) is no extension of torch, and its libraries load NVIDIA's wheels themselves.
+    own = {lib.path.rsplit("/", 1)[-1] for lib in elf}
+    needs_libtorch = [lib.path for lib in elf if any(_LIBTORCH.match(n) and n not in own for n in lib.needed)]
     kinds: dict[str, str] = {}
     if requires_torch or needs_libtorch:
         # Symbols are read only where `check` reads them (the torch modes): a wheel that neither

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from buildrows.check.extras import Extras, extras_where
@@ -43,12 +44,13 @@ class NvidiaPackage:
 
 
 @functools.cache
-def _table() -> tuple[dict[str, NvidiaPackage], dict[int, dict[str, str]]]:
+def _table() -> tuple[dict[str, NvidiaPackage], dict[int, dict[str, tuple[str, ...]]]]:
     raw = tomllib.loads(data_file("nvidia_packages.toml").read_text(encoding="utf-8"))
     pkgs: dict[str, NvidiaPackage] = {str(canonicalize_name(k)): NvidiaPackage(str(canonicalize_name(k)),
                                                                                 tuple(v["sonames"]), v["dir"])
                                       for k, v in raw["packages"].items()}
-    toolkit = {int(k): {str(e): str(canonicalize_name(p)) for e, p in v.items()} for k, v in raw["cuda-toolkit"].items()}
+    toolkit = {int(k): {str(e): tuple(str(canonicalize_name(p)) for p in ([ps] if isinstance(ps, str) else ps))
+                        for e, ps in v.items()} for k, v in raw["cuda-toolkit"].items()}
     return pkgs, toolkit
 
 
@@ -111,15 +113,32 @@ def declared_nvidia(requires_dist: Iterable[str], platform: str, extra: str | No
             continue
         name = canonicalize_name(req.name)
         if name == "cuda-toolkit":
-            if req.specifier and not any(req.specifier.contains(v, prereleases=True)
-                                         for v in (f"{major}.0", f"{major}.0.0", f"{major}.9", f"{major}.99")):
+            if not admits_major(req.specifier, major):
                 continue  # another major's toolkit (numba-cuda's `cuda-toolkit[nvrtc]==12.*; extra == "cu12"`)
             for e in req.extras:
-                if e in toolkit:
-                    out[toolkit[e]] = text
+                for package in toolkit.get(e, ()):
+                    out[package] = text
         elif name in known or name.startswith("nvidia-"):
             out[name] = text
     return out
+
+
+def admits_major(specifier: SpecifierSet, major: int) -> bool:
+    """Whether some release of CUDA ``major`` satisfies ``specifier``: ``==13.*``, ``>=13,<14`` and
+    PyTorch 2.14's exact pin ``==13.0.3`` all admit 13, none of them 12. The releases tried are the
+    major's first and late ones, and each version the specifier names of that major and the one after it
+    (``>13.0.3,<13.0.5`` admits 13.0.4)."""
+    if not specifier:
+        return True
+    tried = {f"{major}.0", f"{major}.0.0", f"{major}.9", f"{major}.99"}
+    for spec in specifier:
+        release = re.match(r"(\d+)((?:\.\d+)*)", spec.version)
+        if release is None or int(release.group(1)) != major:
+            continue
+        parts = release.group(0).split(".")
+        tried.add(release.group(0))
+        tried.add(".".join([*parts[:-1], str(int(parts[-1]) + 1)]))
+    return any(specifier.contains(v, prereleases=True) for v in tried)
 
 
 def optional(soname: str, globs: Iterable[str]) -> bool:
