@@ -166,3 +166,48 @@ def _stream_of(tmp_path: Path, lib: Path) -> MemberStream:
         zf.write(lib, "fat/libfat.so")
     info = next(i for i in _directory(path).infos if i.filename == "fat/libfat.so")
     return _member_stream(path, info, 1 << 40, PASS_INFLATER)
+
+
+def test_spilled_pages_are_written_a_megabyte_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages past the budget go to the file in runs of SPILL_WRITE bytes, one call each (a call gives up the GIL
+    and waits to take it back, issue 38), and read back alike whether written yet or still waiting."""
+    import os
+
+    from buildrows.binaries import spool
+
+    calls: list[int] = []
+    real = os.pwritev
+
+    def counting(fd: int, buffers: list[bytes], offset: int) -> int:
+        calls.append(sum(map(len, buffers)))
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "pwritev", counting)
+    store = PageStore(budget=0)
+    pages = {i: bytes([i]) * (1 << 16) for i in range(40)}  # 2.5 MiB: two runs written, half a run waiting
+    for i, page in pages.items():
+        store.put(i, page)
+    assert calls == [spool.SPILL_WRITE, spool.SPILL_WRITE]
+    assert store.spilled == 40 << 16
+    assert store.get(39) == pages[39]  # waiting: written first, then read
+    assert calls[2:] == [8 << 16]
+    assert store.get(3) == pages[3] and store.get_run(14, 18) == b"".join(pages[i] for i in range(14, 19))
+    store.close()
+
+
+def test_no_collection_while_the_libraries_stream() -> None:
+    import gc
+
+    from buildrows.binaries.libraries import collections_paused
+
+    assert gc.isenabled()
+    with collections_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collections_paused():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()

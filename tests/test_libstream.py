@@ -369,3 +369,44 @@ def test_pass_inflater_without_copy_reads_again_from_the_start(tmp_path: Path, m
     for start in sorted(rng.randrange(len(data)) for _ in range(10)):
         assert stream.read(start, 5000) == data[start : start + 5000]
     assert stream.read(100, 10) == data[100:110]  # behind the cursor: from the start again
+
+
+@pytest.mark.parametrize("module_name", ["isal.isal_zlib", "zlib"])
+@pytest.mark.parametrize(("case", "message"), [
+    ("good", None),
+    ("crc", "CRC-32 mismatch"),
+    ("longer", "inflates to 300000 bytes, declares 300010"),
+    ("shorter", "inflates to more than its declared 299990 bytes"),
+    ("cut", "deflate stream ends early|compressed data is truncated"),
+    ("corrupt", "corrupt deflate data"),
+])
+def test_the_pass_checks_size_and_crc_with_either_inflater(tmp_path: Path, module_name: str, case: str,
+                                                           message: str | None) -> None:
+    """ISA-L's pass reads a deflated member as a gzip member's body, its CRC-32 and size in a trailer made from
+    the zip's headers, so that ISA-L checks them as it inflates (issue 38); every lie is refused in the words
+    the stdlib's pass uses."""
+    module = pytest.importorskip(module_name)
+    data = random.Random(5).randbytes(100000) * 3
+    raw = zlib.compress(data, 6)[2:-4]
+    size, crc = len(data), zlib.crc32(data)
+    if case == "crc":
+        crc ^= 1
+    elif case == "longer":
+        size += 10
+    elif case == "shorter":
+        size -= 10
+    elif case == "cut":
+        raw = raw[: len(raw) // 2]
+    elif case == "corrupt":
+        raw = b"\x07" + raw[1:]  # a first block of the reserved type 3
+    path = tmp_path / "m"
+    path.write_bytes(raw)
+    stream = MemberStream(lambda: path.open("rb"), 0, len(raw), size, crc, deflated=True, module=module,
+                          out_chunk=7000, in_chunk=3000)
+    if message is None:
+        assert b"".join(piece for _, piece in stream.chunks()) == data
+        assert stream.read(123456, 1000) == data[123456:124456]  # a re-read after the pass
+        return
+    with pytest.raises(inflate.InflateError, match=message):
+        for _ in stream.chunks():
+            pass

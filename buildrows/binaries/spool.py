@@ -27,6 +27,9 @@ __all__ = ["MEMORY_BUDGET", "SHARED_BUDGET", "MemoryBudget", "PageStore"]
 #: What the kept pages of all libraries being read at once may hold in memory; beyond it they go to the
 #: temporary file.
 MEMORY_BUDGET: Final = 16 << 20
+#: Pages bound for the temporary file are written this many bytes at a time, not one 64 KiB page a call: each
+#: write gives up the GIL and, while the symbol thread parses, waits to take it back (issue 38).
+SPILL_WRITE: Final = 1 << 20
 
 
 class MemoryBudget:
@@ -64,7 +67,9 @@ class PageStore:
         self._memory: dict[int, bytes] = {}
         self._spilled: dict[int, tuple[int, int]] = {}  # index -> (offset in the file, length)
         self._file: IO[bytes] | None = None
-        self._end = 0
+        self._end = 0  # bytes written to the file
+        self._pending: list[bytes] = []  # spilled pages not written yet, in file order from ``_end``
+        self._pending_size = 0
         self._lock = threading.Lock()
 
     def __contains__(self, index: int) -> bool:
@@ -75,8 +80,8 @@ class PageStore:
 
     @property
     def spilled(self) -> int:
-        """Bytes written to the temporary file."""
-        return self._end
+        """Bytes given to the temporary file (written, or waiting to be written with the next ones)."""
+        return self._end + self._pending_size
 
     def put(self, index: int, data: bytes) -> None:
         if index in self:
@@ -86,14 +91,24 @@ class PageStore:
             self.in_memory += len(data)
             return
         with self._lock:
-            if self._file is None:
-                # Unbuffered: a page goes straight to the page cache, not through a buffer first.
-                self._file = tempfile.TemporaryFile(prefix="buildrows-pages-", buffering=0)  # noqa: SIM115  (closed by close())
-            at = self._end
-            if _pwrite(self._file, data, at) != len(data):
-                raise OSError("a page could not be written whole to the temporary file of kept pages")
-            self._end += len(data)
-            self._spilled[index] = (at, len(data))
+            self._spilled[index] = (self._end + self._pending_size, len(data))
+            self._pending.append(data)
+            self._pending_size += len(data)
+            if self._pending_size >= SPILL_WRITE:
+                self._flush()
+
+    def _flush(self) -> None:
+        """Write the pending pages, in one call (the caller holds the lock)."""
+        if not self._pending:
+            return
+        if self._file is None:
+            # Unbuffered: the pages go straight to the page cache, not through a buffer first.
+            self._file = tempfile.TemporaryFile(prefix="buildrows-pages-", buffering=0)  # noqa: SIM115  (closed by close())
+        if _pwritev(self._file, self._pending, self._end) != self._pending_size:
+            raise OSError("pages could not be written whole to the temporary file of kept pages")
+        self._end += self._pending_size
+        self._pending.clear()
+        self._pending_size = 0
 
     def get(self, index: int) -> bytes | None:
         page = self._memory.get(index)
@@ -120,6 +135,8 @@ class PageStore:
 
     def _read(self, at: int, size: int) -> bytes:
         with self._lock:
+            if at + size > self._end:
+                self._flush()
             if self._file is None:
                 raise OSError("the temporary file of kept pages was closed while it was read")
             data = _pread(self._file, size, at)
@@ -132,6 +149,8 @@ class PageStore:
         with self._lock:
             self._memory.clear()
             self._spilled.clear()
+            self._pending.clear()
+            self._pending_size = 0
             self.budget.give(self.in_memory)
             self.in_memory = 0
             if self._file is not None:
@@ -145,10 +164,19 @@ class PageStore:
             self.in_memory = 0
 
 
-def _pwrite(file: IO[bytes], data: bytes, at: int) -> int:
-    if hasattr(os, "pwrite"):
-        return os.pwrite(file.fileno(), data, at)
-    file.seek(at)  # Windows: no pwrite (callers hold the store's lock)
+def _pwritev(file: IO[bytes], pages: list[bytes], at: int) -> int:
+    if hasattr(os, "pwritev"):
+        done = 0
+        for lo in range(0, len(pages), 512):  # IOV_MAX is 1,024 on Linux
+            part = pages[lo:lo + 512]
+            want = sum(map(len, part))
+            got = os.pwritev(file.fileno(), part, at + done)
+            done += got
+            if got != want:
+                return done
+        return done
+    data = b"".join(pages)
+    file.seek(at)  # Windows: no pwritev (callers hold the store's lock)
     return file.write(data) or 0
 
 

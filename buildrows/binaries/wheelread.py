@@ -35,6 +35,7 @@ from buildrows.binaries.libraries import (
     _PASSED_LOCK,
     _read_libraries,
     _usable_cpus,
+    collections_paused,
 )
 from buildrows.binaries.libraries import DEFAULT_WORKERS as DEFAULT_WORKERS
 from buildrows.binaries.libraries import LibraryInfo as LibraryInfo
@@ -99,7 +100,11 @@ def read_wheel(
     stream (checkpoints, not data) so that the load check's symbol reader
     (:func:`buildrows.binaries.wheelsymbols.wheel_library_symbols`) inflates only the symbol sections
     again, not every library a second time (:func:`passed_library`)."""
-    wheel = Path(path)
+    with collections_paused():
+        return _read_wheel(Path(path), max_member_size, workers, keep_for_symbols=keep_for_symbols)
+
+
+def _read_wheel(wheel: Path, max_member_size: int, workers: int | None, *, keep_for_symbols: bool) -> WheelInfo:
     name = parse_wheel_filename(wheel.name)
     directory = _directory(wheel)
     infos = directory.infos

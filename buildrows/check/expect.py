@@ -326,6 +326,13 @@ def _torch_libraries(args: CheckRequest) -> TorchLibraries | None:
 
 def check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple[Expectation, Artifact, list[CheckResult]]:
     """Read WHEEL (a .whl, a shared library or a directory) and judge it."""
+    from buildrows.binaries.libraries import collections_paused
+
+    with collections_paused():  # the libraries stream on threads and are judged: no collection stalls them
+        return _check_wheel(args, wheel, policy)
+
+
+def _check_wheel(args: CheckRequest, wheel: Path, policy: Policy | None) -> tuple[Expectation, Artifact, list[CheckResult]]:
     from buildrows.binaries.binfmt import BinaryFormatError
     from buildrows.binaries.fatbin import FatbinError
     from buildrows.binaries.looseread import LooseError, read_loose
