@@ -11,7 +11,10 @@ included) and releases the GIL: it is used when installed (a dependency where it
 standard library otherwise. A library that streams past once and is not read again (the reader
 alone: ``archs --from-wheel``, the listing) inflates with ISA-L (:data:`PASS_INFLATER`): on
 PyTorch's wheel 12% less CPU for the whole reader; were a range asked for after all, it inflates
-again from the member's start.
+again from the member's start. That pass reads the member's deflate data as the body of a gzip member
+whose trailer is the zip's CRC-32 and size, so that ISA-L checks them as it inflates, with no CRC call
+beside it: on two cores, while the symbol thread parses, every call that gives up the GIL waits to take
+it back, and a library's pass slept twice as long as it ran (issue 38, round 8).
 
 A :class:`MemberStream` yields the member's bytes chunk by chunk, checks its size and CRC-32, and
 keeps a copy of the inflater's state every :data:`CHECKPOINT_INTERVAL` bytes of output (some 40 KB
