@@ -76,6 +76,9 @@ _ZIP64_LOCATOR_MAGIC: Final = b"PK\x06\x07"
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
 _ZIP64_EOCD_MAGIC: Final = b"PK\x06\x06"
 _CENTRAL = struct.Struct("<4s4B4HL2L5H2L")
+# The same record, only the fields the reader keeps: signature, flags, method, CRC-32, sizes, the three
+# lengths, the local header's offset (versions, times, disk number and attributes skipped).
+_CENTRAL_USED = struct.Struct("<4s4xHH4xLLLHHH8xL")
 _CENTRAL_MAGIC: Final = b"PK\x01\x02"
 _MAX_COMMENT: Final = 65535
 
@@ -148,27 +151,29 @@ def _read_central_directory(wheel: Path) -> list[_Member]:
         raise bad("truncated central directory")
     members: list[_Member] = []
     pos = 0
-    unpack = _CENTRAL.unpack_from
+    unpack = _CENTRAL_USED.unpack_from  # the fields read, the others skipped (fewer objects a record)
     head = _CENTRAL.size
+    new = _Member
     while pos + head <= cd_size:
-        (magic, _cv, _cs, _ev, _r, flags, method, _t, _d, crc, csize, fsize,
-         name_len, extra_len, comment_len, _ds, _ia, _ea, offset) = unpack(data, pos)
+        magic, flags, method, crc, csize, fsize, name_len, extra_len, comment_len, offset = unpack(data, pos)
         if magic != _CENTRAL_MAGIC:
             raise bad("bad magic number for central directory")
         pos += head
         raw = data[pos:pos + name_len]
-        extra = data[pos + name_len:pos + name_len + extra_len]
-        pos += name_len + extra_len + comment_len
+        end = pos + name_len + extra_len
+        pos = end + comment_len
         if pos > cd_size:
             raise bad("truncated central directory record")
-        try:
-            # ASCII (nearly every wheel's names) reads the same in both encodings, and fastest.
-            name = raw.decode("ascii") if raw.isascii() else raw.decode("utf-8" if flags & _FLAG_UTF8 else "cp437")
-        except UnicodeDecodeError:
-            raise bad(f"member name {raw!r} is flagged UTF-8 but is not") from None
+        if raw.isascii():  # nearly every wheel's names: the same in both encodings, and fastest
+            name = raw.decode("ascii")
+        else:
+            try:
+                name = raw.decode("utf-8" if flags & _FLAG_UTF8 else "cp437")
+            except UnicodeDecodeError:
+                raise bad(f"member name {raw!r} is flagged UTF-8 but is not") from None
         if fsize == 0xFFFFFFFF or csize == 0xFFFFFFFF or offset == 0xFFFFFFFF:
-            fsize, csize, offset = _zip64_sizes(extra, fsize, csize, offset, bad)
-        members.append(_Member(name, name, offset + shift, csize, fsize, crc, method, flags))
+            fsize, csize, offset = _zip64_sizes(data[end - extra_len:end], fsize, csize, offset, bad)
+        members.append(new(name, name, offset + shift, csize, fsize, crc, method, flags))
     if len(members) != count:
         raise bad(f"the central directory holds {len(members)} records, its end record says {count}")
     return members
