@@ -71,3 +71,28 @@ def test_wheel_dirs_hold_every_parent() -> None:
         members = ("pkg/lib/a.so", "pkg/sub/deep/b.py", "x-1.data/platlib/other/c.so", "x-1.data/scripts/s")
 
     assert _wheel_dirs(Info()) == {"", "pkg", "pkg/lib", "pkg/sub", "pkg/sub/deep", "other"}  # type: ignore[arg-type]
+
+
+def _wheel_dirs_by_definition(members: tuple[str, ...]) -> set[str]:
+    dirs = {""}
+    for m in members:
+        d = _install_dir_by_parts(m)
+        while d:
+            dirs.add(d)
+            d = d.rpartition("/")[0]
+    return dirs
+
+
+def test_wheel_dirs_are_the_definition() -> None:
+    """Round 8 finds the distinct parents in C loops and walks only those up: the same set as walking every
+    member's install directory, .data schemes, directory entries, empty parts and absolute names included."""
+    rnd = random.Random(8)
+    atoms = ["a", "b", "x-1.data", "purelib", "platlib", "scripts", "", "c.so"]
+
+    class Info:
+        members: tuple[str, ...] = ()
+
+    for _ in range(4000):
+        Info.members = tuple("/".join(rnd.choice(atoms) for _ in range(rnd.randint(1, 5))) + rnd.choice(["", "/"])
+                             for _ in range(rnd.randint(1, 10)))
+        assert _wheel_dirs(Info()) == _wheel_dirs_by_definition(Info.members), Info.members  # type: ignore[arg-type]
