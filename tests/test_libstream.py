@@ -379,6 +379,8 @@ def test_pass_inflater_without_copy_reads_again_from_the_start(tmp_path: Path, m
     ("shorter", "inflates to more than its declared 299990 bytes"),
     ("cut", "deflate stream ends early|compressed data is truncated"),
     ("corrupt", "corrupt deflate data"),
+    ("trailing", None),  # bytes after the deflate stream, inside the member: zipfile (pip) ignores them
+    ("trailing-crc", "CRC-32 mismatch"),
 ])
 def test_the_pass_checks_size_and_crc_with_either_inflater(tmp_path: Path, module_name: str, case: str,
                                                            message: str | None) -> None:
@@ -399,6 +401,9 @@ def test_the_pass_checks_size_and_crc_with_either_inflater(tmp_path: Path, modul
         raw = raw[: len(raw) // 2]
     elif case == "corrupt":
         raw = b"\x07" + raw[1:]  # a first block of the reserved type 3
+    elif case.startswith("trailing"):
+        raw += b"0123456789abcdef" * 4
+        crc ^= case == "trailing-crc"
     path = tmp_path / "m"
     path.write_bytes(raw)
     stream = MemberStream(lambda: path.open("rb"), 0, len(raw), size, crc, deflated=True, module=module,

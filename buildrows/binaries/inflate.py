@@ -257,15 +257,41 @@ class MemberStream:
         except isal_error as exc:
             if "checksum" not in str(exc):
                 raise InflateError(f"corrupt deflate data: {exc}") from None
-            # The trailer (or compressed bytes after a deflate stream that ended early) did not match.
-            if pos != size:
-                raise InflateError(f"inflates to {pos} bytes, declares {size}") from None
-            raise InflateError("CRC-32 mismatch (corrupt archive)") from None
+            if ended:  # every byte inflated, and the trailer made of the zip's headers does not match
+                if pos != size:
+                    raise InflateError(f"inflates to {pos} bytes, declares {size}") from None
+                raise InflateError("CRC-32 mismatch (corrupt archive)") from None
+            # The deflate stream ended before the member's compressed bytes did, and what followed it was read as
+            # the trailer: bytes after the stream, which zipfile (and so pip) ignores, as the other inflaters do.
+            # Rare: the member inflates again without the trailer, the rest of it given from there.
+            failed = True
+        else:
+            failed = False
+        if failed:
+            yield from self._finish_plain(fp, pos)
+            return
         if not inflater.eof:
             raise InflateError("deflate stream ends early (truncated or corrupt)")
         if pos != size:
             raise InflateError(f"inflates to {pos} bytes, declares {size}")
         self._eof = True
+
+    def _finish_plain(self, fp: BinaryIO, given: int) -> Iterator[tuple[int, bytes]]:
+        """The member inflated again from its start with a plain inflater, the output past ``given`` (what the
+        checked pass gave already) yielded, and checked as the other inflaters' pass checks it."""
+        crc = 0
+        end = 0
+        for at, piece in self._run(fp, self.checkpoints[0], record=False):
+            crc = self._crc32(piece, crc)
+            end = at + len(piece)
+            if end > given:
+                yield max(at, given), piece[max(given - at, 0):]
+        if not self._eof:
+            raise InflateError("deflate stream ends early (truncated or corrupt)")
+        if end != self.size:
+            raise InflateError(f"inflates to {end} bytes, declares {self.size}")
+        if crc != self.crc:
+            raise InflateError("CRC-32 mismatch (corrupt archive)")
 
     def _run(self, fp: BinaryIO, start: _Checkpoint | _Cursor, *, record: bool) -> Iterator[tuple[int, bytes]]:
         """Inflate from ``start`` to the end of the stream, never past the declared size.
