@@ -170,17 +170,8 @@ def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
     # of it (symbols, strings) is gathered in passing, not inflated again from checkpoints.
     stream = _member_stream(wheel, info, max_size, PASS_INFLATER)
     gather = bool(_PASSED_FOR)
-    scanned_ahead: list[Future[Any]] = []
-
-    def ahead(source: SparseSource, start: int, end: int) -> None:
-        # The string scan of .rodata on the symbol thread while the rest of the library inflates: off the tail of
-        # libtorch_cpu.so, whose symbols can only be read once its last bytes (patchelf's .dynstr) have passed.
-        from buildrows.binaries.symbols import scan_ahead
-
-        scanned_ahead.append(_symbol_thread().submit(scan_ahead, source.peek, start, end))
-
     try:
-        lib = read_streamed(stream, gather=gather, ahead=ahead if gather else None)
+        lib = read_streamed(stream, gather=gather)
     except InflateError as exc:
         raise WheelError(str(wheel), str(exc), info.filename) from None
     except (BinaryFormatError, FatbinError) as exc:
@@ -192,7 +183,7 @@ def _library_info(wheel: Path, info: _Member, max_size: int) -> LibraryInfo:
             # The load check's symbols and strings, parsed in Python on the symbol thread from the pages
             # kept in passing, while this worker inflates its next library (the inflater releases the GIL).
             markers = not described.has_device_code
-            pending = _symbol_thread().submit(_passed_symbols, source, markers, scanned_ahead[0] if scanned_ahead else None)
+            pending = _symbol_thread().submit(_passed_symbols, source, markers)
             with _PASSED_LOCK:
                 _PASSED[info.filename] = PassedLibrary(stream, pending, markers)
         else:
@@ -211,22 +202,15 @@ def _symbol_thread() -> ThreadPoolExecutor:
         return _SYMBOL_THREAD[0]
 
 
-def _passed_symbols(source: SparseSource, markers: bool, ahead: Future[Any] | None = None) -> Any:
+def _passed_symbols(source: SparseSource, markers: bool) -> Any:
     """The dynamic symbols and strings of a library that streamed past, read from its gathered pages (a page
     not gathered inflates again), or None where reading them fails: the load check reads them again when it
-    asks, and words the error there. ``ahead``: the string scan begun while it streamed (done by now: the
-    symbol thread runs its work in order)."""
+    asks, and words the error there."""
     from buildrows.binaries.symbols import _with_strings, read_dynamic_symbols, scan_strings
 
     try:
         got = read_dynamic_symbols(source)
-        if got is None:
-            return None
-        try:
-            begun = ahead.result() if ahead is not None else None
-        except Exception:  # a scan ahead that failed is only work not saved
-            begun = None
-        return _with_strings(got, scan_strings(source, markers=markers, ahead=begun))
+        return _with_strings(got, scan_strings(source, markers=markers)) if got is not None else None
     except (InflateError, BinaryFormatError, OSError):
         return None
     finally:

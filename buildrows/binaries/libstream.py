@@ -196,8 +196,6 @@ class _Planner:
         self.phdrs: tuple[int, int, int, bool, str] = (0, 0, 0, True, "<")
         self.dynamic: tuple[int, int] = (0, 0)
         self.loads: list[tuple[int, int, int]] = []
-        # Gathering: the kept part of the first read-only segment after the first one (.rodata, as linkers lay it out).
-        self.rodata: tuple[int, int] | None = None
         # Where fat binaries can be (an ELF's read-only loaded segments); None: anywhere.
         self.scan_regions: list[tuple[int, int]] | None = None
 
@@ -267,8 +265,6 @@ class _Planner:
                     keep = min(p_filesz, SEGMENT_KEEP)
                     if self.loads:
                         keep = min([keep] + [u - p_offset for u in unwind if p_offset < u < p_offset + keep])
-                        if self.rodata is None and keep > 0:
-                            self.rodata = (p_offset, p_offset + keep)
                     self.source.want(p_offset, keep)
                 self.loads.append((p_vaddr, p_offset, p_filesz))
                 # In passing, only read-only segments are searched (where GCC's and PyTorch's links
@@ -404,14 +400,11 @@ def _section_code(scanner: FatbinScanner, source: SparseSource, stream: MemberSt
 
 
 def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None = None, *,
-                  gather: bool = False,
-                  ahead: Callable[[SparseSource, int, int], None] | None = None) -> StreamedLibrary:
+                  gather: bool = False) -> StreamedLibrary:
     """Inflate ``stream`` once and read the library in it; ``observe`` sees every piece as it passes.
     ``gather``: also keep what the symbol reader and the string scan will read (in memory up to a budget, the
     rest in a temporary file: buildrows.binaries.spool), returned as the result's ``source``, so that nothing
-    inflates again unless a section lies where linkers do not put it. ``ahead(source, start, end)``, gathering:
-    called once the kept part of the read-only segment after the code (``[start, end)``, .rodata) has passed,
-    while the rest of the library still streams (the string scan can start there).
+    inflates again unless a section lies where linkers do not put it.
 
     Raises :class:`buildrows.binaries.inflate.InflateError`, :class:`buildrows.binaries.binfmt.BinaryFormatError` or
     :class:`buildrows.binaries.fatbin.FatbinError`, as reading the whole library in memory would.
@@ -436,9 +429,6 @@ def read_streamed(stream: MemberStream, observe: Callable[[bytes], None] | None 
         source.feed(offset, data)
         if observe is not None:
             observe(data)
-        if ahead is not None and planner.rodata is not None and source.passed >= planner.rodata[1]:
-            ahead(source, *planner.rodata)
-            ahead = None
         if planner.stage is not None:
             wanted = source.prefetched
             planner.step()

@@ -19,7 +19,7 @@ import struct
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -399,62 +399,18 @@ def string_ranges(source: ByteSource) -> list[tuple[int, int]]:
 _SCAN_PIECE: Final = 1 << 20
 
 
-@dataclass
-class StringsAhead:
-    """A string scan run ahead, while the library still streamed (:func:`scan_ahead`): from ``start`` in whole
-    pieces, and how many sonames and markers it had found, and its tail, after each piece."""
-
-    start: int
-    markers: bool
-    scan: _StringScan
-    after: list[tuple[int, int, bytes]]  # after piece k + 1: (sonames, markers, tail)
-
-
-def scan_ahead(peek: Callable[[int, int], bytes | None], start: int, end: int) -> StringsAhead:
-    """Scan ``[start, end)`` in whole :data:`_SCAN_PIECE` pieces, as far as ``peek`` has them (pages kept in
-    passing; nothing inflated again), markers included. Where a string range of the library turns out to begin
-    at ``start`` (linkers put .rodata at the start of the read-only segment after the code), :func:`scan_strings`
-    goes on from the last whole piece inside it: the pieces are the ones it would read, so the answer is the one
-    it would give. What patchelf leaves last in libtorch_cpu.so (.dynstr) makes its symbols wait for the end of
-    its stream; its 18 MB of .rodata passed long before (issue 38)."""
-    scan = _StringScan(markers=True)
-    after: list[tuple[int, int, bytes]] = []
-    at = start
-    while at + _SCAN_PIECE <= end:
-        piece = peek(at, _SCAN_PIECE)
-        if piece is None:
-            break
-        scan.feed(bytes(piece))
-        after.append((len(scan.sonames), len(scan.markers), scan.tail))
-        at += _SCAN_PIECE
-    return StringsAhead(start, True, scan, after)
-
-
-def scan_strings(source: ByteSource, markers: bool = True, ahead: StringsAhead | None = None) -> _StringScan:
-    """The soname strings and CUDA markers in a library's string sections (:func:`string_ranges`).
-
-    Each range is scanned on its own and the answers joined in range order: the same sonames, in the same
-    order, and the same markers as one scan across them (a range never continues another's matches; the cap
-    and the markers' early stop only spare work). ``ahead``: a scan of a range's first pieces done already."""
+def scan_strings(source: ByteSource, markers: bool = True) -> _StringScan:
+    """The soname strings and CUDA markers in a library's string sections (:func:`string_ranges`)."""
     strings = _StringScan(markers=markers)
     for offset, size in string_ranges(source):
-        part = _StringScan(markers=markers)
         at = offset
-        if ahead is not None and ahead.start == offset and (ahead.markers or not markers):
-            done = min(len(ahead.after), size // _SCAN_PIECE)
-            if done:
-                sonames, found, part.tail = ahead.after[done - 1]
-                part.sonames = dict.fromkeys(islice(ahead.scan.sonames, sonames))
-                part.markers = dict.fromkeys(islice(ahead.scan.markers, found)) if markers else {}
-                at = offset + done * _SCAN_PIECE
         while at < offset + size:
             piece = bytes(source.read(at, min(_SCAN_PIECE, offset + size - at)))
             if not piece:
                 break
-            part.feed(piece)
+            strings.feed(piece)
             at += len(piece)
-        strings.sonames.update(part.sonames)
-        strings.markers.update(part.markers)
+        strings.tail = b""  # sections are not contiguous: no match spans two
     return strings
 
 
